@@ -1,0 +1,40 @@
+# relmas — the two commands: `make run` (build everything, run the default study) and `make test`.
+# Both create .venv on first use and install the project with the versions pinned in
+# requirements.lock (torch==2.13.0, the CPU build; a looser pin would download a CUDA build).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CORES ?= all
+
+.PHONY: run quick test lint bench clean
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+run: $(STAMP)  ## the whole study on config/config.yaml
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES)
+
+quick: $(STAMP)  ## the whole DAG on the tiny config/quick.yaml
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --configfile config/quick.yaml
+
+test: $(STAMP)  ## lint and the test suite
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n 2
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --lint
+
+bench: $(STAMP)  ## every benchmark script; figures go to docs/benchmarks.md by hand
+	for script in benchmarks/bench_*.py; do $(BIN)/python $$script || exit 1; done
+
+clean:
+	rm -rf results .snakemake mlflow.db mlflow.db.lock mlartifacts

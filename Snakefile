@@ -1,0 +1,2 @@
+# relmas pipeline: everything lives in workflow/ (rules by stage, schemas, scripts).
+include: "workflow/Snakefile"

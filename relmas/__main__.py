@@ -1,0 +1,3 @@
+from relmas.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,143 @@
+"""Loading and validation of the relmas configuration.
+
+The JSON schema in `workflow/schemas/config.schema.yaml` is the single definition of the config
+keys; the Snakefile validates with it through `snakemake.utils.validate`, the command line through
+this module, so an invalid config fails the same way before any job runs: one line naming the file,
+the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from relmas.errors import InputError
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def load_yaml(path: str | Path) -> Any:
+    """Parse a YAML file, turning a missing file or a syntax error into an InputError."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, None, "an existing YAML file")
+    try:
+        with path.open(encoding="utf-8") as handle:
+            return yaml.safe_load(handle)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else None
+        raise InputError(path, where, "well-formed YAML", getattr(exc, "problem", None)) from None
+
+
+def load_schema() -> dict[str, Any]:
+    return load_yaml(SCHEMA_PATH)
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read, validate and complete (schema defaults) the configuration in `path`."""
+    return validate_config(load_yaml(path), path)
+
+
+def validate_config(raw: Any, source: str | Path | None = None) -> dict[str, Any]:
+    """Validate `raw` against the schema and the cross-references between sections.
+
+    Returns a deep copy with the schema's defaults filled in.
+    """
+    if not isinstance(raw, Mapping):
+        raise InputError(source, None, "a mapping of configuration keys", type(raw).__name__)
+    config = copy.deepcopy(dict(raw))
+    validator = _validator_with_defaults(load_schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
+    if error is not None:
+        raise _schema_error(error, source)
+    _check_references(config, source)
+    return config
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """A stable short hash of a (validated) configuration or of any slice of it."""
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _check_references(config: Mapping[str, Any], source: str | Path | None) -> None:
+    accelerators = config["accelerators"]
+    systems = [("system", config["system"])]
+    systems += [
+        (f"scenarios.{name}.system", scenario["system"])
+        for name, scenario in config["scenarios"].items()
+        if isinstance(scenario.get("system"), Mapping)
+    ]
+    for prefix, system in systems:
+        for i, instance in enumerate(system.get("instances", [])):
+            if instance["name"] not in accelerators:
+                raise InputError(
+                    source,
+                    f"{prefix}.instances[{i}].name",
+                    f"one of the configured accelerators {sorted(accelerators)}",
+                    instance["name"],
+                )
+    if "instances" not in config["system"]:
+        raise InputError(source, "system.instances", "a list of accelerator instances", "missing")
+
+
+def _validator_with_defaults(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
+    """A Draft 2020-12 validator that also fills in `default` values of declared properties."""
+    base = jsonschema.Draft202012Validator
+    validate_properties = base.VALIDATORS["properties"]
+
+    def properties_with_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for key, subschema in properties.items():
+                if "default" in subschema and key not in instance:
+                    instance[key] = copy.deepcopy(subschema["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    extended = jsonschema.validators.extend(base, {"properties": properties_with_defaults})
+    return extended(schema)
+
+
+def _schema_error(error: jsonschema.ValidationError, source: str | Path | None) -> InputError:
+    key = _dotted(error.absolute_path)
+    kind = error.validator
+    value = error.validator_value
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    if kind == "required":
+        missing = next((k for k in value if k not in error.instance), value[0])
+        return InputError(source, _join(key, missing), "this key to be present", "missing")
+    if kind == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        return InputError(source, _join(key, extra[0]), f"a known key (one of {allowed})")
+    expected = {
+        "type": lambda: (
+            "a value of type " + (" or ".join(value) if isinstance(value, list) else value)
+        ),
+        "enum": lambda: f"one of {value}",
+        "exclusiveMinimum": lambda: f"a value > {value}",
+        "minimum": lambda: f"a value >= {value}",
+        "minItems": lambda: f"at least {value} item(s)",
+        "minProperties": lambda: f"at least {value} entry(ies)",
+        "minLength": lambda: "a non-empty string",
+        "pattern": lambda: schema.get("description", f"a string matching {value}"),
+    }.get(kind, lambda: error.message)()
+    return InputError(source, key or None, expected, error.instance)
+
+
+def _dotted(path) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key

@@ -1,0 +1,227 @@
+"""MLflow tracking: the only module that talks to MLflow.
+
+Every pipeline stage is one MLflow run in the experiment named by the config's `experiment` key.
+The tracking URI is `MLFLOW_TRACKING_URI` when set (e.g. a tracking server for cluster runs),
+otherwise the embedded SQLite store `sqlite:///mlflow.db` in the working directory (the project root
+under Snakemake).
+
+Several Snakemake jobs start at once and log into one SQLite file, so store creation and experiment
+creation happen under an exclusive file lock, and every call that writes retries when SQLite reports
+that the database is locked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import random
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+PIPELINE_ID_ENV = "RELMAS_PIPELINE_ID"
+STAGES = ("zoo", "profile", "workload", "train", "evaluate", "report")
+
+_T = TypeVar("_T")
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+
+
+def pipeline_id() -> str:
+    """The id shared by all runs of one pipeline invocation (set once by the Snakefile)."""
+    if PIPELINE_ID_ENV not in os.environ:
+        os.environ[PIPELINE_ID_ENV] = new_pipeline_id()
+    return os.environ[PIPELINE_ID_ENV]
+
+
+def new_pipeline_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+class StageRun:
+    """The MLflow run of one stage; thin wrappers that retry on SQLite lock contention."""
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        import mlflow
+
+        flat = {k: _param_text(v) for k, v in flatten(params).items()}
+        items = list(flat.items())
+        for start in range(0, len(items), 100):
+            _retry(lambda s=start: mlflow.log_params(dict(items[s : s + 100])))
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        import mlflow
+
+        clean = {k: float(v) for k, v in metrics.items() if v is not None}
+        _retry(lambda: mlflow.log_metrics(clean, step=step))
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        import mlflow
+
+        _retry(lambda: mlflow.set_tags({k: str(v) for k, v in tags.items()}))
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        import mlflow
+
+        _retry(lambda: mlflow.log_artifact(str(path), artifact_path=artifact_path))
+
+    def log_figure(self, figure: Any, name: str) -> None:
+        """Log a matplotlib figure as a PNG artifact (and close it)."""
+        import matplotlib.pyplot as plt
+        import mlflow
+
+        _retry(lambda: mlflow.log_figure(figure, name))
+        plt.close(figure)
+
+    def log_dict(self, data: Mapping[str, Any], name: str) -> None:
+        import mlflow
+
+        _retry(lambda: mlflow.log_dict(dict(data), name))
+
+    def log_input(self, frame: Any, name: str, source: str | Path, context: str) -> None:
+        """Record a Parquet table (layer table, trace) as an MLflow dataset input of this run."""
+        import mlflow
+
+        dataset = mlflow.data.from_polars(frame, source=str(source), name=name)
+        _retry(lambda: mlflow.log_input(dataset, context=context))
+
+
+@contextlib.contextmanager
+def stage_run(
+    stage: str,
+    config: Mapping[str, Any] | None,
+    *,
+    config_hash: str | None = None,
+    tags: Mapping[str, Any] | None = None,
+    params: Mapping[str, Any] | None = None,
+    run_name: str | None = None,
+) -> Iterator[StageRun]:
+    """Open the MLflow run of one stage, tagged with stage, pipeline id and config hash.
+
+    A failing stage ends its run with status FAILED, so the UI shows what broke.
+    """
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}")
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri())
+    experiment = (config or {}).get("experiment", "relmas")
+    experiment_id = _ensure_experiment(experiment)
+    all_tags = {"stage": stage, "pipeline_id": pipeline_id()}
+    if config_hash:
+        all_tags["config_hash"] = config_hash
+    all_tags.update({k: str(v) for k, v in (tags or {}).items()})
+    run = _retry(
+        lambda: mlflow.start_run(
+            experiment_id=experiment_id, run_name=run_name or _run_name(stage, tags), tags=all_tags
+        )
+    )
+    status = "FAILED"
+    try:
+        handle = StageRun(run.info.run_id)
+        if params:
+            handle.log_params(params)
+        yield handle
+        status = "FINISHED"
+    finally:
+        _retry(lambda: mlflow.end_run(status=status))
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{"a": {"b": 1}}` -> `{"a.b": 1}`: MLflow parameters are flat."""
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            flat.update(flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _param_text(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text[:6000]
+
+
+def _run_name(stage: str, tags: Mapping[str, Any] | None) -> str:
+    parts = [stage] + [str(v) for k, v in (tags or {}).items() if k != "stage"]
+    return "-".join(parts)
+
+
+def _ensure_experiment(name: str) -> str:
+    """Get or create the experiment, race-free across processes."""
+    import mlflow
+
+    with _store_lock():
+        experiment = _retry(lambda: mlflow.get_experiment_by_name(name))
+        if experiment is not None:
+            return experiment.experiment_id
+        try:
+            return _retry(
+                lambda: mlflow.create_experiment(name, artifact_location=_artifacts(name))
+            )
+        except mlflow.exceptions.MlflowException:
+            # created meanwhile by a process that does not share our lock (e.g. a tracking server)
+            return mlflow.get_experiment_by_name(name).experiment_id
+
+
+def _artifacts(experiment: str) -> str | None:
+    """Artifacts of the embedded store live beside it (`mlartifacts/`); a server decides its own."""
+    db = _sqlite_path()
+    if db is None:
+        return None
+    return (db.parent / "mlartifacts" / experiment).resolve().as_uri()
+
+
+def _sqlite_path() -> Path | None:
+    uri = tracking_uri()
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri.removeprefix("sqlite:///")).absolute()
+
+
+@contextlib.contextmanager
+def _store_lock() -> Iterator[None]:
+    """Exclusive lock over store/experiment creation for the embedded SQLite store."""
+    db = _sqlite_path()
+    if db is None:
+        yield
+        return
+    db.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = db.with_name(db.name + ".lock")
+    with open(lock_path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _retry(call: Callable[[], _T], attempts: int = 12) -> _T:
+    """Retry `call` while SQLite reports lock contention, with jittered exponential back-off."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except Exception as exc:  # MLflow wraps sqlite3.OperationalError in several types
+            text = str(exc).lower()
+            if "locked" not in text and "busy" not in text or attempt == attempts - 1:
+                raise
+            time.sleep(min(5.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
+def temporary_artifact_dir() -> tempfile.TemporaryDirectory:
+    """A scratch directory for artifacts written only to be logged."""
+    return tempfile.TemporaryDirectory(prefix="relmas-artifacts-")

@@ -1,0 +1,27 @@
+"""Shared fixtures: every test logs to its own throw-away MLflow store, never the project's."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_mlflow(tmp_path_factory: pytest.TempPathFactory):
+    store = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
+    previous = os.environ.get("MLFLOW_TRACKING_URI")
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{store}"
+    yield
+    if previous is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = previous
+
+
+@pytest.fixture
+def quick_config() -> Path:
+    return ROOT / "config" / "quick.yaml"
