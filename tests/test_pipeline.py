@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow
 
 def copy_project(dest: Path) -> Path:
     """The files a user's checkout has that the workflow reads (the package is installed)."""
+    dest.mkdir(parents=True, exist_ok=True)
     for name in ("Snakefile", "workflow", "config"):
         source = ROOT / name
         if source.is_dir():
