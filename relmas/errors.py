@@ -27,6 +27,6 @@ class InputError(Exception):
         super().__init__(" ".join(text.split()))
 
 
-def _short(value: object, limit: int = 80) -> str:
+def _short(value: object, limit: int = 200) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
