@@ -59,6 +59,7 @@ def cmd_zoo(args: argparse.Namespace) -> None:
             name = row.pop("model")
             run.log_metrics({f"{name}.{key}": value for key, value in row.items()})
         run.log_metrics({"layers": layers.height, "extract_seconds": seconds})
+        run.log_dict(summary.to_dict(as_series=False), "model_summary.json")
         run.log_input(layers, "layers", args.out, context="zoo")
         run.log_artifact(args.out)
     print(f"{layers.height} layers of {len(models)} models in {seconds:.2f} s -> {args.out}")
