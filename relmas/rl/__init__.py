@@ -1,0 +1,19 @@
+"""RELMAS's learner: a masked Double DQN, generic over any Gymnasium environment that follows the
+contract below, so it can be unit-tested on toy environments and trained on the simulator alike.
+
+Environment contract (what `relmas.rl.train.train` assumes of `make_env(seed)`):
+
+- gymnasium 1.x API: `reset(seed=...) -> (obs, info)`,
+  `step(action) -> (obs, reward, terminated, truncated, info)`; `terminated` ends the episode in a
+  true terminal state (no bootstrap), `truncated` cuts it for any other reason (bootstrap kept).
+- `observation_space`: a 1-D `gymnasium.spaces.Box` of float32 features (already normalised).
+- `action_space`: `gymnasium.spaces.Discrete(M + 1)` starting at 0 — M candidate slots plus "wait".
+- `info["action_mask"]`: a bool or int8 numpy array of shape (M + 1,), returned by `reset` and by
+  every `step`, true for the valid actions. A non-terminal state has at least one valid action.
+- Determinism: an episode is a function of the `seed` given to `make_env` and the `seed` given to
+  `reset` (and of the actions), which is what makes training reproducible and resumable.
+
+Modules: `network` (Q-network, numpy inference, MACs, layer table), `replay` (replay buffer and
+n-step returns), `dqn` (config, action selection, Double-DQN targets and update),
+`checkpoint` (weights-only checkpoint files), `train` (the training loop).
+"""

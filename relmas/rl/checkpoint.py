@@ -1,0 +1,99 @@
+"""The files of a training directory, all readable with `torch.load(..., weights_only=True)`.
+
+    best.pt                 the policy with the best validation score (what evaluation deploys)
+    last.pt                 the full training state at the last checkpoint (to resume from)
+    replay-<step>.npz       the replay buffer that belongs to that last.pt
+
+Both .pt files hold plain dicts of tensors and Python scalars/strings (no pickled classes):
+`format`, `config` (the DQNConfig as a dict), `network` (the QNetwork spec), `online` (its state
+dict), `step`; best.pt adds `metrics` (the validation result); last.pt adds `target`,
+`optimizer`, `episode`, `best` (score, step, metrics), `rng` (torch and numpy generator states)
+and `replay_file`. Every write is atomic, and the replay file is written under a new name before the
+last.pt that points to it, so an interruption at any moment leaves a consistent pair.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from relmas.errors import InputError
+from relmas.io import atomic_path
+from relmas.rl.network import GreedyPolicy, QNetwork, build_network, to_numpy_weights
+from relmas.rl.replay import ReplayBuffer
+
+FORMAT = "relmas-dqn/1"
+BEST = "best.pt"
+LAST = "last.pt"
+
+
+def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
+    """Atomically write `payload` (plus the format tag) with torch.save."""
+    with atomic_path(path, suffix=".pt") as tmp:
+        torch.save({"format": FORMAT, **payload}, tmp)
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Read a checkpoint written by this module, weights only (no code runs while loading)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, None, "an existing DQN checkpoint")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises several types for corrupt or foreign files
+        raise InputError(
+            path, None, "a readable weights-only checkpoint", type(exc).__name__
+        ) from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        got = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+        raise InputError(path, "format", f"checkpoint format {FORMAT!r}", got)
+    return payload
+
+
+def load_network(path: str | Path) -> QNetwork:
+    """The online network stored in a best.pt or last.pt, in eval mode."""
+    payload = load_checkpoint(path)
+    net = build_network(payload["network"])
+    net.load_state_dict(payload["online"])
+    return net.eval()
+
+
+def load_policy(path: str | Path) -> GreedyPolicy:
+    """The deployable greedy policy of a checkpoint (a file, or a training directory's best.pt)."""
+    path = Path(path)
+    return GreedyPolicy(to_numpy_weights(load_network(path / BEST if path.is_dir() else path)))
+
+
+def save_training_state(out_dir: Path, state: dict[str, Any], buffer: ReplayBuffer) -> None:
+    """Write the replay buffer, then last.pt pointing to it, then drop older replay files."""
+    replay_file = f"replay-{state['step']:012d}.npz"
+    buffer.save(out_dir / replay_file)
+    save_checkpoint(out_dir / LAST, {**state, "replay_file": replay_file})
+    for stale in out_dir.glob("replay-*.npz"):
+        if stale.name != replay_file:
+            stale.unlink()
+
+
+def load_training_state(
+    out_dir: Path, config: dict[str, Any], buffer: ReplayBuffer
+) -> dict[str, Any] | None:
+    """The state in `out_dir`/last.pt, with its replay buffer loaded into `buffer`; None if there
+    is no last.pt. Refuses a checkpoint of another config: resuming it would mix two experiments."""
+    path = out_dir / LAST
+    if not path.is_file():
+        return None
+    state = load_checkpoint(path)
+    changed = sorted(
+        k for k in config.keys() | state["config"].keys() if config.get(k) != state["config"].get(k)
+    )
+    if changed:
+        raise InputError(
+            path,
+            "config",
+            "the same training config as the run being resumed (or a new out dir)",
+            f"changed keys {changed}",
+        )
+    buffer.load(out_dir / state["replay_file"])
+    return state

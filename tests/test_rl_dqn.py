@@ -1,0 +1,484 @@
+"""The masked Double-DQN learner on toy environments: selection, replay, targets, learning,
+determinism, resumption and the fast inference path."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from relmas.errors import InputError
+from relmas.io import check_columns
+from relmas.rl.checkpoint import load_checkpoint, load_network, load_policy
+from relmas.rl.dqn import (
+    DQNConfig,
+    dqn_target,
+    large_margin_loss,
+    linear_epsilon,
+    select_action,
+    update_target,
+)
+from relmas.rl.network import (
+    GreedyPolicy,
+    QNetwork,
+    forward_macs,
+    numpy_q_values,
+    policy_layer_table,
+    to_numpy_weights,
+)
+from relmas.rl.replay import NStepCollector, ReplayBuffer, Transition
+from relmas.rl.train import train
+from relmas.schemas import LAYER_SCHEMA
+
+FORWARD, BACK, BAIT, WAIT = range(4)
+
+
+class MaskedChainEnv(gym.Env):
+    """A chain of `length` cells; reaching the last one pays 1 and ends the episode.
+
+    FORWARD is blocked (masked) at random 30% of the time, BACK is invalid in cell 0, BAIT (valid
+    only in cell 0) pays 0.2 at once and ends the episode, WAIT does nothing. Optimal: FORWARD when
+    valid, else WAIT — return 1. A random valid policy often takes the bait (mean return ≈ 0.24).
+    """
+
+    def __init__(self, length: int = 5, max_steps: int = 20):
+        self.length, self.max_steps = length, max_steps
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (length + 4,), np.float32)
+        self.action_space = gym.spaces.Discrete(4)
+
+    def _mask(self) -> np.ndarray:
+        return np.array(
+            [self.forward_open, self.position > 0, self.position == 0, True], dtype=np.int8
+        )
+
+    def _observe(self) -> tuple[np.ndarray, dict]:
+        self.forward_open = bool(self.np_random.random() >= 0.3)
+        mask = self._mask()
+        obs = np.zeros(self.length + 4, np.float32)
+        obs[self.position] = 1.0
+        obs[self.length :] = mask
+        return obs, {"action_mask": mask}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.position, self.steps = 0, 0
+        return self._observe()
+
+    def step(self, action):
+        assert self._mask()[action], "the agent took an invalid action"
+        self.steps += 1
+        reward, terminated = 0.0, False
+        if action == FORWARD:
+            self.position += 1
+            reward, terminated = (1.0, True) if self.position == self.length - 1 else (0.0, False)
+        elif action == BACK:
+            self.position -= 1
+        elif action == BAIT:
+            reward, terminated = 0.2, True
+        obs, info = self._observe()
+        return obs, reward, terminated, self.steps >= self.max_steps, info
+
+
+def make_chain(seed: int) -> MaskedChainEnv:
+    return MaskedChainEnv()
+
+
+def chain_teacher(obs: np.ndarray, info: dict) -> int:
+    return FORWARD if info["action_mask"][FORWARD] else WAIT
+
+
+def mean_return(policy, episodes: int = 40, seed: int = 10_000) -> float:
+    env, total = MaskedChainEnv(), 0.0
+    for episode in range(episodes):
+        obs, info = env.reset(seed=seed + episode)
+        done = False
+        while not done:
+            obs, reward, terminated, truncated, info = env.step(policy(obs, info["action_mask"]))
+            total += reward
+            done = terminated or truncated
+    return total / episodes
+
+
+def random_policy(seed: int):
+    rng = np.random.default_rng(seed)
+    return lambda obs, mask: int(rng.choice(np.flatnonzero(mask)))
+
+
+TOY = DQNConfig(
+    seed=3,
+    train_seeds=(0, 1),
+    total_steps=600,
+    learning_rate=1e-3,
+    gamma=0.9,
+    buffer_size=5_000,
+    batch_size=32,
+    learning_starts=100,
+    target_update_every=100,
+    epsilon_fraction=0.5,
+    hidden=(32, 32),
+    validation_every=200,
+    validation_metric="mean_return",
+    checkpoint_every=150,
+    log_every=100,
+)
+
+
+def validate_chain(policy: GreedyPolicy) -> dict[str, float]:
+    return {"mean_return": mean_return(policy, episodes=10)}
+
+
+def online_weights(path: Path) -> dict[str, torch.Tensor]:
+    return torch.load(path, weights_only=True)["online"]
+
+
+def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+# --- action selection -----------------------------------------------------------------------
+
+
+@st.composite
+def q_and_mask(draw):
+    n = draw(st.integers(1, 12))
+    q = draw(hnp.arrays(np.float32, n, elements=st.floats(-1e6, 1e6, width=32)))
+    mask = draw(hnp.arrays(np.bool_, n))
+    mask[draw(st.integers(0, n - 1))] = True
+    return q, mask
+
+
+@settings(max_examples=200, deadline=None)
+@given(q_and_mask(), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
+def test_select_action_only_picks_valid_actions(qm, epsilon, seed):
+    q, mask = qm
+    rng = np.random.default_rng(seed)
+    for _ in range(5):
+        assert mask[select_action(q, mask, epsilon, rng)]
+    greedy = select_action(q, mask, 0.0, rng)
+    assert q[greedy] == q[mask].max()
+    assert mask[select_action(q, mask.astype(np.int8), 1.0, rng)]
+
+
+def test_select_action_rejects_a_mask_without_valid_action():
+    rng = np.random.default_rng(0)
+    for epsilon in (0.0, 1.0):
+        with pytest.raises(ValueError, match="no valid action"):
+            select_action(np.zeros(3, np.float32), np.zeros(3, bool), epsilon, rng)
+
+
+def test_epsilon_decays_linearly_then_stays():
+    config = DQNConfig(total_steps=1000, epsilon_start=1.0, epsilon_end=0.1, epsilon_fraction=0.5)
+    assert linear_epsilon(0, config) == 1.0
+    assert linear_epsilon(250, config) == pytest.approx(0.55)
+    assert linear_epsilon(500, config) == pytest.approx(0.1)
+    assert linear_epsilon(900, config) == pytest.approx(0.1)
+
+
+# --- replay ---------------------------------------------------------------------------------
+
+
+def transition(value: float, obs_dim: int = 2, n_actions: int = 3) -> Transition:
+    obs = np.full(obs_dim, value, np.float32)
+    mask = np.ones(n_actions, bool)
+    return Transition(obs, mask, 1, value, obs + 1, mask, False, 0.9, False)
+
+
+def test_replay_wraps_around_and_overwrites_the_oldest():
+    buffer = ReplayBuffer(3, obs_dim=2, n_actions=3, seed=0)
+    for value in range(5):
+        buffer.add(transition(float(value)))
+    assert len(buffer) == 3 and buffer.position == 2
+    assert buffer.arrays["reward"].tolist() == [3.0, 4.0, 2.0]
+    assert buffer.arrays["next_obs"][:, 0].tolist() == [4.0, 5.0, 3.0]
+
+
+def test_replay_samples_only_filled_slots_reproducibly():
+    def filled(seed: int) -> ReplayBuffer:
+        buffer = ReplayBuffer(10, obs_dim=2, n_actions=3, seed=seed)
+        for value in (1.0, 2.0, 3.0, 4.0):
+            buffer.add(transition(value))
+        return buffer
+
+    sample = filled(7).sample(500)
+    assert set(sample["reward"].tolist()) == {1.0, 2.0, 3.0, 4.0}
+    np.testing.assert_array_equal(sample["obs"][:, 0], sample["reward"])
+    assert np.array_equal(filled(7).sample(64)["reward"], filled(7).sample(64)["reward"])
+    assert not np.array_equal(filled(7).sample(64)["reward"], filled(8).sample(64)["reward"])
+    with pytest.raises(ValueError, match="empty"):
+        ReplayBuffer(4, 2, 3, seed=0).sample(1)
+
+
+def test_replay_save_load_round_trip_continues_identically(tmp_path):
+    original = ReplayBuffer(4, obs_dim=2, n_actions=3, seed=5)
+    for value in range(6):
+        original.add(transition(float(value)))
+    original.sample(3)
+    original.save(tmp_path / "replay.npz")
+    restored = ReplayBuffer(4, obs_dim=2, n_actions=3, seed=99)
+    restored.load(tmp_path / "replay.npz")
+    assert (restored.size, restored.position) == (original.size, original.position)
+    expected, got = original.sample(16), restored.sample(16)
+    for key, array in expected.items():
+        np.testing.assert_array_equal(got[key], array)
+    with pytest.raises(ValueError, match="capacity"):
+        ReplayBuffer(8, obs_dim=2, n_actions=3, seed=0).load(tmp_path / "replay.npz")
+
+
+@pytest.mark.parametrize("terminated", [True, False])
+def test_n_step_returns_by_hand(terminated):
+    """γ = 0.5, n = 3, rewards 1, 2, 3, 4, the episode ends after the 4th step."""
+    collector = NStepCollector(n_step=3, gamma=0.5)
+    mask = np.ones(2, bool)
+    states = [np.array([float(i)], np.float32) for i in range(5)]
+    emitted = []
+    for t, reward in enumerate([1.0, 2.0, 3.0, 4.0]):
+        end = t == 3
+        emitted.append(
+            collector.push(
+                states[t],
+                mask,
+                t % 2,
+                reward,
+                states[t + 1],
+                mask,
+                terminated and end,
+                not terminated and end,
+            )
+        )
+    assert [len(out) for out in emitted] == [0, 0, 1, 3]
+    got = [
+        (tr.obs[0], tr.action, tr.reward, tr.next_obs[0], tr.done, tr.discount)
+        for tr in emitted[2] + emitted[3]
+    ]
+    assert got == [
+        (0.0, 0, 1 + 0.5 * 2 + 0.25 * 3, 3.0, False, 0.125),
+        (1.0, 1, 2 + 0.5 * 3 + 0.25 * 4, 4.0, terminated, 0.125),
+        (2.0, 0, 3 + 0.5 * 4, 4.0, terminated, 0.25),
+        (3.0, 1, 4.0, 4.0, terminated, 0.5),
+    ]
+
+
+# --- targets and updates --------------------------------------------------------------------
+
+
+def test_double_dqn_target_by_hand():
+    next_q_online = torch.tensor([[1.0, 5.0, 3.0], [2.0, 0.0, 1.0], [0.0, 0.0, 9.0]])
+    next_q_target = torch.tensor([[10.0, 20.0, 30.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+    next_mask = torch.tensor([[True, False, True], [True, True, True], [True, True, False]])
+    reward = torch.tensor([1.0, 1.0, 1.0])
+    discount = torch.tensor([0.5, 0.25, 0.9])
+    done = torch.tensor([False, False, True])
+    # online argmax among valid actions: 2 (not the masked 1), then 0; terminal row: no bootstrap
+    double = dqn_target(reward, discount, done, next_mask, next_q_target, next_q_online)
+    assert double.tolist() == [1 + 0.5 * 30, 1 + 0.25 * 4, 1.0]
+    vanilla = dqn_target(reward, discount, done, next_mask, next_q_target)
+    assert vanilla.tolist() == [1 + 0.5 * 30, 1 + 0.25 * 6, 1.0]
+
+
+def test_large_margin_loss_by_hand():
+    q = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    action = torch.tensor([0, 2])
+    # row 0: max(1, 2 + 0.8) − 1 (action 2 masked); row 1 is no teacher transition
+    loss = large_margin_loss(q, mask, action, torch.tensor([True, False]), margin=0.8)
+    assert loss.item() == pytest.approx(1.8)
+    assert large_margin_loss(q, mask, action, torch.tensor([False, False]), 0.8).item() == 0.0
+
+
+def test_hard_target_update_copies_and_soft_update_blends():
+    torch.manual_seed(0)
+    online, target = QNetwork(4, 3, (8,)), QNetwork(4, 3, (8,))
+    before = [p.detach().clone() for p in target.parameters()]
+    update_target(online, target, tau=0.25)
+    for old, new, source in zip(before, target.parameters(), online.parameters(), strict=True):
+        expected = 0.75 * old.double() + 0.25 * source.detach().double()
+        torch.testing.assert_close(new.detach().double(), expected, rtol=0, atol=1e-7)
+    update_target(online, target, tau=1.0)
+    for new, source in zip(target.parameters(), online.parameters(), strict=True):
+        assert torch.equal(new, source)
+
+
+# --- network and inference ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("hidden", "dueling"), [((128, 128), False), ((64, 32, 16), True)])
+def test_numba_inference_matches_torch(hidden, dueling):
+    torch.manual_seed(1)
+    net = QNetwork(100, 9, hidden, dueling).eval()
+    policy = GreedyPolicy(to_numpy_weights(net))
+    rng = np.random.default_rng(2)
+    obs = rng.standard_normal((300, 100)).astype(np.float32)
+    masks = rng.random((300, 9)) < 0.5
+    masks[:, -1] = True
+    with torch.no_grad():
+        expected = net(torch.from_numpy(obs)).numpy()
+    for row in range(len(obs)):
+        np.testing.assert_allclose(
+            numpy_q_values(policy.weights, obs[row]), expected[row], atol=1e-5
+        )
+        valid_q = np.where(masks[row], expected[row], -np.inf)
+        assert policy(obs[row], masks[row]) == int(valid_q.argmax())
+        assert policy(obs[row], masks[row].astype(np.int8)) == int(valid_q.argmax())
+    with pytest.raises(ValueError, match="no valid action"):
+        policy(obs[0], np.zeros(9, bool))
+
+
+def test_exported_weights_are_a_snapshot():
+    net = QNetwork(3, 2, (4,))
+    weights = to_numpy_weights(net)
+    before = weights.params.copy()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(1.0)
+    np.testing.assert_array_equal(weights.params, before)
+
+
+def test_macs_and_layer_table_of_the_policy_network():
+    net = QNetwork(100, 9, (128, 128))
+    assert forward_macs(net) == 100 * 128 + 128 * 128 + 128 * 9
+    dueling = QNetwork(100, 9, (128, 128), dueling=True)
+    assert forward_macs(dueling) == 100 * 128 + 128 * 128 + 128 * 1 + 128 * 9
+    table = check_columns(policy_layer_table(dueling, "relmas_policy"), LAYER_SCHEMA, None)
+    assert table.columns == list(LAYER_SCHEMA)
+    assert table["name"].to_list() == ["trunk.0", "trunk.2", "value", "advantage"]
+    assert table["K"].to_list() == [128, 128, 1, 9] and table["C"].to_list() == [100, 128, 128, 128]
+    assert set(table["op"]) == {"linear"} and table["macs"].sum() == forward_macs(dueling)
+    assert table["layer"].to_list() == [0, 1, 2, 3]
+
+
+# --- configuration --------------------------------------------------------------------------
+
+
+def test_config_from_yaml_values_and_errors():
+    config = DQNConfig.from_dict(
+        {"hidden": [64, 64], "train_seeds": [1, 2], "gamma": 1, "grad_clip": None}
+    )
+    assert config.hidden == (64, 64) and config.train_seeds == (1, 2) and config.gamma == 1.0
+    with pytest.raises(InputError, match=r"c\.yaml: training\.dqn\.gama: expected one of the keys"):
+        DQNConfig.from_dict({"gama": 0.9}, "c.yaml")
+    with pytest.raises(
+        InputError, match=r"training\.dqn\.gamma: expected a number in \(0, 1\], got 1\.5"
+    ):
+        DQNConfig.from_dict({"gamma": 1.5}, "c.yaml")
+    with pytest.raises(
+        InputError, match=r"training\.dqn\.batch_size: expected a value of type int"
+    ):
+        DQNConfig.from_dict({"batch_size": 32.5}, "c.yaml")
+    with pytest.raises(InputError, match=r"training\.dqn\.dueling: expected a value of type bool"):
+        DQNConfig.from_dict({"dueling": "yes"}, "c.yaml")
+
+
+# --- training -------------------------------------------------------------------------------
+
+
+def test_learns_the_masked_chain_well_above_random(tmp_path):
+    config = replace(
+        TOY, total_steps=1500, validation_every=500, checkpoint_every=1000, n_step=3, dueling=True
+    )
+    result = train(make_chain, config, tmp_path, validate=validate_chain)
+    learned = mean_return(load_policy(tmp_path))
+    baseline = mean_return(random_policy(0))
+    assert baseline < 0.3
+    assert learned >= 0.95, (learned, result)
+    assert result.best_metrics["mean_return"] == pytest.approx(learned, abs=0.05)
+
+
+def test_teacher_warm_start_imitates_the_teacher(tmp_path):
+    config = replace(TOY, total_steps=400, learning_starts=50, teacher_steps=400, margin_weight=1.0)
+    train(make_chain, config, tmp_path, teacher=chain_teacher)
+    policy = load_policy(tmp_path / "best.pt")
+    env = MaskedChainEnv()
+    for seed in range(20):
+        obs, info = env.reset(seed=seed)
+        assert policy(obs, info["action_mask"]) == chain_teacher(obs, info)
+    with pytest.raises(ValueError, match="teacher"):
+        train(make_chain, config, tmp_path / "other")
+
+
+def test_same_seed_same_weights(tmp_path):
+    logs: list[tuple[dict, int]] = []
+    first = train(
+        make_chain,
+        TOY,
+        tmp_path / "a",
+        validate=validate_chain,
+        logger=lambda m, s: logs.append((m, s)),
+    )
+    train(make_chain, TOY, tmp_path / "b", validate=validate_chain)
+    for name in ("best.pt", "last.pt"):
+        assert_same_weights(
+            online_weights(tmp_path / "a" / name), online_weights(tmp_path / "b" / name)
+        )
+    assert first.steps == TOY.total_steps and first.resumed_from is None
+    logged = {key for metrics, _ in logs for key in metrics}
+    assert {"loss", "q_mean", "epsilon", "episode_return", "val_mean_return"} <= logged
+    other = train(make_chain, replace(TOY, seed=4), tmp_path / "c", validate=validate_chain)
+    assert other.steps == TOY.total_steps
+    assert not torch.equal(
+        online_weights(tmp_path / "a" / "last.pt")["head.weight"],
+        online_weights(tmp_path / "c" / "last.pt")["head.weight"],
+    )
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_resume_after_interruption_gives_identical_weights(tmp_path):
+    uninterrupted = train(make_chain, TOY, tmp_path / "full", validate=validate_chain)
+
+    def interrupt_late(metrics: dict, step: int) -> None:
+        if step >= 400:
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        train(make_chain, TOY, tmp_path / "cut", validate=validate_chain, logger=interrupt_late)
+    checkpoint = load_checkpoint(tmp_path / "cut" / "last.pt")
+    assert 300 <= checkpoint["step"] < 400
+    assert [p.name for p in (tmp_path / "cut").glob("replay-*.npz")] == [checkpoint["replay_file"]]
+
+    resumed = train(make_chain, TOY, tmp_path / "cut", validate=validate_chain)
+    assert resumed.resumed_from == checkpoint["step"] and resumed.steps == TOY.total_steps
+    for name in ("best.pt", "last.pt"):
+        assert_same_weights(
+            online_weights(tmp_path / "full" / name), online_weights(tmp_path / "cut" / name)
+        )
+    assert resumed.best_step == uninterrupted.best_step
+    assert resumed.best_metrics == uninterrupted.best_metrics
+
+    net = load_network(tmp_path / "cut" / "best.pt")
+    policy = GreedyPolicy(to_numpy_weights(net))
+    assert mean_return(policy, episodes=5) >= 0.0  # the env asserts every action is valid
+
+    again = train(make_chain, TOY, tmp_path / "cut", validate=validate_chain)
+    assert again.resumed_from == TOY.total_steps and again.steps == TOY.total_steps
+    with pytest.raises(InputError, match=r"last\.pt: config: .*changed keys \['learning_rate'\]"):
+        train(make_chain, replace(TOY, learning_rate=1e-2), tmp_path / "cut")
+    fresh = train(make_chain, replace(TOY, total_steps=200), tmp_path / "cut", resume=False)
+    assert fresh.resumed_from is None and load_checkpoint(fresh.last_path)["step"] == 200
+
+
+def test_checkpoint_errors_name_the_file(tmp_path):
+    bogus = tmp_path / "bogus.pt"
+    bogus.write_bytes(b"not a checkpoint")
+    with pytest.raises(InputError, match=r"bogus\.pt: expected a readable weights-only checkpoint"):
+        load_checkpoint(bogus)
+    torch.save({"format": "other"}, tmp_path / "foreign.pt")
+    with pytest.raises(InputError, match=r"foreign\.pt: format: expected checkpoint format"):
+        load_checkpoint(tmp_path / "foreign.pt")
+    with pytest.raises(InputError, match="expected an existing DQN checkpoint"):
+        load_policy(tmp_path)
+
+
+def test_validation_must_return_the_configured_metric(tmp_path):
+    with pytest.raises(InputError, match=r"training\.dqn\.validation_metric: expected one of"):
+        train(make_chain, replace(TOY, total_steps=20), tmp_path, validate=lambda p: {"sla": 1.0})
