@@ -102,12 +102,11 @@ def stage_run(
     stage: str,
     config: Mapping[str, Any] | None,
     *,
-    config_hash: str | None = None,
     tags: Mapping[str, Any] | None = None,
     params: Mapping[str, Any] | None = None,
     run_name: str | None = None,
 ) -> Iterator[StageRun]:
-    """Open the MLflow run of one stage, tagged with stage, pipeline id and config hash.
+    """Open the MLflow run of one stage, tagged with stage, pipeline id and the config's hash.
 
     A failing stage ends its run with status FAILED, so the UI shows what broke.
     """
@@ -119,8 +118,10 @@ def stage_run(
     experiment = (config or {}).get("experiment", "relmas")
     experiment_id = _ensure_experiment(experiment)
     all_tags = {"stage": stage, "pipeline_id": pipeline_id()}
-    if config_hash:
-        all_tags["config_hash"] = config_hash
+    if config is not None:
+        from relmas.config import config_hash
+
+        all_tags["config_hash"] = config_hash(config)
     all_tags.update({k: str(v) for k, v in (tags or {}).items()})
     run = _retry(
         lambda: mlflow.start_run(

@@ -11,10 +11,12 @@ import mlflow
 import pytest
 
 from relmas import tracking
+from relmas.config import config_hash
 
 WORKER = """
 import sys
 from relmas import tracking
+from relmas.config import config_hash
 i = int(sys.argv[1])
 with tracking.stage_run("evaluate", {"experiment": "race"}, tags={"seed": i}) as run:
     for step in range(20):
@@ -28,7 +30,6 @@ def test_stage_run_tags_params_metrics(tmp_path: Path, monkeypatch: pytest.Monke
     with tracking.stage_run(
         "profile",
         {"experiment": "unit"},
-        config_hash="abc123",
         tags={"accelerator": "eyeriss_168"},
         params={"spec": {"pe_rows": 12, "pe_cols": 14}},
     ) as run:
@@ -38,7 +39,7 @@ def test_stage_run_tags_params_metrics(tmp_path: Path, monkeypatch: pytest.Monke
     data = runs[0].data
     assert data.tags["stage"] == "profile"
     assert data.tags["pipeline_id"] == "pipe-1"
-    assert data.tags["config_hash"] == "abc123"
+    assert data.tags["config_hash"] == config_hash({"experiment": "unit"})
     assert data.tags["accelerator"] == "eyeriss_168"
     assert data.params["spec.pe_rows"] == "12"
     assert data.metrics["cycles"] == 5.0
