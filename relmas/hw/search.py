@@ -1,0 +1,118 @@
+"""Mapping search over many layers at once: one parallel Numba kernel for both families.
+
+The Python side only turns a spec into its architecture vector, calls the kernel and wraps the
+arrays; everything per layer (the enumeration, the cost of each mapping, the choice) runs compiled,
+in parallel over layers.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from relmas.hw import common, eyeriss, jit_cache, problem, simba
+from relmas.hw.common import OBJECTIVES, ORDERS
+from relmas.hw.spec import EyerissSpec, Spec
+
+EYERISS, SIMBA = 0, 1
+PARAM_SLOTS = 16
+FOOTPRINT_SLOTS = 4
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The best mapping of every layer: costs, chosen parameters and buffer footprints.
+
+    cycles is -1 for a layer that no mapping fits. `params` columns follow `param_names`,
+    `footprints` columns follow `footprint_names` and compare with `capacities`.
+    """
+
+    cycles: np.ndarray  # int64[n]
+    energy_pj: np.ndarray  # float64[n]
+    dram_words: np.ndarray  # float64[n]
+    evaluations: np.ndarray  # int64[n]
+    params: np.ndarray  # int64[n, PARAM_SLOTS]
+    footprints: np.ndarray  # int64[n, FOOTPRINT_SLOTS]
+    param_names: tuple[str, ...]
+    footprint_names: tuple[str, ...]
+    capacities: tuple[int, ...]
+
+    def mapping(self, i: int) -> dict[str, int]:
+        """The chosen mapping parameters of layer `i` by name."""
+        return {n: int(v) for n, v in zip(self.param_names, self.params[i], strict=False)}
+
+
+@njit(cache=True, parallel=True)
+def _search(problems, arch, kind, objective):
+    n = problems.shape[0]
+    cycles = np.empty(n, dtype=np.int64)
+    energy = np.empty(n, dtype=np.float64)
+    words = np.empty(n, dtype=np.float64)
+    evaluations = np.empty(n, dtype=np.int64)
+    params = np.zeros((n, PARAM_SLOTS), dtype=np.int64)
+    footprints = np.zeros((n, FOOTPRINT_SLOTS), dtype=np.int64)
+    for i in prange(n):
+        if kind == EYERISS:
+            result = eyeriss.eyeriss_layer(problems[i], arch, objective, params[i], footprints[i])
+        else:
+            result = simba.simba_layer(problems[i], arch, objective, params[i], footprints[i])
+        cycles[i], energy[i], words[i], evaluations[i] = result
+    return cycles, energy, words, evaluations, params, footprints
+
+
+_KERNEL_MODULES = (common, eyeriss, problem, simba)
+_caches_checked = False
+
+
+def _refresh_caches_once() -> None:
+    global _caches_checked
+    if not _caches_checked:
+        jit_cache.refresh(_search, (*_KERNEL_MODULES, sys.modules[__name__]))
+        _caches_checked = True
+
+
+def search_layers(problems: np.ndarray, spec: Spec, objective: str = "latency") -> SearchResult:
+    """Best mapping of each problem row (relmas.hw.problem.problem_array) on `spec`."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    model = eyeriss if isinstance(spec, EyerissSpec) else simba
+    kind = EYERISS if isinstance(spec, EyerissSpec) else SIMBA
+    _refresh_caches_once()
+    previous = numba.get_parallel_chunksize()
+    numba.set_parallel_chunksize(1)  # layers differ widely in search cost: balance them one by one
+    try:
+        arrays = _search(
+            np.ascontiguousarray(problems, dtype=np.int64),
+            model.arch_vector(spec),
+            kind,
+            OBJECTIVES.index(objective),
+        )
+    finally:
+        numba.set_parallel_chunksize(previous)
+    return SearchResult(
+        *arrays,
+        param_names=model.PARAM_NAMES,
+        footprint_names=model.FOOTPRINT_NAMES,
+        capacities=model.capacities(spec),
+    )
+
+
+def describe_mapping(spec: Spec, mapping: dict[str, int]) -> str:
+    """A one-line, human-readable description of a chosen mapping."""
+    m = mapping
+    order = ORDERS[m["order"]]
+    tile = f"tile[i{m['tile_i']} k{m['tile_k']} c{m['tile_c']} rows{m['tile_p']}] {order}"
+    if isinstance(spec, EyerissSpec):
+        return (
+            f"RS set {m['h']}x{m['e']} (R folds {m['folds']}), sets c{m['sc']} k{m['sk']} "
+            f"i{m['sn']}; PE p{m['p']} q{m['q']} s{m['s_t']}; {tile}"
+        )
+    return (
+        f"WS chiplets k{m['ck']} rows{m['cp']} i{m['cn']}; PEs k{m['pk']} c{m['pc']} "
+        f"rows{m['pp']} i{m['pn']}; lane k{m['k_t']} c{m['c_t']}x{spec.vector_width} "
+        f"pixels {m['p_t']}x{m['q_t']}; {tile}"
+    )
