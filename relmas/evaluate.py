@@ -1,0 +1,176 @@
+"""Policies x job traces -> results: one simulation, its per-job Parquet and its summary row.
+
+Also the checks of user-supplied inputs of `relmas simulate` (a SYSTEM.yaml, a hand-written job
+trace, a directory of cost tables): every problem is an InputError naming the file and the column.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from relmas.errors import InputError
+from relmas.io import read_parquet, write_parquet
+from relmas.policies import Policy, make_policy
+from relmas.schemas import JOB_SCHEMA, SUMMARY_SCHEMA
+from relmas.sim.costs import CostTables, load_costs
+from relmas.sim.engine import Engine
+from relmas.sim.result import SimResult
+from relmas.sim.system import System, load_system
+from relmas.workload import scenario_system
+
+# Metrics written to the summary beyond SUMMARY_SCHEMA, in this order.
+SUMMARY_EXTRA = (
+    "energy_dynamic_j",
+    "energy_static_j",
+    "energy_overhead_j",
+    "turnaround_mean_s",
+    "turnaround_p50_s",
+    "turnaround_p95_s",
+    "turnaround_p99_s",
+    "decisions",
+    "assignments",
+    "mean_bandwidth_gbps",
+)
+
+
+def simulate(
+    system: System,
+    jobs: pl.DataFrame,
+    tables: CostTables,
+    policy: Policy | str,
+    *,
+    seed: int = 0,
+    static_w: Mapping[str, float] | None = None,
+    record: bool = False,
+) -> SimResult:
+    """Run `policy` (an instance or a contract name, seeded with `seed`) on the job trace `jobs`."""
+    if isinstance(policy, str):
+        policy = make_policy(policy, seed=seed)
+    return Engine(system, tables, jobs, static_w=static_w, record=record).run(policy)
+
+
+def summary_row(result: SimResult, scenario: str, seed: int) -> pl.DataFrame:
+    """One SUMMARY_SCHEMA row (plus SUMMARY_EXTRA columns) for `result`."""
+    metrics = result.metrics
+    row: dict[str, Any] = {"scenario": scenario, "policy": result.policy, "seed": seed}
+    row["jobs"] = int(metrics["jobs"])
+    row.update({key: metrics[key] for key in SUMMARY_SCHEMA if key not in row})
+    row.update({key: metrics[key] for key in SUMMARY_EXTRA})
+    schema = dict(SUMMARY_SCHEMA) | {key: pl.Float64() for key in SUMMARY_EXTRA}
+    return pl.DataFrame([row], schema=schema)
+
+
+def write_results(
+    result: SimResult,
+    jobs_path: str | Path,
+    summary_path: str | Path | None = None,
+    *,
+    scenario: str,
+    seed: int,
+) -> None:
+    """Per-job results (JOB_RESULT_SCHEMA, metrics in the file metadata), optionally the summary."""
+    metadata = {
+        "relmas.scenario": scenario,
+        "relmas.policy": result.policy,
+        "relmas.seed": str(seed),
+        "relmas.metrics": json.dumps(result.metrics, sort_keys=True),
+        "relmas.sla_by_tenant": json.dumps(result.sla_by_tenant, sort_keys=True),
+    }
+    write_parquet(result.jobs, jobs_path, metadata=metadata)
+    if summary_path is not None:
+        write_parquet(summary_row(result, scenario, seed), summary_path)
+
+
+def load_job_trace(path: str | Path, tables: CostTables) -> pl.DataFrame:
+    """Read a job trace (JOB_SCHEMA) and check it against the cost tables' models."""
+    return validate_jobs(read_parquet(path, JOB_SCHEMA), tables, path)
+
+
+def validate_jobs(
+    jobs: pl.DataFrame, tables: CostTables, source: str | Path | None
+) -> pl.DataFrame:
+    """Check a job trace: unique ids, known models, finite non-negative arrivals, deadlines not
+    before arrivals, positive priorities. Returns the JOB_SCHEMA columns."""
+    jobs = jobs.select(list(JOB_SCHEMA))
+    if jobs.height == 0:
+        raise InputError(source, "job_id", "at least one job", "an empty trace")
+    for column in JOB_SCHEMA:
+        if jobs[column].null_count():
+            raise InputError(source, column, "no missing values", "null")
+    if jobs["job_id"].is_duplicated().any():
+        duplicate = jobs.filter(pl.col("job_id").is_duplicated())["job_id"][0]
+        raise InputError(source, "job_id", "unique job ids", duplicate)
+    checks = (
+        ("model", pl.col("model").is_in(list(tables.models)), f"one of {list(tables.models)}"),
+        (
+            "arrival_s",
+            pl.col("arrival_s").is_finite() & (pl.col("arrival_s") >= 0),
+            "finite non-negative arrival times",
+        ),
+        (
+            "deadline_s",
+            pl.col("deadline_s").is_finite() & (pl.col("deadline_s") >= pl.col("arrival_s")),
+            "finite deadlines not before arrival_s",
+        ),
+        ("priority", pl.col("priority") >= 1, "priorities >= 1 (1, 3, 9 for low/medium/high)"),
+    )
+    for column, ok, expected in checks:
+        bad = jobs.filter(~ok)
+        if bad.height:
+            row = bad.row(0, named=True)
+            raise InputError(source, column, expected, f"{row[column]} (job_id {row['job_id']})")
+    return jobs
+
+
+def simulate_files(
+    system_path: str | Path,
+    jobs_path: str | Path,
+    costs_dir: str | Path,
+    policy: str,
+    out: str | Path,
+    *,
+    seed: int = 0,
+    static_w: Mapping[str, float] | None = None,
+    policy_options: Mapping[str, Any] | None = None,
+) -> SimResult:
+    """`relmas simulate`: `policy` on a user's system, job trace and cost tables -> `out`."""
+    system = load_system(system_path)
+    tables = load_costs(costs_dir, system, system_path)
+    jobs = load_job_trace(jobs_path, tables)
+    chosen = make_policy(policy, seed=seed, key="--policy", **dict(policy_options or {}))
+    result = simulate(system, jobs, tables, chosen, static_w=static_w)
+    write_results(result, out, scenario=Path(jobs_path).stem, seed=seed)
+    return result
+
+
+def evaluate_scenario(
+    config: Mapping[str, Any],
+    scenario: str,
+    policy: str,
+    seed: int,
+    jobs_path: str | Path,
+    costs_dir: str | Path,
+    *,
+    source: str | Path | None = None,
+    static_w: Mapping[str, float] | None = None,
+    policy_options: Mapping[str, Any] | None = None,
+    record: bool = False,
+) -> SimResult:
+    """`relmas evaluate`: `policy` on the trace of a configured scenario and seed.
+
+    The scenario's system (default system + its override) sets the instances and the bandwidth;
+    `static_w` gives each accelerator's static power (W), e.g. from its resolved spec.
+    """
+    if scenario not in config["scenarios"]:
+        known = sorted(config["scenarios"])
+        raise InputError(source, "--scenario", f"one of the configured scenarios {known}", scenario)
+    system = scenario_system(config, scenario, source)
+    tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
+    jobs = load_job_trace(jobs_path, tables)
+    chosen = make_policy(policy, seed=seed, key="--policy", **dict(policy_options or {}))
+    return simulate(system, jobs, tables, chosen, static_w=static_w, record=record)

@@ -1,0 +1,1 @@
+"""Figures of simulation results (matplotlib, headless)."""

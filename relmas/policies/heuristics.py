@@ -1,0 +1,168 @@
+"""The heuristic baseline schedulers (DESIGN.md "Baseline policies"), each a job rule plus an
+accelerator rule evaluated by the Numba kernels of `relmas.policies.kernels`.
+
+Estimates come from the cost tables (`relmas.sim.costs`): *remaining work* = sum of the job's
+remaining layers' latency, each on its fastest accelerator type, at full bandwidth; *isolated
+latency* = the model alone on its fastest accelerator type. Unless stated otherwise a job goes to
+the *fastest free instance*: the idle instance with the lowest `latency_s` for the job's next layer
+(ties: lowest index). Ties between jobs go to the earlier arrival (then the lower job_id).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from relmas.policies import kernels
+from relmas.policies.base import Policy, register
+from relmas.sim.engine import DecisionView, Engine
+from relmas.sim.kernels import entry_point
+
+
+class HeuristicPolicy(Policy):
+    """A policy whose decisions come from one jitted rule (`code`) of `relmas.policies.kernels`."""
+
+    code: ClassVar[int]
+    order: ClassVar[str | None] = None  # the engine's ready-heap key, for heap-based rules
+    alpha: float = 0.0
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+
+    def reset(self, engine: Engine) -> None:
+        engine.use_order(self.order)
+        engine.state.rng[0] = kernels.rng_state(self.seed)
+        count = engine.state.ai.shape[0]
+        self._jobs = np.zeros(count, dtype=np.int64)
+        self._accelerators = np.zeros(count, dtype=np.int64)
+        self._plan = entry_point(
+            kernels.plan,
+            engine.kernel_tables,
+            engine.state,
+            self.code,
+            self.alpha,
+            self._jobs,
+            self._accelerators,
+        )
+
+    def decide(self, view: DecisionView) -> list[tuple[int, int]]:
+        engine = view.engine
+        count = self._plan(
+            engine.kernel_tables,
+            engine.state,
+            self.code,
+            self.alpha,
+            self._jobs,
+            self._accelerators,
+        )
+        return list(
+            zip(self._jobs[:count].tolist(), self._accelerators[:count].tolist(), strict=True)
+        )
+
+    def run_to_completion(self, engine: Engine) -> bool:
+        engine.run_jitted(
+            kernels.run_heuristic, self.code, self.alpha, self._jobs, self._accelerators
+        )
+        return True
+
+
+@register("fcfs")
+class FCFS(HeuristicPolicy):
+    """First come, first served: the earliest-arrived ready job first, to the fastest free one."""
+
+    name = "fcfs"
+    code = kernels.CODE_FCFS
+    order = "arrival"
+
+
+@register("sjf")
+class SJF(HeuristicPolicy):
+    """Shortest job first: the least remaining work first, onto the fastest free instance."""
+
+    name = "sjf"
+    code = kernels.CODE_SJF
+    order = "remaining"
+
+
+@register("edf")
+class EDF(HeuristicPolicy):
+    """Earliest deadline first, onto the fastest free instance."""
+
+    name = "edf"
+    code = kernels.CODE_EDF
+    order = "deadline"
+
+
+@register("llf")
+class LLF(HeuristicPolicy):
+    """Least laxity first (deadline - now - remaining work), onto the fastest free instance."""
+
+    name = "llf"
+    code = kernels.CODE_LLF
+    order = "laxity"
+
+
+@register("prema")
+class PREMA(HeuristicPolicy):
+    """PREMA (Choi & Rhu, HPCA 2020), onto the fastest free instance.
+
+    A job's tokens start at its priority (1, 3, 9) and grow by priority x waited / isolated latency
+    while it waits ready; the threshold is the highest of 9, 3, 1 that some ready job's tokens
+    reach; among the jobs at or above it, the one with the least remaining work goes first.
+    """
+
+    name = "prema"
+    code = kernels.CODE_PREMA
+
+
+@register("sdrm3")
+class SDRM3(HeuristicPolicy):
+    """SDRM3 (Dysta, MICRO 2023), onto the fastest free instance.
+
+    score = min(1, remaining work / (deadline - now)) + alpha x (waited / next layer's best
+    latency), where waited is the time since the job became ready and a job past its deadline has
+    urgency 1; highest score first.
+    """
+
+    name = "sdrm3"
+    code = kernels.CODE_SDRM3
+
+    def __init__(self, seed: int = 0, alpha: float = 1.0) -> None:
+        super().__init__(seed)
+        self.alpha = float(alpha)
+
+
+@register("planaria")
+class Planaria(HeuristicPolicy):
+    """Planaria-like (MICRO 2020), onto the fastest free instance.
+
+    score = priority / (slack x resources), slack = deadline - now - remaining work (floored at 1
+    ns, so late jobs rank first), resources = remaining work (accelerator-seconds it still needs);
+    highest score first.
+    """
+
+    name = "planaria"
+    code = kernels.CODE_PLANARIA
+
+
+@register("herald")
+class Herald(HeuristicPolicy):
+    """Herald-like (Kwon et al., HPCA 2021, balanced): jobs in arrival order, each to its target.
+
+    For a job's next layer, p* = the instance with the lowest latency (ties: least loaded) and q =
+    the least-loaded instance (ties: lowest latency), load = time until the instance is free; the
+    layer goes to q if q != p* and latency(q) < 2 x latency(p*), else to p*. If that target is busy
+    the job waits for it and later jobs are considered (not work-conserving).
+    """
+
+    name = "herald"
+    code = kernels.CODE_HERALD
+
+
+@register("random")
+class Random(HeuristicPolicy):
+    """Sanity floor: a uniformly random ready job onto a uniformly random idle instance (seeded)."""
+
+    name = "random"
+    code = kernels.CODE_RANDOM

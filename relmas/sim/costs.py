@@ -1,0 +1,200 @@
+"""Cost tables indexed for simulation: latency, DRAM demand, energy per (model, layer, type).
+
+The simulator, the policies and the workload generator all need the same derived quantities (a job's
+isolated latency, its remaining work), so they are computed here once, from one definition:
+
+- *isolated latency* of a model: the sum of its layers' `latency_s` on the accelerator type that
+  runs the whole model fastest, with full bandwidth (the model alone on its best accelerator);
+- *remaining work* of a job: the sum of its remaining layers' `latency_s`, each on its own
+  fastest type.
+
+Layers are stored as rows of 2-D arrays (row × type); each model occupies `n_layers + 1` consecutive
+rows, the last one a sentinel meaning "finished", so that a job's progress is a single row cursor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from relmas.errors import InputError
+from relmas.io import read_parquet
+from relmas.schemas import COST_SCHEMA
+from relmas.sim.system import System
+
+
+@dataclass(frozen=True, eq=False)
+class CostTables:
+    """Per-layer costs of every model on every accelerator type of one system."""
+
+    types: tuple[str, ...]
+    models: tuple[str, ...]
+    first_row: np.ndarray  # int64[models]: row of each model's layer 0
+    n_layers: np.ndarray  # int64[models]
+    latency_s: np.ndarray  # float64[rows, types]
+    dram_bytes: np.ndarray  # float64[rows, types]
+    demand_bps: np.ndarray  # float64[rows, types]: dram_bytes / latency_s, bytes per second
+    energy_j: np.ndarray  # float64[rows, types]
+    best_latency_s: np.ndarray  # float64[rows]: min over types
+    remaining_work_s: np.ndarray  # float64[rows]: best latencies from this row to the model's end
+    model_latency_s: np.ndarray  # float64[models, types]: whole model on one type
+    isolated_s: np.ndarray  # float64[models]: min over types of model_latency_s
+
+    def model_index(self, model: str) -> int:
+        return self.models.index(model)
+
+    def isolated_latency(self, model: str) -> float:
+        """The model alone on its fastest accelerator type with full bandwidth, in seconds."""
+        return float(self.isolated_s[self.model_index(model)])
+
+    def isolated_by_model(self) -> dict[str, float]:
+        return {m: float(s) for m, s in zip(self.models, self.isolated_s, strict=True)}
+
+    @classmethod
+    def from_frame(
+        cls,
+        costs: pl.DataFrame,
+        types: Sequence[str],
+        models: Sequence[str] | None = None,
+        source: str | Path | None = None,
+    ) -> CostTables:
+        """Index `costs` (COST_SCHEMA rows of all accelerators) for the accelerator `types`.
+
+        Every model must have the same layers 0..L-1 on every type, with positive finite latencies
+        and non-negative DRAM bytes and energies; `models` defaults to every model in the table.
+        """
+        if not types:
+            raise InputError(source, "accelerator", "at least one accelerator type")
+        present = set(costs.get_column("accelerator").unique().to_list())
+        for name in types:
+            if name not in present:
+                raise InputError(source, "accelerator", f"cost rows for accelerator {name!r}")
+        costs = costs.filter(pl.col("accelerator").is_in(list(types)))
+        _check_values(costs, source)
+        model_names = (
+            tuple(models) if models is not None else tuple(sorted(costs["model"].unique()))
+        )
+        blocks = [_model_block(costs, model, types, source) for model in model_names]
+        sizes = np.array([block[0].shape[0] for block in blocks], dtype=np.int64)
+        first_row = np.concatenate(([0], np.cumsum(sizes + 1)[:-1])).astype(np.int64)
+        rows = int(np.sum(sizes + 1))
+        latency = np.zeros((rows, len(types)))
+        dram = np.zeros((rows, len(types)))
+        energy = np.zeros((rows, len(types)))
+        for start, (lat, byt, ene) in zip(first_row, blocks, strict=True):
+            end = start + lat.shape[0]
+            latency[start:end], dram[start:end], energy[start:end] = lat, byt, ene
+        sentinel = np.zeros(rows, dtype=bool)
+        sentinel[first_row + sizes] = True
+        with np.errstate(divide="ignore", invalid="ignore"):
+            demand = np.where(sentinel[:, None], 0.0, dram / latency)
+        best = latency.min(axis=1)
+        remaining = np.zeros(rows)
+        model_latency = np.zeros((len(model_names), len(types)))
+        for m, (start, size) in enumerate(zip(first_row, sizes, strict=True)):
+            block = best[start : start + size]
+            remaining[start : start + size] = np.cumsum(block[::-1])[::-1]
+            model_latency[m] = latency[start : start + size].sum(axis=0)
+        return cls(
+            types=tuple(types),
+            models=model_names,
+            first_row=first_row,
+            n_layers=sizes,
+            latency_s=latency,
+            dram_bytes=dram,
+            demand_bps=demand,
+            energy_j=energy,
+            best_latency_s=best,
+            remaining_work_s=remaining,
+            model_latency_s=model_latency,
+            isolated_s=model_latency.min(axis=1),
+        )
+
+
+def read_cost_tables(directory: str | Path, accelerators: Sequence[str]) -> pl.DataFrame:
+    """Concatenate `{directory}/{name}.parquet` of each accelerator, checking the name column."""
+    frames = []
+    for name in dict.fromkeys(accelerators):
+        path = Path(directory) / f"{name}.parquet"
+        frame = read_parquet(path, COST_SCHEMA)
+        wrong = frame.filter(pl.col("accelerator") != name)
+        if wrong.height:
+            raise InputError(path, "accelerator", f"{name!r} in every row", wrong["accelerator"][0])
+        frames.append(frame.select(list(COST_SCHEMA)))
+    return pl.concat(frames)
+
+
+def load_costs(
+    directory: str | Path,
+    system: System,
+    system_source: str | Path | None = None,
+    models: tuple[str, ...] | list[str] | None = None,
+) -> CostTables:
+    """Cost tables `{directory}/{accelerator}.parquet` of the system's types, indexed."""
+    for i, instance in enumerate(system.instances):
+        path = Path(directory) / f"{instance.name}.parquet"
+        if not path.is_file():
+            raise InputError(
+                system_source,
+                f"instances[{i}].name",
+                f"an accelerator with a cost table {path}",
+                instance.name,
+            )
+    frame = read_cost_tables(directory, system.accelerator_types)
+    return CostTables.from_frame(frame, system.accelerator_types, models, source=directory)
+
+
+def _check_values(costs: pl.DataFrame, source: str | Path | None) -> None:
+    checks = {
+        "latency_s": pl.col("latency_s").is_finite() & (pl.col("latency_s") > 0),
+        "dram_bytes": pl.col("dram_bytes") >= 0,
+        "energy_j": pl.col("energy_j").is_finite() & (pl.col("energy_j") >= 0),
+        "layer": pl.col("layer") >= 0,
+    }
+    expected = {
+        "latency_s": "positive finite latencies",
+        "dram_bytes": "non-negative byte counts",
+        "energy_j": "non-negative finite energies",
+        "layer": "non-negative layer indices",
+    }
+    for column, ok in checks.items():
+        bad = costs.filter(~ok.fill_null(False))
+        if bad.height:
+            row = bad.row(0, named=True)
+            got = f"{row[column]} ({row['model']} layer {row['layer']} on {row['accelerator']})"
+            raise InputError(source, column, expected[column], got)
+
+
+def _model_block(
+    costs: pl.DataFrame, model: str, types: Sequence[str], source: str | Path | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Latency, DRAM bytes and energy of `model`'s layers (rows) on each type (columns)."""
+    rows = costs.filter(pl.col("model") == model)
+    columns: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for name in types:
+        part = rows.filter(pl.col("accelerator") == name).sort("layer")
+        layers = part["layer"].to_numpy()
+        if part.height == 0:
+            raise InputError(source, "model", f"cost rows of model {model!r} on {name!r}", "none")
+        if not np.array_equal(layers, np.arange(part.height)):
+            first = int(np.flatnonzero(layers != np.arange(part.height))[0])
+            problem = (
+                f"layer {first} missing" if layers[first] > first else f"layer {first} repeated"
+            )
+            expected = f"layers 0, 1, ... once each for {model!r} on {name!r}"
+            raise InputError(source, "layer", expected, problem)
+        columns.append(
+            (
+                part["latency_s"].to_numpy().astype(np.float64),
+                part["dram_bytes"].to_numpy().astype(np.float64),
+                part["energy_j"].to_numpy().astype(np.float64),
+            )
+        )
+    counts = {c[0].shape[0] for c in columns}
+    if len(counts) != 1:
+        raise InputError(source, "layer", f"the same number of layers of {model!r} on every type")
+    return tuple(np.stack([c[k] for c in columns], axis=1) for k in range(3))  # type: ignore[return-value]

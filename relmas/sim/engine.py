@@ -1,0 +1,372 @@
+"""The simulation engine: one job trace on one system, driven step by step or by a policy.
+
+Two users: heuristics run to completion inside one jitted loop (`run`), and the
+reinforcement-learning environment steps it: `next_decision()` advances to the next decision point
+and returns a `DecisionView` of the state, `step(assignments)` applies one decision (assignments, or
+none = wait for the next event), `pop_finished()` reports the jobs finished since the last call.
+
+Jobs are held internally in arrival order (ties by job_id); the public API speaks of internal job
+indices (positions in `engine.jobs`), and `engine.jobs["job_id"]` maps them back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from relmas.sim import kernels as K
+from relmas.sim.costs import CostTables
+from relmas.sim.metrics import deadline_met
+from relmas.sim.result import SimResult, build_result
+from relmas.sim.system import SHARING_MODES, System
+
+if TYPE_CHECKING:
+    from relmas.policies.base import Policy
+
+ORDERS = {
+    None: K.ORDER_NONE,
+    "arrival": K.ORDER_ARRIVAL,
+    "remaining": K.ORDER_REMAINING,
+    "deadline": K.ORDER_DEADLINE,
+    "laxity": K.ORDER_LAXITY,
+}
+
+
+class Engine:
+    """Discrete-event simulation of `jobs` (JOB_SCHEMA) on `system` with the costs of `tables`.
+
+    `static_w` maps accelerator names to static power (W, default 0); `record` keeps the timeline of
+    running tasks and their bandwidth (for Gantt charts and tests) at the cost of memory.
+    """
+
+    def __init__(
+        self,
+        system: System,
+        tables: CostTables,
+        jobs: pl.DataFrame,
+        *,
+        static_w: Mapping[str, float] | None = None,
+        record: bool = False,
+        record_buffer: int = 1 << 14,
+    ) -> None:
+        if jobs.height == 0:
+            raise ValueError("a simulation needs at least one job")
+        if set(tables.types) != set(system.accelerator_types):
+            # Estimates (isolated latency, remaining work) must only count the system's types.
+            types = system.accelerator_types
+            raise ValueError(f"cost tables indexed for {tables.types}, the system has {types}")
+        self.system = system
+        self.tables = tables
+        self.jobs = jobs.sort(["arrival_s", "job_id"])
+        self.static_w = {name: float((static_w or {}).get(name, 0.0)) for name in tables.types}
+        self.kernel_tables = K.Tables(
+            tables.latency_s,
+            tables.demand_bps,
+            tables.energy_j,
+            tables.best_latency_s,
+            tables.remaining_work_s,
+        )
+        self.state = _initial_state(system, tables, self.jobs, record, record_buffer)
+        T, S = self.kernel_tables, self.state
+        self._advance_kernel = K.entry_point(K.advance, T, S)
+        self._start_layer = K.entry_point(K.start_layer, T, S, 0, 0)
+        self._refresh_rates = K.entry_point(K.refresh_rates, S)
+        self.decision_seconds = 0.0
+        self.decision_energy_j = 0.0
+        self._timeline: list[np.ndarray] = []
+        self._reported = 0
+        self._started = False
+
+    # ------------------------------------------------------------------------- stepping API
+
+    @property
+    def now(self) -> float:
+        return float(self.state.sf[K.SF_NOW])
+
+    @property
+    def finished(self) -> bool:
+        return int(self.state.si[K.SI_DONE]) == self.jobs.height
+
+    @property
+    def decisions(self) -> int:
+        return int(self.state.si[K.SI_DECISIONS])
+
+    def use_order(self, order: str | None) -> None:
+        """Keep the ready jobs in a heap by a time-invariant key (`arrival`, `remaining`,
+        `deadline`, `laxity`) so that a policy can peek at the best one in O(1).
+
+        Must be called before the simulation starts.
+        """
+        if self._started:
+            raise RuntimeError("use_order must be called before the simulation starts")
+        self.state.si[K.SI_ORDER] = ORDERS[order]
+
+    def next_decision(self) -> DecisionView | None:
+        """Advance to the next decision point and describe it; None once all jobs are done."""
+        status = self._advance(self._advance_kernel)
+        return DecisionView(self) if status == K.STATUS_DECISION else None
+
+    def step(self, assignments: Iterable[tuple[int, int]]) -> None:
+        """Apply one decision: start each (job, accelerator) pair, or wait if there are none."""
+        pairs = list(assignments)
+        self.state.si[K.SI_DECISIONS] += 1
+        if not pairs:
+            self.wait()
+        for job, accelerator in pairs:
+            self.assign(job, accelerator)
+
+    def assign(self, job: int, accelerator: int) -> None:
+        """Start the ready `job`'s next layer on the idle `accelerator` (instance index)."""
+        S = self.state
+        if not 0 <= job < S.ji.shape[0] or S.ji[job, K.JI_STATE] != K.JOB_READY:
+            raise ValueError(f"job {job} is not ready")
+        if not 0 <= accelerator < S.ai.shape[0] or S.ai[accelerator, K.AI_JOB] >= 0:
+            raise ValueError(f"accelerator {accelerator} is not idle")
+        self._start_layer(self.kernel_tables, S, job, accelerator)
+
+    def wait(self) -> None:
+        """Let time run to the next event (an arrival or a completion) before the next decision."""
+        S = self.state
+        if S.si[K.SI_RUNNING] == 0 and S.si[K.SI_NEXT_ARRIVAL] == self.jobs.height:
+            raise RuntimeError("cannot wait: nothing is running and no job will arrive")
+        S.si[K.SI_WAITING] = 1
+
+    def pop_finished(self) -> tuple[np.ndarray, np.ndarray]:
+        """Jobs (internal indices) finished since the last call, and whether each met its SLA."""
+        done = int(self.state.si[K.SI_DONE])
+        jobs = self.state.done_log[self._reported : done].copy()
+        self._reported = done
+        jf = self.state.jf
+        return jobs, deadline_met(jf[jobs, K.JF_FINISH], jf[jobs, K.JF_DEADLINE])
+
+    # ------------------------------------------------------------------------- whole runs
+
+    def run(self, policy: Policy) -> SimResult:
+        """Run `policy` to completion, calling it only at decision points."""
+        policy.reset(self)
+        if not policy.run_to_completion(self):
+            spent = 0.0
+            while (view := self.next_decision()) is not None:
+                start = time.perf_counter()
+                assignments = policy.decide(view)
+                spent += time.perf_counter() - start
+                self.step(assignments)
+            self.decision_seconds = spent
+        self.decision_energy_j = policy.decision_energy_j * self.decisions
+        return self.result(policy.name)
+
+    def run_jitted(self, loop: Callable[..., int], *args: object) -> None:
+        """Run a fused jitted loop `loop(tables, state, *args) -> status` to the end.
+
+        Its wall time counts as decision time: a jitted loop interleaves deciding and simulating.
+        """
+        start = time.perf_counter()
+        self._advance(loop, *args)
+        self.decision_seconds = time.perf_counter() - start
+
+    def result(self, policy: str) -> SimResult:
+        if not self.finished:
+            raise RuntimeError("the simulation has not finished")
+        return build_result(self, policy, self.timeline())
+
+    def timeline(self) -> pl.DataFrame | None:
+        """Recorded intervals: accelerator, job_id, layer, start_s, end_s, bandwidth_bps."""
+        if not self.state.si[K.SI_RECORD]:
+            return None
+        self._flush()
+        rows = np.concatenate(self._timeline) if self._timeline else np.zeros((0, 6))
+        job = rows[:, 3].astype(np.int64)
+        row = rows[:, 4].astype(np.int64)
+        first = self.tables.first_row[self.model_indices[job]]
+        return pl.DataFrame(
+            {
+                "accelerator": rows[:, 2].astype(np.int64),
+                "job_id": self.jobs["job_id"].to_numpy()[job],
+                "layer": (row - first).astype(np.int64),
+                "start_s": rows[:, 0],
+                "end_s": rows[:, 1],
+                "bandwidth_bps": rows[:, 5],
+            }
+        )
+
+    @cached_property
+    def model_indices(self) -> np.ndarray:
+        index = {name: i for i, name in enumerate(self.tables.models)}
+        return np.array([index[m] for m in self.jobs["model"].to_list()], dtype=np.int64)
+
+    def _advance(self, loop: Callable[..., int], *args: object) -> int:
+        self._started = True
+        while True:
+            status = loop(self.kernel_tables, self.state, *args)
+            if status == K.STATUS_FLUSH:
+                self._flush()
+                continue
+            if status == K.STATUS_STALLED:
+                raise RuntimeError("the policy waited although no event can happen any more")
+            return status
+
+    def _flush(self) -> None:
+        count = int(self.state.si[K.SI_RECORD_N])
+        if count:
+            self._timeline.append(self.state.record[:count].copy())
+            self.state.si[K.SI_RECORD_N] = 0
+
+
+class DecisionView:
+    """The engine at one decision point, as policies see it; stale once the engine moves on.
+
+    Per ready job (aligned with `ready_jobs`): ids, deadlines, slack, remaining work (best type per
+    layer), waiting time, next layer's latency and bandwidth demand on each accelerator type.
+    Per accelerator instance: type, idle flag, busy time left, current bandwidth share.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.now = engine.now
+
+    @cached_property
+    def ready_jobs(self) -> np.ndarray:
+        S = self.engine.state
+        return S.ready[: S.si[K.SI_READY_N]].copy()
+
+    @cached_property
+    def idle_accelerators(self) -> np.ndarray:
+        return np.flatnonzero(self.engine.state.ai[:, K.AI_JOB] < 0)
+
+    @property
+    def queue_length(self) -> int:
+        return int(self.engine.state.si[K.SI_READY_N])
+
+    @cached_property
+    def job_ids(self) -> np.ndarray:
+        return self.engine.jobs["job_id"].to_numpy()[self.ready_jobs]
+
+    @cached_property
+    def arrival_s(self) -> np.ndarray:
+        return self.engine.state.jf[self.ready_jobs, K.JF_ARRIVAL]
+
+    @cached_property
+    def deadline_s(self) -> np.ndarray:
+        return self.engine.state.jf[self.ready_jobs, K.JF_DEADLINE]
+
+    @cached_property
+    def priority(self) -> np.ndarray:
+        return self.engine.state.jf[self.ready_jobs, K.JF_PRIORITY]
+
+    @cached_property
+    def slack_s(self) -> np.ndarray:
+        """Time left to the deadline (negative once missed)."""
+        return self.deadline_s - self.now
+
+    @cached_property
+    def next_rows(self) -> np.ndarray:
+        return self.engine.state.ji[self.ready_jobs, K.JI_CURSOR]
+
+    @cached_property
+    def remaining_work_s(self) -> np.ndarray:
+        return self.engine.tables.remaining_work_s[self.next_rows]
+
+    @cached_property
+    def waited_s(self) -> np.ndarray:
+        """Time since the job became ready (arrived or finished its previous layer)."""
+        return self.now - self.engine.state.jf[self.ready_jobs, K.JF_READY_SINCE]
+
+    @cached_property
+    def next_latency_s(self) -> np.ndarray:
+        """[ready job, accelerator type] latency of the next layer at full bandwidth."""
+        return self.engine.tables.latency_s[self.next_rows]
+
+    @cached_property
+    def next_demand_bps(self) -> np.ndarray:
+        """[ready job, accelerator type] bandwidth demand of the next layer at full speed, B/s."""
+        return self.engine.tables.demand_bps[self.next_rows]
+
+    @property
+    def accelerator_types(self) -> np.ndarray:
+        return self.engine.state.ai[:, K.AI_TYPE]
+
+    @cached_property
+    def busy_left_s(self) -> np.ndarray:
+        """Time until each instance's running task ends at current rates (0 when idle)."""
+        S = self._rates()
+        running = S.ai[:, K.AI_JOB] >= 0
+        left = np.zeros(S.ai.shape[0])
+        left[running] = S.af[running, K.AF_WORK] / S.af[running, K.AF_RATE]
+        return left
+
+    @cached_property
+    def bandwidth_share_bps(self) -> np.ndarray:
+        S = self._rates()
+        running = S.ai[:, K.AI_JOB] >= 0
+        return np.where(running, S.af[:, K.AF_DEMAND] * S.af[:, K.AF_RATE], 0.0)
+
+    @property
+    def bandwidth_in_use_bps(self) -> float:
+        return float(self._rates().sf[K.SF_BW_IN_USE])
+
+    @property
+    def bandwidth_capacity_bps(self) -> float:
+        return float(self.engine.state.sf[K.SF_CAPACITY])
+
+    @property
+    def can_wait(self) -> bool:
+        """Whether waiting is allowed: something runs or a job is still to arrive."""
+        S = self.engine.state
+        return bool(S.si[K.SI_RUNNING] > 0 or S.si[K.SI_NEXT_ARRIVAL] < self.engine.jobs.height)
+
+    def _rates(self) -> K.State:
+        self.engine._refresh_rates(self.engine.state)
+        return self.engine.state
+
+
+def _initial_state(
+    system: System, tables: CostTables, jobs: pl.DataFrame, record: bool, record_buffer: int
+) -> K.State:
+    n = jobs.height
+    index = {name: i for i, name in enumerate(tables.models)}
+    models = np.array([index[m] for m in jobs["model"].to_list()], dtype=np.int64)
+    jf = np.zeros((n, K.JF_COLUMNS))
+    jf[:, K.JF_ARRIVAL] = jobs["arrival_s"].to_numpy()
+    jf[:, K.JF_DEADLINE] = jobs["deadline_s"].to_numpy()
+    jf[:, K.JF_ISOLATED] = tables.isolated_s[models]
+    jf[:, K.JF_PRIORITY] = jobs["priority"].to_numpy()
+    jf[:, K.JF_START] = -1.0
+    jf[:, K.JF_FINISH] = -1.0
+    ji = np.zeros((n, K.JI_COLUMNS), dtype=np.int64)
+    ji[:, K.JI_CURSOR] = tables.first_row[models]
+    ji[:, K.JI_END] = tables.first_row[models] + tables.n_layers[models]
+    types = [tables.types.index(name) for name in system.instance_types]
+    accelerators = len(types)
+    ai = np.zeros((accelerators, K.AI_COLUMNS), dtype=np.int64)
+    ai[:, K.AI_TYPE] = types
+    ai[:, K.AI_JOB] = -1
+    ai[:, K.AI_ROW] = -1
+    sf = np.zeros(K.SF_COLUMNS)
+    sf[K.SF_NOW] = jf[0, K.JF_ARRIVAL]
+    sf[K.SF_CAPACITY] = system.bandwidth_bytes_per_s
+    si = np.zeros(K.SI_COLUMNS, dtype=np.int64)
+    si[K.SI_IDLE] = accelerators
+    si[K.SI_SHARING] = SHARING_MODES.index(system.sharing)
+    si[K.SI_ORDER] = K.ORDER_NONE
+    si[K.SI_RECORD] = int(record)
+    capacity = max(record_buffer, accelerators) if record else 0
+    return K.State(
+        jf=jf,
+        ji=ji,
+        af=np.zeros((accelerators, K.AF_COLUMNS)),
+        ai=ai,
+        sf=sf,
+        si=si,
+        ready=np.full(n, -1, dtype=np.int64),
+        ready_pos=np.full(n, -1, dtype=np.int64),
+        heap=np.full(n, -1, dtype=np.int64),
+        heap_pos=np.full(n, -1, dtype=np.int64),
+        done_log=np.full(n, -1, dtype=np.int64),
+        record=np.zeros((capacity, K.RECORD_COLUMNS)),
+        rng=np.ones(1, dtype=np.uint64),
+    )

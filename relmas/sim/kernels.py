@@ -1,0 +1,375 @@
+"""Numba kernels of the simulator engine: the state arrays and the event loop that advances them.
+
+The whole engine state lives in a handful of numpy arrays grouped in the `State` namedtuple, and the
+cost tables in `Tables`. The same kernels serve the Python stepping API (`relmas.sim.engine.Engine`,
+one kernel call per step) and the fully jitted run loop of the heuristics
+(`relmas.policies.kernels`), so both paths produce identical schedules.
+
+Timeline ("Decima's timeline, nothing clever"): the events are job arrivals (a pointer into the
+jobs, sorted by arrival) and layer completions (one running task per accelerator instance, at most a
+few dozen: their completion times move whenever bandwidth shares change, so they are found by a scan
+of the running tasks rather than kept in a heap that would need re-keying at every rate change). The
+ready jobs are a dense list (O(1) insert/remove) plus, for policies with a time-invariant priority
+key, an indexed binary heap (O(log n) insert/remove/peek).
+
+Bandwidth is a fluid: a task alone progresses at rate 1 (one second of `latency_s` work per second)
+and demands `dram_bytes / latency_s`; when the running tasks demand more than the capacity, each
+gets a share (proportional to demand, or max-min fair) and progresses at rate share / demand. Rates
+are recomputed lazily whenever the running set has changed, before time advances.
+
+A *task* (an accelerator running a piece of a job's layer, with its own work and demand) is kept
+apart from a job's progress (its next layer and its count of pending tasks), so that a layer could
+later run as several concurrent pieces.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+# Job float columns (State.jf[job, column]).
+JF_ARRIVAL, JF_DEADLINE, JF_ISOLATED, JF_PRIORITY = 0, 1, 2, 3
+JF_START, JF_FINISH, JF_READY_SINCE, JF_WAITED, JF_KEY = 4, 5, 6, 7, 8
+JF_COLUMNS = 9
+# Job integer columns (State.ji[job, column]): the row cursor (next layer), the model's end row, ...
+JI_CURSOR, JI_END, JI_STATE, JI_PENDING, JI_PLANNED = 0, 1, 2, 3, 4
+JI_COLUMNS = 5
+# Job states.
+JOB_FUTURE, JOB_READY, JOB_RUNNING, JOB_DONE = 0, 1, 2, 3
+# Accelerator float columns: remaining work (seconds at rate 1), demand (B/s), rate, busy time.
+AF_WORK, AF_DEMAND, AF_RATE, AF_BUSY = 0, 1, 2, 3
+AF_COLUMNS = 4
+# Accelerator integer columns: type, running job (-1 idle), its row, planned job + 1 (0 none).
+AI_TYPE, AI_JOB, AI_ROW, AI_PLANNED = 0, 1, 2, 3
+AI_COLUMNS = 4
+# Scalar floats: time, bandwidth capacity and use (B/s), bytes moved, dynamic energy.
+SF_NOW, SF_CAPACITY, SF_BW_IN_USE, SF_BYTES_MOVED, SF_ENERGY = 0, 1, 2, 3, 4
+SF_COLUMNS = 5
+# Scalar integers.
+SI_NEXT_ARRIVAL, SI_DONE, SI_DECISIONS, SI_ASSIGNMENTS = 0, 1, 2, 3
+SI_RUNNING, SI_IDLE, SI_READY_N, SI_HEAP_N = 4, 5, 6, 7
+SI_WAITING, SI_DIRTY, SI_SHARING, SI_ORDER, SI_RECORD, SI_RECORD_N = 8, 9, 10, 11, 12, 13
+SI_COLUMNS = 14
+# Bandwidth sharing modes.
+SHARING_PROPORTIONAL, SHARING_MAXMIN = 0, 1
+# Static priority keys of the ready heap (SI_ORDER); -1 = no heap.
+ORDER_NONE, ORDER_ARRIVAL, ORDER_REMAINING, ORDER_DEADLINE, ORDER_LAXITY = -1, 0, 1, 2, 3
+# What `advance` stopped at.
+STATUS_DECISION, STATUS_DONE, STATUS_STALLED, STATUS_FLUSH = 0, 1, 2, 3
+# Timeline record columns: start, end, accelerator, job, row, bandwidth share (B/s).
+RECORD_COLUMNS = 6
+# Relative time tolerance under which completions count as simultaneous.
+TIME_TOL = 1e-12
+
+
+class Tables(NamedTuple):
+    """Cost arrays (rows = model layers with one sentinel row per model, columns = types)."""
+
+    latency: np.ndarray  # float64[rows, types]
+    demand: np.ndarray  # float64[rows, types]
+    energy: np.ndarray  # float64[rows, types]
+    best_latency: np.ndarray  # float64[rows]
+    remaining_work: np.ndarray  # float64[rows]
+
+
+class State(NamedTuple):
+    """Mutable engine state; see the column constants above."""
+
+    jf: np.ndarray  # float64[jobs, JF_COLUMNS]
+    ji: np.ndarray  # int64[jobs, JI_COLUMNS]
+    af: np.ndarray  # float64[accelerators, AF_COLUMNS]
+    ai: np.ndarray  # int64[accelerators, AI_COLUMNS]
+    sf: np.ndarray  # float64[SF_COLUMNS]
+    si: np.ndarray  # int64[SI_COLUMNS]
+    ready: np.ndarray  # int64[jobs]: dense list of ready jobs
+    ready_pos: np.ndarray  # int64[jobs]: position in `ready`, -1 if absent
+    heap: np.ndarray  # int64[jobs]: binary heap of ready jobs by (JF_KEY, job)
+    heap_pos: np.ndarray  # int64[jobs]
+    done_log: np.ndarray  # int64[jobs]: jobs in order of completion
+    record: np.ndarray  # float64[capacity, RECORD_COLUMNS]: timeline buffer
+    rng: np.ndarray  # uint64[1]: xorshift64* state of randomised policies
+
+
+def entry_point(kernel: Callable[..., object], *args: object) -> Callable[..., object]:
+    """`kernel`'s compiled function for the types of `args`, called without Numba's per-call type
+    dispatch (several microseconds for namedtuple arguments): for the Python stepping path."""
+    return kernel.compile(tuple(kernel.typeof_pyval(arg) for arg in args))
+
+
+# ----------------------------------------------------------------------------- ready heap
+
+
+@njit(cache=True)
+def _heap_less(S: State, a: int, b: int) -> bool:
+    ka = S.jf[a, JF_KEY]
+    kb = S.jf[b, JF_KEY]
+    return ka < kb or (ka == kb and a < b)
+
+
+@njit(cache=True)
+def _heap_place(S: State, i: int, job: int) -> None:
+    S.heap[i] = job
+    S.heap_pos[job] = i
+
+
+@njit(cache=True)
+def _sift_up(S: State, i: int) -> None:
+    job = S.heap[i]
+    while i > 0:
+        parent = (i - 1) >> 1
+        other = S.heap[parent]
+        if not _heap_less(S, job, other):
+            break
+        _heap_place(S, i, other)
+        i = parent
+    _heap_place(S, i, job)
+
+
+@njit(cache=True)
+def _sift_down(S: State, i: int) -> None:
+    n = S.si[SI_HEAP_N]
+    job = S.heap[i]
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and _heap_less(S, S.heap[child + 1], S.heap[child]):
+            child += 1
+        if not _heap_less(S, S.heap[child], job):
+            break
+        _heap_place(S, i, S.heap[child])
+        i = child
+    _heap_place(S, i, job)
+
+
+@njit(cache=True)
+def heap_push(S: State, job: int) -> None:
+    n = S.si[SI_HEAP_N]
+    S.si[SI_HEAP_N] = n + 1
+    _heap_place(S, n, job)
+    _sift_up(S, n)
+
+
+@njit(cache=True)
+def heap_remove(S: State, job: int) -> None:
+    i = S.heap_pos[job]
+    n = S.si[SI_HEAP_N] - 1
+    S.si[SI_HEAP_N] = n
+    S.heap_pos[job] = -1
+    if i == n:
+        return
+    moved = S.heap[n]
+    _heap_place(S, i, moved)
+    if i > 0 and _heap_less(S, moved, S.heap[(i - 1) >> 1]):
+        _sift_up(S, i)
+    else:
+        _sift_down(S, i)
+
+
+# ----------------------------------------------------------------------------- job life cycle
+
+
+@njit(cache=True)
+def static_key(T: Tables, S: State, job: int, order: int) -> float:
+    """The time-invariant priority key of a ready job (smaller first)."""
+    if order == ORDER_ARRIVAL:
+        return S.jf[job, JF_ARRIVAL]
+    remaining = T.remaining_work[S.ji[job, JI_CURSOR]]
+    if order == ORDER_REMAINING:
+        return remaining
+    if order == ORDER_DEADLINE:
+        return S.jf[job, JF_DEADLINE]
+    return S.jf[job, JF_DEADLINE] - remaining  # laxity + now, and now is common to all jobs
+
+
+@njit(cache=True)
+def _make_ready(T: Tables, S: State, job: int) -> None:
+    S.ji[job, JI_STATE] = JOB_READY
+    S.jf[job, JF_READY_SINCE] = S.sf[SF_NOW]
+    n = S.si[SI_READY_N]
+    S.ready[n] = job
+    S.ready_pos[job] = n
+    S.si[SI_READY_N] = n + 1
+    order = S.si[SI_ORDER]
+    if order != ORDER_NONE:
+        S.jf[job, JF_KEY] = static_key(T, S, job, order)
+        heap_push(S, job)
+
+
+@njit(cache=True)
+def _remove_ready(S: State, job: int) -> None:
+    i = S.ready_pos[job]
+    last = S.si[SI_READY_N] - 1
+    moved = S.ready[last]
+    S.ready[i] = moved
+    S.ready_pos[moved] = i
+    S.ready_pos[job] = -1
+    S.si[SI_READY_N] = last
+    if S.si[SI_ORDER] != ORDER_NONE:
+        heap_remove(S, job)
+
+
+@njit(cache=True)
+def start_task(S: State, acc: int, job: int, row: int, work: float, demand: float) -> None:
+    """Put a task (a piece of `job`'s layer `row`) on the idle accelerator `acc`."""
+    S.ai[acc, AI_JOB] = job
+    S.ai[acc, AI_ROW] = row
+    S.af[acc, AF_WORK] = work
+    S.af[acc, AF_DEMAND] = demand
+    S.af[acc, AF_RATE] = 1.0
+    S.si[SI_RUNNING] += 1
+    S.si[SI_IDLE] -= 1
+    S.si[SI_DIRTY] = 1
+
+
+@njit(cache=True)
+def start_layer(T: Tables, S: State, job: int, acc: int) -> None:
+    """Run the ready `job`'s next layer, whole, on the idle accelerator `acc`."""
+    row = S.ji[job, JI_CURSOR]
+    kind = S.ai[acc, AI_TYPE]
+    now = S.sf[SF_NOW]
+    _remove_ready(S, job)
+    S.jf[job, JF_WAITED] += now - S.jf[job, JF_READY_SINCE]
+    if S.jf[job, JF_START] < 0.0:
+        S.jf[job, JF_START] = now
+    S.ji[job, JI_STATE] = JOB_RUNNING
+    S.ji[job, JI_PENDING] = 1
+    start_task(S, acc, job, row, T.latency[row, kind], T.demand[row, kind])
+    S.sf[SF_ENERGY] += T.energy[row, kind]
+    S.si[SI_ASSIGNMENTS] += 1
+
+
+@njit(cache=True)
+def _complete_task(T: Tables, S: State, acc: int) -> None:
+    job = S.ai[acc, AI_JOB]
+    S.ai[acc, AI_JOB] = -1
+    S.ai[acc, AI_ROW] = -1
+    S.af[acc, AF_WORK] = 0.0
+    S.af[acc, AF_RATE] = 0.0
+    S.si[SI_RUNNING] -= 1
+    S.si[SI_IDLE] += 1
+    S.si[SI_DIRTY] = 1
+    S.ji[job, JI_PENDING] -= 1
+    if S.ji[job, JI_PENDING] > 0:
+        return
+    S.ji[job, JI_CURSOR] += 1
+    if S.ji[job, JI_CURSOR] == S.ji[job, JI_END]:
+        S.ji[job, JI_STATE] = JOB_DONE
+        S.jf[job, JF_FINISH] = S.sf[SF_NOW]
+        S.done_log[S.si[SI_DONE]] = job
+        S.si[SI_DONE] += 1
+    else:
+        _make_ready(T, S, job)
+
+
+# ----------------------------------------------------------------------------- bandwidth
+
+
+@njit(cache=True)
+def refresh_rates(S: State) -> None:
+    """Recompute every running task's rate and the bandwidth in use, if the running set changed."""
+    if S.si[SI_DIRTY] == 0:
+        return
+    S.si[SI_DIRTY] = 0
+    ai, af = S.ai, S.af
+    total = 0.0
+    for a in range(ai.shape[0]):
+        if ai[a, AI_JOB] >= 0:
+            af[a, AF_RATE] = 1.0
+            total += af[a, AF_DEMAND]
+    capacity = S.sf[SF_CAPACITY]
+    if total <= capacity:
+        S.sf[SF_BW_IN_USE] = total
+        return
+    S.sf[SF_BW_IN_USE] = capacity
+    if S.si[SI_SHARING] == SHARING_PROPORTIONAL:
+        rate = capacity / total
+        for a in range(ai.shape[0]):
+            if ai[a, AI_JOB] >= 0 and af[a, AF_DEMAND] > 0.0:
+                af[a, AF_RATE] = rate
+        return
+    # Max-min fair (water-filling): serve demands in increasing order, each up to an equal share.
+    demands = np.empty(ai.shape[0])
+    order = np.empty(ai.shape[0], dtype=np.int64)
+    count = 0
+    for a in range(ai.shape[0]):
+        if ai[a, AI_JOB] >= 0 and af[a, AF_DEMAND] > 0.0:
+            demands[count] = af[a, AF_DEMAND]
+            order[count] = a
+            count += 1
+    ranks = np.argsort(demands[:count], kind="mergesort")
+    left = capacity
+    for k in range(count):
+        a = order[ranks[k]]
+        share = min(af[a, AF_DEMAND], left / (count - k))
+        af[a, AF_RATE] = share / af[a, AF_DEMAND]
+        left -= share
+
+
+# ----------------------------------------------------------------------------- event loop
+
+
+@njit(cache=True)
+def _record_interval(S: State, t0: float, t1: float) -> None:
+    k = S.si[SI_RECORD_N]
+    for a in range(S.ai.shape[0]):
+        job = S.ai[a, AI_JOB]
+        if job >= 0:
+            S.record[k, 0] = t0
+            S.record[k, 1] = t1
+            S.record[k, 2] = a
+            S.record[k, 3] = job
+            S.record[k, 4] = S.ai[a, AI_ROW]
+            S.record[k, 5] = S.af[a, AF_DEMAND] * S.af[a, AF_RATE]
+            k += 1
+    S.si[SI_RECORD_N] = k
+
+
+@njit(cache=True)
+def advance(T: Tables, S: State) -> int:
+    """Process events until a decision point (an idle accelerator and a ready job) or the end.
+
+    A pending `wait` (SI_WAITING) makes the first event happen before the next decision point.
+    Returns a STATUS_* code; STATUS_FLUSH asks the caller to empty the timeline buffer and to
+    call again.
+    """
+    jf, af, ai, sf, si = S.jf, S.af, S.ai, S.sf, S.si
+    jobs = jf.shape[0]
+    while True:
+        if si[SI_WAITING] == 0 and si[SI_IDLE] > 0 and si[SI_READY_N] > 0:
+            return STATUS_DECISION
+        refresh_rates(S)
+        now = sf[SF_NOW]
+        nxt = si[SI_NEXT_ARRIVAL]
+        t_next = jf[nxt, JF_ARRIVAL] if nxt < jobs else math.inf
+        for a in range(ai.shape[0]):
+            if ai[a, AI_JOB] >= 0:
+                t_next = min(t_next, now + af[a, AF_WORK] / af[a, AF_RATE])
+        if t_next == math.inf:
+            return STATUS_STALLED if si[SI_READY_N] > 0 else STATUS_DONE
+        dt = t_next - now
+        if si[SI_RECORD] != 0 and si[SI_RUNNING] > 0 and dt > 0.0:
+            if si[SI_RECORD_N] + si[SI_RUNNING] > S.record.shape[0]:
+                return STATUS_FLUSH
+            _record_interval(S, now, t_next)
+        sf[SF_NOW] = t_next
+        sf[SF_BYTES_MOVED] += sf[SF_BW_IN_USE] * dt
+        tolerance = TIME_TOL * max(1.0, t_next)
+        for a in range(ai.shape[0]):
+            if ai[a, AI_JOB] < 0:
+                continue
+            af[a, AF_BUSY] += dt
+            rate = af[a, AF_RATE]
+            if now + af[a, AF_WORK] / rate <= t_next + tolerance:
+                _complete_task(T, S, a)
+            else:
+                af[a, AF_WORK] -= rate * dt
+        while nxt < jobs and jf[nxt, JF_ARRIVAL] <= t_next:
+            _make_ready(T, S, nxt)
+            nxt += 1
+        si[SI_NEXT_ARRIVAL] = nxt
+        si[SI_WAITING] = 0

@@ -1,0 +1,121 @@
+"""One simulation's result: per-job rows, per-accelerator busy time, metrics, timeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from relmas.sim import kernels as K
+from relmas.sim.metrics import (
+    deadline_met,
+    energy_breakdown,
+    job_metrics,
+    sla_by_group,
+    utilisation,
+)
+
+if TYPE_CHECKING:
+    from relmas.sim.engine import Engine
+
+JOB_RESULT_SCHEMA: dict[str, pl.DataType] = {
+    "job_id": pl.Int64(),
+    "tenant": pl.String(),
+    "model": pl.String(),
+    "priority": pl.Int32(),
+    "arrival_s": pl.Float64(),
+    "start_s": pl.Float64(),
+    "finish_s": pl.Float64(),
+    "deadline_s": pl.Float64(),
+    "isolated_s": pl.Float64(),
+    "turnaround_s": pl.Float64(),
+    "met": pl.Boolean(),
+}
+
+ACCELERATOR_RESULT_SCHEMA: dict[str, pl.DataType] = {
+    "instance": pl.String(),
+    "accelerator": pl.String(),
+    "busy_s": pl.Float64(),
+    "utilization": pl.Float64(),
+}
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Everything one simulation produced; `metrics` holds at least the SUMMARY_SCHEMA metrics."""
+
+    policy: str
+    jobs: pl.DataFrame
+    accelerators: pl.DataFrame
+    metrics: dict[str, float]
+    sla_by_tenant: dict[str, float]
+    bandwidth_capacity_bps: float
+    timeline: pl.DataFrame | None = None
+
+
+def build_result(engine: Engine, policy: str, timeline: pl.DataFrame | None) -> SimResult:
+    S = engine.state
+    arrival = S.jf[:, K.JF_ARRIVAL]
+    finish = S.jf[:, K.JF_FINISH]
+    deadline = S.jf[:, K.JF_DEADLINE]
+    isolated = S.jf[:, K.JF_ISOLATED]
+    met = deadline_met(finish, deadline)
+    jobs = engine.jobs
+    frame = pl.DataFrame(
+        {
+            "job_id": jobs["job_id"],
+            "tenant": jobs["tenant"],
+            "model": jobs["model"],
+            "priority": jobs["priority"],
+            "arrival_s": arrival,
+            "start_s": S.jf[:, K.JF_START],
+            "finish_s": finish,
+            "deadline_s": deadline,
+            "isolated_s": isolated,
+            "turnaround_s": finish - arrival,
+            "met": met,
+        },
+        schema=JOB_RESULT_SCHEMA,
+    )
+    metrics = job_metrics(arrival, finish, deadline, isolated)
+    makespan = metrics["makespan_s"]
+    busy = S.af[:, K.AF_BUSY].copy()
+    util = utilisation(busy, makespan)
+    types = engine.system.instance_types
+    static_w = np.array([engine.static_w[name] for name in types])
+    decisions = engine.decisions
+    metrics.update(
+        energy_breakdown(float(S.sf[K.SF_ENERGY]), static_w, makespan, engine.decision_energy_j)
+    )
+    metrics.update(
+        {
+            "utilization": float(util.mean()),
+            "decisions": float(decisions),
+            "assignments": float(S.si[K.SI_ASSIGNMENTS]),
+            "decision_us": 1e6 * engine.decision_seconds / max(decisions, 1),
+            "bytes_moved": float(S.sf[K.SF_BYTES_MOVED]),
+            "mean_bandwidth_gbps": float(S.sf[K.SF_BYTES_MOVED]) / makespan / 1e9
+            if makespan > 0
+            else 0.0,
+        }
+    )
+    accelerators = pl.DataFrame(
+        {
+            "instance": list(engine.system.instance_labels),
+            "accelerator": list(types),
+            "busy_s": busy,
+            "utilization": util,
+        },
+        schema=ACCELERATOR_RESULT_SCHEMA,
+    )
+    return SimResult(
+        policy=policy,
+        jobs=frame,
+        accelerators=accelerators,
+        metrics=metrics,
+        sla_by_tenant=sla_by_group(jobs["tenant"].to_numpy(), met),
+        bandwidth_capacity_bps=engine.system.bandwidth_bytes_per_s,
+        timeline=timeline,
+    )

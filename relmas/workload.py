@@ -1,0 +1,400 @@
+"""Scenarios -> job traces (JOB_SCHEMA): who sends which model when, with which deadline.
+
+A scenario (config `scenarios.<name>`, keys in docs/simulator.md) names a model mix, tenants with
+priorities, deadline slacks and shares of the jobs, an arrival process, the number of jobs and
+optionally a system override. Traces are deterministic in (scenario, seed): the generator is
+`numpy.random.default_rng([seed, stable hash of the scenario name])`, and the draws are made in a
+fixed order (tenants, then models, then unit-rate arrival times) so that changing the load only
+rescales time.
+
+Load is relative to the system's *capacity*: the jobs per second the instances could complete if
+every job ran whole on one instance and the work were perfectly packed, ignoring bandwidth:
+    capacity = sum over instances i of 1 / E_mix[latency of a job's model on i's type],
+with each model's latency on a type the sum of its layers' `latency_s` there. The arrival rate is
+`load x capacity`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from relmas.errors import InputError
+from relmas.io import read_parquet
+from relmas.schemas import JOB_SCHEMA
+from relmas.sim.costs import CostTables, load_costs
+from relmas.sim.system import System, load_system, override_system
+
+PRIORITIES = (1, 3, 9)
+ARRIVAL_PROCESSES = ("poisson", "mmpp", "trace")
+SCENARIO_KEYS = ("description", "models", "tenants", "arrival", "deadline", "jobs", "system")
+TENANT_KEYS = ("name", "priority", "slack", "share", "models")
+ARRIVAL_KEYS = {
+    "poisson": ("process", "load"),
+    "mmpp": ("process", "load", "burst_ratio", "burst_fraction", "mean_burst_jobs"),
+    "trace": ("process", "path", "load"),
+}
+MMPP_DEFAULTS = {"burst_ratio": 5.0, "burst_fraction": 0.2, "mean_burst_jobs": 20.0}
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+    priority: int
+    slack: float  # deadline = arrival + slack x isolated latency
+    share: float  # fraction of the jobs (normalised over tenants)
+    models: dict[str, float] | None  # own model mix, else the scenario's
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """Arrival process.
+
+    poisson: exponential gaps at mean rate load x capacity.
+    mmpp: two states (burst, calm); in the burst state the rate is `burst_ratio` times the calm
+    one, the process spends `burst_fraction` of the time bursting and a burst brings
+    `mean_burst_jobs` jobs on average; sojourns are exponential; mean rate load x capacity.
+    trace: arrival times (and optionally `model`, `tenant` columns) replayed from a Parquet file,
+    rescaled in time to a mean rate of load x capacity if `load` is given.
+    """
+
+    process: str
+    load: float | None
+    burst_ratio: float = MMPP_DEFAULTS["burst_ratio"]
+    burst_fraction: float = MMPP_DEFAULTS["burst_fraction"]
+    mean_burst_jobs: float = MMPP_DEFAULTS["mean_burst_jobs"]
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    models: dict[str, float]
+    tenants: tuple[Tenant, ...]
+    arrival: Arrival
+    slack_per_model: dict[str, float]
+    jobs: int | None
+    system: Mapping[str, Any] | None
+
+    def model_mix(self) -> dict[str, float]:
+        """Probability of each model over all jobs (tenant shares x their mixes)."""
+        total_share = sum(t.share for t in self.tenants)
+        mix: dict[str, float] = {}
+        for tenant in self.tenants:
+            own = tenant.models if tenant.models is not None else self.models
+            weight = sum(own.values())
+            for model, w in own.items():
+                mix[model] = mix.get(model, 0.0) + tenant.share / total_share * w / weight
+        return mix
+
+
+def stable_hash(text: str) -> int:
+    """A 64-bit hash of `text` that, unlike hash(), does not change between Python processes."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+
+
+def scenario_system(
+    config: Mapping[str, Any], name: str, source: str | Path | None = None
+) -> System:
+    """The config's default system with scenario `name`'s `system:` override merged onto it."""
+    base = load_system(config["system"], source, key="system")
+    override = config["scenarios"][name].get("system")
+    if override is None:
+        return base
+    return override_system(base, override, source, f"scenarios.{name}.system")
+
+
+def parse_scenario(
+    name: str, raw: Any, models: tuple[str, ...] | list[str], source: str | Path | None = None
+) -> Scenario:
+    """Validate scenario `name` (config mapping `raw`) against the known `models`."""
+    prefix = f"scenarios.{name}"
+    if not isinstance(raw, Mapping):
+        raise InputError(source, prefix, "a mapping of scenario keys", raw)
+    _known_keys(raw, SCENARIO_KEYS, source, prefix)
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise InputError(source, f"{prefix}.description", "a string", description)
+    arrival = _parse_arrival(raw.get("arrival"), source, f"{prefix}.arrival")
+    tenants = _parse_tenants(raw.get("tenants"), models, source, f"{prefix}.tenants")
+    # A replayed trace may name its models itself; a missing mix is then checked on generation.
+    needs_mix = arrival.process != "trace" and any(t.models is None for t in tenants)
+    mix = {}
+    if "models" in raw or needs_mix:
+        mix = _parse_mix(raw.get("models"), models, source, f"{prefix}.models")
+    deadline = raw.get("deadline", {})
+    if not isinstance(deadline, Mapping) or set(deadline) - {"slack_per_model"}:
+        raise InputError(
+            source, f"{prefix}.deadline", "a mapping with key slack_per_model", deadline
+        )
+    slack_per_model = _parse_positive_map(
+        deadline.get("slack_per_model", {}), models, source, f"{prefix}.deadline.slack_per_model"
+    )
+    jobs = raw.get("jobs")
+    if jobs is None and arrival.process != "trace":
+        raise InputError(source, f"{prefix}.jobs", "a positive number of jobs", "missing")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs <= 0):
+        raise InputError(source, f"{prefix}.jobs", "a positive integer", jobs)
+    system = raw.get("system")
+    if system is not None and not isinstance(system, Mapping):
+        raise InputError(source, f"{prefix}.system", "a mapping of system keys", system)
+    return Scenario(name, description, mix, tenants, arrival, slack_per_model, jobs, system)
+
+
+def system_capacity(system: System, tables: CostTables, mix: Mapping[str, float]) -> float:
+    """Jobs per second the system completes at best for model mix `mix` (see module docstring)."""
+    total = sum(mix.values())
+    expected = np.zeros(len(tables.types))
+    for model, weight in mix.items():
+        expected += weight / total * tables.model_latency_s[tables.model_index(model)]
+    return float(sum(1.0 / expected[tables.types.index(name)] for name in system.instance_types))
+
+
+def generate_trace(
+    name: str,
+    scenario: Mapping[str, Any] | Scenario,
+    system: System,
+    tables: CostTables,
+    seed: int,
+    source: str | Path | None = None,
+) -> pl.DataFrame:
+    """The job trace of scenario `name` for `seed`, on `system` with costs `tables` (JOB_SCHEMA)."""
+    if not isinstance(scenario, Scenario):
+        scenario = parse_scenario(name, scenario, tables.models, source)
+    rng = np.random.default_rng([seed, stable_hash(name)])
+    replay = _read_replay(scenario, tables, source) if scenario.arrival.process == "trace" else None
+    count = scenario.jobs if replay is None else replay.height
+    tenant_names = [t.name for t in scenario.tenants]
+    if replay is not None and "tenant" in replay.columns:
+        tenant_index = np.array([tenant_names.index(t) for t in replay["tenant"]], dtype=np.int64)
+    else:
+        shares = np.array([t.share for t in scenario.tenants])
+        tenant_index = rng.choice(len(shares), size=count, p=shares / shares.sum())
+    if replay is not None and "model" in replay.columns:
+        models = np.array(replay["model"].to_list(), dtype=object)
+        names, counts = np.unique(models.astype(str), return_counts=True)
+        mix = {str(n): float(c) for n, c in zip(names, counts, strict=True)}
+    else:
+        if not scenario.models and any(t.models is None for t in scenario.tenants):
+            key = f"scenarios.{name}.models"
+            raise InputError(source, key, "a model mix (the replayed trace has no model column)")
+        models = _draw_models(rng, scenario, tenant_index)
+        mix = scenario.model_mix()
+    if replay is None:
+        rate = scenario.arrival.load * system_capacity(system, tables, mix)
+        arrivals = _unit_rate_arrivals(rng, scenario.arrival, count) / rate
+    else:
+        arrivals = replay["arrival_s"].to_numpy()
+        if scenario.arrival.load is not None and count > 1:
+            rate = scenario.arrival.load * system_capacity(system, tables, mix)
+            span = arrivals[-1] - arrivals[0]
+            arrivals = arrivals[0] + (arrivals - arrivals[0]) * ((count - 1) / rate / span)
+    isolated = np.array([tables.isolated_latency(m) for m in models])
+    tenant_slack = np.array([t.slack for t in scenario.tenants])[tenant_index]
+    slack = np.array(
+        [scenario.slack_per_model.get(m, s) for m, s in zip(models, tenant_slack, strict=True)]
+    )
+    priority = np.array([t.priority for t in scenario.tenants], dtype=np.int32)[tenant_index]
+    return pl.DataFrame(
+        {
+            "job_id": np.arange(count, dtype=np.int64),
+            "tenant": [tenant_names[i] for i in tenant_index],
+            "model": [str(m) for m in models],
+            "arrival_s": arrivals,
+            "deadline_s": arrivals + slack * isolated,
+            "priority": priority,
+        },
+        schema=JOB_SCHEMA,
+    )
+
+
+def _draw_models(rng: np.random.Generator, scenario: Scenario, tenant_index: np.ndarray):
+    models = np.empty(tenant_index.size, dtype=object)
+    for i, tenant in enumerate(scenario.tenants):
+        mix = tenant.models if tenant.models is not None else scenario.models
+        names = list(mix)
+        weights = np.array([mix[n] for n in names])
+        mine = tenant_index == i
+        models[mine] = np.array(names, dtype=object)[
+            rng.choice(len(names), size=int(mine.sum()), p=weights / weights.sum())
+        ]
+    return models
+
+
+def _unit_rate_arrivals(rng: np.random.Generator, arrival: Arrival, count: int) -> np.ndarray:
+    """Arrival times of a process with mean rate 1 (divide by the target rate)."""
+    if arrival.process == "poisson":
+        return np.cumsum(rng.exponential(1.0, count))
+    ratio, fraction = arrival.burst_ratio, arrival.burst_fraction
+    calm_rate = 1.0 / (1.0 + fraction * (ratio - 1.0))
+    rates = (ratio * calm_rate, calm_rate)
+    burst_time = arrival.mean_burst_jobs / rates[0]
+    mean_sojourn = (burst_time, burst_time * (1.0 - fraction) / fraction)
+    state = 0 if rng.random() < fraction else 1
+    times: list[np.ndarray] = []
+    start, total = 0.0, 0
+    while total < count:
+        length = rng.exponential(mean_sojourn[state])
+        k = rng.poisson(rates[state] * length)
+        times.append(start + np.sort(rng.uniform(0.0, length, k)))
+        total += k
+        start += length
+        state = 1 - state
+    return np.concatenate(times)[:count]
+
+
+def _read_replay(scenario: Scenario, tables: CostTables, source: str | Path | None) -> pl.DataFrame:
+    path = scenario.arrival.path
+    frame = read_parquet(path, {"arrival_s": pl.Float64()}).sort("arrival_s", maintain_order=True)
+    if frame.height == 0:
+        raise InputError(path, "arrival_s", "at least one arrival")
+    times = frame["arrival_s"].to_numpy()
+    if not np.all(np.isfinite(times)) or times[0] < 0:
+        raise InputError(path, "arrival_s", "finite non-negative arrival times")
+    if scenario.arrival.load is not None and frame.height > 1 and times[-1] == times[0]:
+        raise InputError(path, "arrival_s", "arrivals spread over time, to rescale to a load")
+    tenants = [t.name for t in scenario.tenants]
+    for column, allowed in (("model", tables.models), ("tenant", tenants)):
+        if column in frame.columns:
+            bad = frame.filter(~pl.col(column).cast(pl.String).is_in(list(allowed)))
+            if bad.height:
+                raise InputError(path, column, f"one of {list(allowed)}", bad[column][0])
+            frame = frame.with_columns(pl.col(column).cast(pl.String))
+    if scenario.jobs is not None:
+        if scenario.jobs > frame.height:
+            key = f"scenarios.{scenario.name}.jobs"
+            raise InputError(
+                source, key, f"at most the {frame.height} jobs of {path}", scenario.jobs
+            )
+        frame = frame.head(scenario.jobs)
+    return frame
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _known_keys(raw: Mapping, allowed, source, prefix: str) -> None:
+    unknown = sorted(str(k) for k in set(raw) - set(allowed))
+    if unknown:
+        raise InputError(source, f"{prefix}.{unknown[0]}", f"a known key (one of {list(allowed)})")
+
+
+def _positive(value: Any, source, key: str, what: str = "a positive number") -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(source, key, what, value)
+    if value <= 0:
+        raise InputError(source, key, what, value)
+    return float(value)
+
+
+def _parse_positive_map(raw: Any, models, source, key: str) -> dict[str, float]:
+    if not isinstance(raw, Mapping):
+        raise InputError(source, key, "a mapping model -> positive number", raw)
+    result = {}
+    for model, value in raw.items():
+        if model not in models:
+            raise InputError(
+                source, f"{key}.{model}", f"one of the configured models {list(models)}"
+            )
+        result[str(model)] = _positive(value, source, f"{key}.{model}")
+    return result
+
+
+def _parse_mix(raw: Any, models, source, key: str) -> dict[str, float]:
+    if raw is None:
+        raise InputError(source, key, "a model mix {model: weight}", "missing")
+    mix = _parse_positive_map(raw, models, source, key)
+    if not mix:
+        raise InputError(source, key, "at least one model", raw)
+    return mix
+
+
+def _parse_tenants(raw: Any, models, source, key: str) -> tuple[Tenant, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise InputError(source, key, "a non-empty list of tenants", raw)
+    tenants = []
+    for i, entry in enumerate(raw):
+        here = f"{key}[{i}]"
+        if not isinstance(entry, Mapping):
+            raise InputError(source, here, "a mapping with keys " + ", ".join(TENANT_KEYS), entry)
+        _known_keys(entry, TENANT_KEYS, source, here)
+        for required in ("name", "priority", "slack", "share"):
+            if required not in entry:
+                raise InputError(source, f"{here}.{required}", "this key to be present", "missing")
+        name = entry["name"]
+        if not isinstance(name, str) or not name:
+            raise InputError(source, f"{here}.name", "a tenant name", name)
+        if name in (t.name for t in tenants):
+            raise InputError(source, f"{here}.name", "a name not used by another tenant", name)
+        if entry["priority"] not in PRIORITIES or isinstance(entry["priority"], bool):
+            raise InputError(
+                source, f"{here}.priority", f"one of {list(PRIORITIES)}", entry["priority"]
+            )
+        own = entry.get("models")
+        tenants.append(
+            Tenant(
+                name=name,
+                priority=int(entry["priority"]),
+                slack=_positive(entry["slack"], source, f"{here}.slack"),
+                share=_positive(entry["share"], source, f"{here}.share"),
+                models=None if own is None else _parse_mix(own, models, source, f"{here}.models"),
+            )
+        )
+    return tuple(tenants)
+
+
+def _parse_arrival(raw: Any, source, key: str) -> Arrival:
+    if not isinstance(raw, Mapping):
+        raise InputError(source, key, "a mapping with a process key", raw)
+    process = raw.get("process")
+    if process not in ARRIVAL_PROCESSES:
+        raise InputError(source, f"{key}.process", f"one of {list(ARRIVAL_PROCESSES)}", process)
+    _known_keys(raw, ARRIVAL_KEYS[process], source, key)
+    load = raw.get("load")
+    if process != "trace" or load is not None:
+        if load is None:
+            raise InputError(
+                source, f"{key}.load", "a positive load (fraction of capacity)", "missing"
+            )
+        load = _positive(load, source, f"{key}.load")
+    if process == "trace":
+        path = raw.get("path")
+        if not isinstance(path, str) or not path:
+            raise InputError(source, f"{key}.path", "the path of a Parquet file of arrivals", path)
+        return Arrival(process, load, path=path)
+    if process == "poisson":
+        return Arrival(process, load)
+    params = {name: raw.get(name, default) for name, default in MMPP_DEFAULTS.items()}
+    ratio = _positive(params["burst_ratio"], source, f"{key}.burst_ratio")
+    if ratio <= 1.0:
+        raise InputError(source, f"{key}.burst_ratio", "a number > 1", ratio)
+    fraction = _positive(params["burst_fraction"], source, f"{key}.burst_fraction")
+    if fraction >= 1.0:
+        raise InputError(source, f"{key}.burst_fraction", "a number in (0, 1)", fraction)
+    burst_jobs = _positive(params["mean_burst_jobs"], source, f"{key}.mean_burst_jobs")
+    return Arrival(process, load, ratio, fraction, burst_jobs)
+
+
+def make_workload(
+    config: Mapping[str, Any],
+    scenario: str,
+    seed: int,
+    costs_dir: str | Path,
+    source: str | Path | None = None,
+) -> pl.DataFrame:
+    """`relmas workload`: the trace of a configured scenario, costs from `costs_dir`."""
+    if scenario not in config["scenarios"]:
+        known = sorted(config["scenarios"])
+        raise InputError(source, "--scenario", f"one of the configured scenarios {known}", scenario)
+    parsed = parse_scenario(scenario, config["scenarios"][scenario], list(config["models"]), source)
+    system = scenario_system(config, scenario, source)
+    tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
+    return generate_trace(scenario, parsed, system, tables, seed, source)

@@ -1,0 +1,227 @@
+"""The baseline policies: their exact rules on hand-computed cases, the registry, and the identity
+of the jitted run loop with the Python stepping path."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from relmas.errors import InputError
+from relmas.policies import Policy, available_policies, make_policy, register
+from relmas.schemas import JOB_SCHEMA
+from relmas.sim import CostTables, Engine, load_system
+from relmas.sim.engine import DecisionView
+from relmas.sim.synthetic import cost_frame, synthetic_costs
+
+HEURISTICS = ("fcfs", "sjf", "edf", "llf", "prema", "sdrm3", "herald", "planaria", "random")
+
+
+def trace(rows: list[tuple[str, float, float, int]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "job_id": list(range(len(rows))),
+            "tenant": ["t"] * len(rows),
+            "model": [r[0] for r in rows],
+            "arrival_s": [float(r[1]) for r in rows],
+            "deadline_s": [float(r[2]) for r in rows],
+            "priority": [r[3] for r in rows],
+        },
+        schema=JOB_SCHEMA,
+    )
+
+
+def finish_times(result) -> dict[int, float]:
+    return dict(
+        zip(result.jobs["job_id"].to_list(), result.jobs["finish_s"].to_list(), strict=True)
+    )
+
+
+def single_accelerator():
+    costs = cost_frame(
+        {
+            "A": {"x": [(2.0, 0, 0.0), (2.0, 0, 0.0)]},
+            "B": {"x": [(1.0, 0, 0.0)]},
+            "C": {"x": [(3.0, 0, 0.0)]},
+        }
+    )
+    system = load_system({"instances": [{"name": "x", "count": 1}]})
+    return system, CostTables.from_frame(costs, ["x"])
+
+
+def contended_case(jobs: int = 300, sharing: str = "proportional"):
+    types = ["e", "s"]
+    costs = synthetic_costs({"a": 12, "b": 30, "c": 5}, types, seed=7)
+    system = load_system(
+        {
+            "instances": [{"name": "e", "count": 2}, {"name": "s", "count": 2}],
+            "dram_gbps": 6.0,
+            "sharing": sharing,
+        }
+    )
+    tables = CostTables.from_frame(costs, types)
+    rng = np.random.default_rng(3)
+    models = rng.choice(["a", "b", "c"], jobs)
+    isolated = np.array([tables.isolated_latency(m) for m in models])
+    arrival = np.cumsum(rng.exponential(isolated.mean() / 3.0, jobs))
+    rows = [
+        (m, a, a + s * i, p)
+        for m, a, s, i, p in zip(
+            models,
+            arrival,
+            rng.uniform(1.5, 8, jobs),
+            isolated,
+            rng.choice([1, 3, 9], jobs),
+            strict=True,
+        )
+    ]
+    return system, tables, trace(rows)
+
+
+def test_registry_has_the_heuristics_and_rejects_unknown_names():
+    assert set(HEURISTICS) <= set(available_policies())
+    for name in HEURISTICS:
+        assert make_policy(name).name == name
+    with pytest.raises(InputError, match=r"policy: expected one of the available policies.*'nope'"):
+        make_policy("nope")
+    with pytest.raises(ValueError, match="contract policy name"):
+        register("my_policy")
+
+
+@pytest.mark.parametrize("sharing", ["proportional", "maxmin"])
+@pytest.mark.parametrize("policy", HEURISTICS)
+def test_jitted_loop_and_python_stepping_give_the_same_schedule(policy, sharing):
+    system, tables, jobs = contended_case(sharing=sharing)
+    fast = Engine(system, tables, jobs).run(make_policy(policy, seed=5))
+    engine = Engine(system, tables, jobs)
+    stepped = make_policy(policy, seed=5)
+    stepped.reset(engine)
+    while (view := engine.next_decision()) is not None:
+        engine.step(stepped.decide(view))
+    slow = engine.result(policy)
+    assert slow.jobs.equals(fast.jobs)
+    for key in ("decisions", "assignments", "energy_j", "bytes_moved"):
+        assert slow.metrics[key] == fast.metrics[key], key
+    assert fast.metrics["sla_rate"] < 1.0  # the case is contended enough to discriminate
+
+
+def test_random_is_seeded():
+    system, tables, jobs = contended_case(jobs=100)
+    runs = [Engine(system, tables, jobs).run(make_policy("random", seed=s)).jobs for s in (1, 1, 2)]
+    assert runs[0].equals(runs[1])
+    assert not runs[0].equals(runs[2])
+
+
+def test_herald_balances_within_twice_the_best_latency_and_waits_beyond():
+    # One fast and one slow instance. M runs 1.5x slower on the slow one, N 3x slower.
+    costs = cost_frame(
+        {
+            "M": {"f": [(1.0, 0, 0.0)], "s": [(1.5, 0, 0.0)]},
+            "N": {"f": [(1.0, 0, 0.0)], "s": [(3.0, 0, 0.0)]},
+        }
+    )
+    system = load_system({"instances": [{"name": "f", "count": 1}, {"name": "s", "count": 1}]})
+    tables = CostTables.from_frame(costs, ["f", "s"])
+    jobs = trace([("M", 0, 9, 1), ("N", 0, 9, 1), ("M", 0, 9, 1)])
+    # herald: j0 -> f (p* = q = f); j1: p* = f is taken, q = s but 3 >= 2 x 1 -> waits for f;
+    # j2: q = s and 1.5 < 2 -> s [0,1.5]; then j1 -> f [1,2].
+    herald = Engine(system, tables, jobs).run(make_policy("herald"))
+    assert finish_times(herald) == pytest.approx({0: 1.0, 1: 2.0, 2: 1.5})
+    # fcfs is work-conserving: j1 takes the slow instance [0,3], j2 waits for f [1,2].
+    fcfs = Engine(system, tables, jobs).run(make_policy("fcfs"))
+    assert finish_times(fcfs) == pytest.approx({0: 1.0, 1: 3.0, 2: 2.0})
+
+
+def test_sdrm3_serves_long_waiting_jobs_before_urgent_new_ones():
+    system, tables = single_accelerator()
+    # j0 runs [0,3]. At 3: j1 score = 1/97 + 2.5/1 (waited / next layer) = 2.51,
+    # j2 score = min(1, 4/4) + 0.1/2 = 1.05 -> j1 [3,4]; then j2 [4,6] [6,8].
+    jobs = trace([("C", 0.0, 100.0, 1), ("B", 0.5, 100.0, 1), ("A", 2.9, 7.0, 1)])
+    result = Engine(system, tables, jobs).run(make_policy("sdrm3"))
+    assert finish_times(result) == pytest.approx({0: 3.0, 1: 4.0, 2: 8.0})
+    edf = Engine(system, tables, jobs).run(make_policy("edf"))
+    assert finish_times(edf) == pytest.approx({0: 3.0, 1: 8.0, 2: 7.0})
+
+
+def test_planaria_scores_priority_over_slack_times_resources():
+    system, tables = single_accelerator()
+    # j0 runs [0,3]. At 3: j1 1 / ((10-3-1) x 1) = 0.167, j2 9 / ((20-3-4) x 4) = 0.173 -> j2 [3,5];
+    # at 5: j2 9 / (13 x 2) = 0.35 > j1 1 / (4 x 1) = 0.25 -> j2 [5,7]; j1 [7,8].
+    jobs = trace([("C", 0.0, 100.0, 1), ("B", 0.5, 10.0, 1), ("A", 1.0, 20.0, 9)])
+    result = Engine(system, tables, jobs).run(make_policy("planaria"))
+    assert finish_times(result) == pytest.approx({0: 3.0, 1: 8.0, 2: 7.0})
+
+
+def test_default_accelerator_choice_is_the_fastest_free_instance():
+    costs = cost_frame({"M": {"f": [(1.0, 0, 0.0)], "s": [(4.0, 0, 0.0)]}})
+    system = load_system({"instances": [{"name": "s", "count": 1}, {"name": "f", "count": 1}]})
+    tables = CostTables.from_frame(costs, ["f", "s"])
+    engine = Engine(system, tables, trace([("M", 0, 9, 1), ("M", 0, 9, 1)]))
+    policy = make_policy("edf")
+    policy.reset(engine)
+    view = engine.next_decision()
+    assert policy.decide(view) == [(0, 1), (1, 0)]  # job 0 to the fast instance (index 1)
+
+
+class OldestFirstPython(Policy):
+    """A policy written in plain Python, with an energy cost per decision."""
+
+    name = "fcfs"
+    decision_energy_j = 0.25
+
+    def decide(self, view: DecisionView) -> list[tuple[int, int]]:
+        jobs = np.sort(view.ready_jobs)  # internal indices follow arrival order
+        return list(zip(jobs.tolist(), view.idle_accelerators.tolist(), strict=False))
+
+
+def test_python_policies_step_through_the_engine_and_pay_their_energy():
+    system, tables = single_accelerator()
+    jobs = trace([("A", 0.0, 10.0, 1), ("C", 1.0, 5.0, 3), ("B", 1.5, 9.0, 1), ("B", 4.9, 20.0, 9)])
+    python = Engine(system, tables, jobs).run(OldestFirstPython())
+    jitted = Engine(system, tables, jobs).run(make_policy("fcfs"))
+    assert python.jobs.equals(jitted.jobs)
+    assert python.metrics["energy_overhead_j"] == pytest.approx(0.25 * python.metrics["decisions"])
+    assert python.metrics["energy_j"] == pytest.approx(
+        jitted.metrics["energy_j"] + python.metrics["energy_overhead_j"]
+    )
+    assert python.metrics["decision_us"] > 0.0
+
+
+def sdrm3_score(view: DecisionView) -> np.ndarray:
+    to_deadline = view.deadline_s - view.now
+    urgency = np.where(
+        to_deadline <= 0,
+        1.0,
+        np.minimum(1.0, view.remaining_work_s / np.maximum(to_deadline, 1e-300)),
+    )
+    return -(urgency + view.waited_s / view.next_latency_s.min(axis=1))
+
+
+def planaria_score(view: DecisionView) -> np.ndarray:
+    slack = np.maximum(view.slack_s - view.remaining_work_s, 1e-9)
+    return -view.priority / (slack * view.remaining_work_s)
+
+
+@pytest.mark.parametrize(
+    ("policy", "key", "checked"),
+    [
+        ("fcfs", lambda v: v.arrival_s, None),
+        ("sjf", lambda v: v.remaining_work_s, None),
+        ("edf", lambda v: v.deadline_s, None),
+        ("llf", lambda v: v.deadline_s - v.remaining_work_s, None),
+        ("sdrm3", sdrm3_score, 1),
+        ("planaria", planaria_score, 1),
+    ],
+)
+def test_rules_pick_the_best_ready_jobs_at_every_decision(policy, key, checked):
+    """An independent numpy evaluation of each rule at every decision point of a contended run."""
+    system, tables, jobs = contended_case()
+    engine = Engine(system, tables, jobs)
+    chosen = make_policy(policy)
+    chosen.reset(engine)
+    while (view := engine.next_decision()) is not None:
+        pairs = chosen.decide(view)
+        order = np.lexsort((view.ready_jobs, key(view)))
+        count = len(pairs) if checked is None else min(checked, len(pairs))
+        assert [job for job, _ in pairs[:count]] == view.ready_jobs[order[:count]].tolist()
+        engine.step(pairs)

@@ -1,0 +1,295 @@
+"""The simulator: closed-form schedules, the fluid bandwidth model, invariants of random runs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from relmas.policies import available_policies, make_policy
+from relmas.schemas import JOB_SCHEMA
+from relmas.sim import CostTables, Engine, System, load_system
+from relmas.sim.synthetic import cost_frame, synthetic_costs
+
+
+def trace(rows: list[tuple[str, float, float, int]], tenant: str = "t") -> pl.DataFrame:
+    """Jobs (model, arrival, deadline, priority) with ids in the given order."""
+    return pl.DataFrame(
+        {
+            "job_id": list(range(len(rows))),
+            "tenant": [tenant] * len(rows),
+            "model": [r[0] for r in rows],
+            "arrival_s": [float(r[1]) for r in rows],
+            "deadline_s": [float(r[2]) for r in rows],
+            "priority": [r[3] for r in rows],
+        },
+        schema=JOB_SCHEMA,
+    )
+
+
+def one_system(name: str = "x", count: int = 1, dram_gbps: float | None = None, **kw) -> System:
+    return load_system(
+        {"instances": [{"name": name, "count": count}], "dram_gbps": dram_gbps, **kw}
+    )
+
+
+def finish_times(result) -> dict[int, float]:
+    return dict(
+        zip(result.jobs["job_id"].to_list(), result.jobs["finish_s"].to_list(), strict=True)
+    )
+
+
+# ----------------------------------------------------------------------------- closed form
+
+
+def test_one_job_alone_finishes_at_its_isolated_latency():
+    # Type "fast" is faster on every layer, so the per-layer choice equals the whole-model choice.
+    costs = cost_frame(
+        {
+            "m": {
+                "fast": [(0.3, 10, 1.0), (0.2, 10, 1.0), (0.5, 10, 1.0)],
+                "slow": [(0.9, 10, 1.0), (0.4, 10, 1.0), (0.6, 10, 1.0)],
+            }
+        }
+    )
+    system = load_system(
+        {
+            "instances": [{"name": "slow", "count": 2}, {"name": "fast", "count": 1}],
+            "dram_gbps": None,
+        }
+    )
+    tables = CostTables.from_frame(costs, system.accelerator_types)
+    assert tables.isolated_latency("m") == pytest.approx(1.0)
+    for policy in set(available_policies()) - {"random"}:  # random picks any idle instance
+        result = Engine(system, tables, trace([("m", 2.5, 3.5, 3)])).run(make_policy(policy))
+        row = result.jobs.row(0, named=True)
+        assert row["finish_s"] == pytest.approx(3.5, rel=1e-12), policy
+        assert row["met"], policy
+        assert result.metrics["antt"] == pytest.approx(1.0)
+        assert result.metrics["fairness"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("sharing", "finish_a", "finish_b"),
+    [
+        # proportional: demands 10 and 20 B/s exceed 15 B/s, both run at 15/30 = 1/2;
+        # a (1 s of work) ends at 2 s; b has 1 s of its 2 s left, alone at 15/20 -> 4/3 s more.
+        ("proportional", 2.0, 2.0 + 4.0 / 3.0),
+        # max-min fair: equal shares of 7.5 B/s: a at 0.75 ends at 4/3 s, b at 0.375 has done
+        # 0.5 s of work; then b alone at 0.75 needs 1.5 / 0.75 = 2 s more.
+        ("maxmin", 4.0 / 3.0, 4.0 / 3.0 + 2.0),
+    ],
+)
+def test_two_bandwidth_bound_layers_follow_the_fluid_model(sharing, finish_a, finish_b):
+    costs = cost_frame({"a": {"x": [(1.0, 10, 0.0)]}, "b": {"x": [(2.0, 40, 0.0)]}})
+    system = one_system(count=2, dram_gbps=15e-9, sharing=sharing)
+    tables = CostTables.from_frame(costs, ["x"])
+    jobs = trace([("a", 0.0, 9.0, 1), ("b", 0.0, 9.0, 1)])
+    result = Engine(system, tables, jobs, record=True).run(make_policy("fcfs"))
+    assert finish_times(result) == pytest.approx({0: finish_a, 1: finish_b}, rel=1e-12)
+    # Both move exactly their bytes; the 50 bytes at 15 B/s keep the bus saturated until the end.
+    moved = result.timeline.group_by("job_id").agg(
+        (pl.col("bandwidth_bps") * (pl.col("end_s") - pl.col("start_s"))).sum().alias("bytes")
+    )
+    assert dict(moved.iter_rows()) == pytest.approx({0: 10.0, 1: 40.0}, rel=1e-12)
+    assert result.metrics["bytes_moved"] == pytest.approx(50.0)
+    assert result.metrics["makespan_s"] == pytest.approx(50.0 / 15.0)
+
+
+# One accelerator, unlimited bandwidth. Models: A = two layers of 2 s, B = one layer of 1 s,
+# C = one layer of 3 s (isolated latencies 4, 1, 3). Jobs (model, arrival, deadline, priority):
+HAND_TRACE = [("A", 0.0, 10.0, 1), ("C", 1.0, 5.0, 3), ("B", 1.5, 9.0, 1), ("B", 4.9, 20.0, 9)]
+HAND_FINISH = {
+    # t=0 j0.L0 [0,2]; t=2 oldest j0.L1 [2,4]; j1 [4,7]; j2 [7,8]; j3 [8,9].
+    "fcfs": {0: 4.0, 1: 7.0, 2: 8.0, 3: 9.0},
+    # t=2 remaining j0 2, j1 3, j2 1 -> j2 [2,3]; j0.L1 [3,5];
+    # t=5 j3 (1) before j1 (3): [5,6], [6,9].
+    "sjf": {0: 5.0, 1: 9.0, 2: 3.0, 3: 6.0},
+    # t=2 deadlines 10, 5, 9 -> j1 [2,5]; t=5 j2 (9) [5,6]; j0 (10) before j3 (20): [6,8], [8,9].
+    "edf": {0: 8.0, 1: 5.0, 2: 6.0, 3: 9.0},
+    # t=2 laxities 10-2-2=6, 5-2-3=0, 9-2-1=6 -> j1 [2,5]; t=5 laxities j0 3, j2 3, j3 14: tie to
+    # the earlier arrival j0 [5,7]; t=7 j2 (1) [7,8]; j3 [8,9].
+    "llf": {0: 7.0, 1: 5.0, 2: 8.0, 3: 9.0},
+    # t=2 tokens j0 1, j1 3(1+1/3)=4, j2 1(1+0.5/1)=1.5 -> threshold 3 -> j1 [2,5];
+    # t=5 tokens j0 1(1+3/4), j2 1(1+3.5)=4.5, j3 9(1+0.1)=9.9 -> threshold 9 -> j3 [5,6];
+    # t=6 tokens j0 1(1+4/4)=2, j2 5.5 -> threshold 3 -> j2 [6,7]; j0.L1 [7,9].
+    "prema": {0: 9.0, 1: 5.0, 2: 7.0, 3: 6.0},
+}
+
+
+@pytest.mark.parametrize("policy", sorted(HAND_FINISH))
+def test_single_accelerator_reproduces_hand_computed_schedules(policy):
+    costs = cost_frame(
+        {
+            "A": {"x": [(2.0, 0, 0.0), (2.0, 0, 0.0)]},
+            "B": {"x": [(1.0, 0, 0.0)]},
+            "C": {"x": [(3.0, 0, 0.0)]},
+        }
+    )
+    tables = CostTables.from_frame(costs, ["x"])
+    result = Engine(one_system(), tables, trace(HAND_TRACE)).run(make_policy(policy))
+    assert finish_times(result) == pytest.approx(HAND_FINISH[policy], rel=1e-12)
+
+
+def test_metrics_follow_their_definitions():
+    costs = cost_frame({"A": {"x": [(2.0, 0, 0.5), (2.0, 0, 0.5)]}, "B": {"x": [(1.0, 0, 0.25)]}})
+    tables = CostTables.from_frame(costs, ["x"])
+    jobs = trace([("A", 0.0, 4.0, 1), ("B", 0.0, 2.0, 1)])
+    engine = Engine(one_system(), tables, jobs, static_w={"x": 2.0})
+    result = engine.run(make_policy("fcfs"))
+    # fcfs: A [0,4] then B [4,5]: NP = 4/4 and 1/5.
+    assert result.metrics["sla_rate"] == 0.5
+    assert result.metrics["antt"] == pytest.approx((1.0 + 5.0) / 2)
+    assert result.metrics["stp"] == pytest.approx(1.0 + 0.2)
+    assert result.metrics["fairness"] == pytest.approx(0.2)
+    assert result.metrics["makespan_s"] == pytest.approx(5.0)
+    assert result.metrics["utilization"] == pytest.approx(1.0)
+    assert result.metrics["energy_dynamic_j"] == pytest.approx(1.25)
+    assert result.metrics["energy_static_j"] == pytest.approx(10.0)
+    assert result.metrics["energy_j"] == pytest.approx(11.25)
+    assert result.sla_by_tenant == {"t": 0.5}
+    assert result.metrics["decisions"] == 3 and result.metrics["assignments"] == 3
+
+
+# ----------------------------------------------------------------------------- stepping API
+
+
+def test_stepping_api_reports_state_and_events():
+    costs = cost_frame({"A": {"x": [(2.0, 4, 0.0), (2.0, 0, 0.0)]}, "B": {"x": [(1.0, 8, 0.0)]}})
+    tables = CostTables.from_frame(costs, ["x"])
+    engine = Engine(
+        one_system(count=2, dram_gbps=2e-9), tables, trace([("A", 0, 9, 1), ("B", 0, 1, 3)])
+    )
+    view = engine.next_decision()
+    assert view.now == 0.0 and view.queue_length == 2
+    assert view.can_wait is False  # nothing runs and no job is still to arrive
+    assert sorted(view.job_ids.tolist()) == [0, 1]
+    order = np.argsort(view.job_ids)
+    assert view.remaining_work_s[order].tolist() == [4.0, 1.0]
+    assert view.next_demand_bps[order, 0].tolist() == [2.0, 8.0]
+    with pytest.raises(ValueError, match="not idle"):
+        engine.assign(0, 5)
+    engine.step([(0, 0), (1, 1)])
+    with pytest.raises(ValueError, match="not ready"):
+        engine.assign(0, 1)
+    # Demands 2 + 8 B/s on 2 B/s: both at rate 0.2 (proportional). B ends at 5 s, when A's first
+    # layer has 1 s of work left, which it then does alone at full speed: next decision at 6 s.
+    view = engine.next_decision()
+    assert view.now == pytest.approx(6.0) and view.job_ids.tolist() == [0]
+    assert view.busy_left_s.tolist() == [0.0, 0.0] and view.bandwidth_in_use_bps == 0.0
+    jobs, met = engine.pop_finished()
+    assert jobs.tolist() == [1] and met.tolist() == [False]
+    assert engine.pop_finished()[0].size == 0
+
+
+def test_waiting_with_nothing_to_wait_for_is_an_error():
+    costs = cost_frame({"B": {"x": [(1.0, 0, 0.0)]}})
+    engine = Engine(one_system(), CostTables.from_frame(costs, ["x"]), trace([("B", 0, 1, 1)]))
+    assert engine.next_decision().can_wait is False
+    with pytest.raises(RuntimeError, match="cannot wait"):
+        engine.step([])
+
+
+# ----------------------------------------------------------------------------- invariants
+
+
+@st.composite
+def scenarios(draw):
+    types = ["t0", "t1", "t2"][: draw(st.integers(1, 3))]
+    layers = {f"m{i}": draw(st.integers(1, 5)) for i in range(draw(st.integers(1, 3)))}
+    costs = synthetic_costs(layers, types, seed=draw(st.integers(0, 10_000)), mean_latency_s=1e-2)
+    instances = [{"name": t, "count": draw(st.integers(1, 2))} for t in types]
+    gbps = draw(st.sampled_from([None, 0.5, 2.0, 8.0]))
+    sharing = draw(st.sampled_from(["proportional", "maxmin"]))
+    system = load_system({"instances": instances, "dram_gbps": gbps, "sharing": sharing})
+    count = draw(st.integers(1, 14))
+    rows = [
+        (
+            draw(st.sampled_from(sorted(layers))),
+            draw(st.floats(0.0, 0.1)),
+            draw(st.floats(0.0, 0.3)),
+            draw(st.sampled_from([1, 3, 9])),
+        )
+        for _ in range(count)
+    ]
+    jobs = trace([(m, a, a + d, p) for m, a, d, p in rows])
+    policy = draw(st.sampled_from(available_policies()))
+    return system, CostTables.from_frame(costs, types), jobs, policy, draw(st.integers(0, 99))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_simulation_invariants(case):
+    system, tables, jobs, policy, seed = case
+    static_w = {name: 0.5 + i for i, name in enumerate(tables.types)}
+    engine = Engine(system, tables, jobs, static_w=static_w, record=True, record_buffer=8)
+    result = engine.run(make_policy(policy, seed=seed))
+    out = result.jobs.sort("job_id")
+
+    # Every job finishes exactly once, after it arrived.
+    assert sorted(engine.state.done_log.tolist()) == list(range(jobs.height))
+    assert (out["finish_s"] > out["arrival_s"]).all() and (out["start_s"] >= out["arrival_s"]).all()
+
+    timeline = result.timeline
+    tasks = (
+        timeline.group_by(["accelerator", "job_id", "layer"])
+        .agg(
+            pl.col("start_s").min(),
+            pl.col("end_s").max(),
+            (pl.col("bandwidth_bps") * (pl.col("end_s") - pl.col("start_s"))).sum().alias("bytes"),
+            (pl.col("end_s") - pl.col("start_s")).sum().alias("busy"),
+        )
+        .join(out.select("job_id", "model", "arrival_s", "finish_s"), on="job_id")
+    )
+    # Each layer runs exactly once, as one uninterrupted task.
+    assert tasks.select("job_id", "layer").is_unique().all()
+    assert np.allclose(tasks["busy"], tasks["end_s"] - tasks["start_s"], rtol=1e-9, atol=1e-15)
+    instance_type = np.array([tables.types.index(n) for n in system.instance_types])
+    dynamic = 0.0
+    for job in tasks.partition_by("job_id"):
+        job = job.sort("start_s")
+        model = job["model"][0]
+        m = tables.model_index(model)
+        # Layers in order, each after the previous one, all of them, the last at the job's finish.
+        assert job["layer"].to_list() == list(range(int(tables.n_layers[m])))
+        starts, ends = job["start_s"].to_numpy(), job["end_s"].to_numpy()
+        assert starts[0] >= job["arrival_s"][0]
+        assert np.all(starts[1:] >= ends[:-1] - 1e-12)
+        assert ends[-1] == pytest.approx(job["finish_s"][0], rel=1e-12)
+        rows = tables.first_row[m] + job["layer"].to_numpy()
+        kinds = instance_type[job["accelerator"].to_numpy()]
+        # Each layer moves exactly its bytes, never faster than its unlimited-bandwidth latency.
+        expected = tables.dram_bytes[rows, kinds]
+        assert np.allclose(job["bytes"], expected, rtol=1e-6, atol=1e-6)
+        latency = tables.latency_s[rows, kinds]
+        assert np.all(ends - starts >= latency * (1 - 1e-9))
+        if system.dram_gbps is None:
+            assert np.allclose(ends - starts, latency, rtol=1e-9)
+        dynamic += tables.energy_j[rows, kinds].sum()
+
+    # No instance runs two tasks at once.
+    for acc in tasks.partition_by("accelerator"):
+        acc = acc.sort("start_s")
+        assert np.all(acc["start_s"].to_numpy()[1:] >= acc["end_s"].to_numpy()[:-1] - 1e-12)
+
+    # The bandwidth in use never exceeds the capacity.
+    in_use = timeline.group_by("start_s", "end_s").agg(pl.col("bandwidth_bps").sum())
+    assert in_use["bandwidth_bps"].max() <= system.bandwidth_bytes_per_s * (1 + 1e-9)
+
+    # Energy adds up: dynamic energy of the executed layers + static power x makespan.
+    makespan = result.metrics["makespan_s"]
+    static = sum(static_w[name] for name in system.instance_types) * makespan
+    assert result.metrics["energy_dynamic_j"] == pytest.approx(dynamic, rel=1e-9)
+    assert result.metrics["energy_static_j"] == pytest.approx(static, rel=1e-9)
+    assert result.metrics["energy_j"] == pytest.approx(dynamic + static, rel=1e-9)
+    busy = result.accelerators["busy_s"].to_numpy()
+    assert np.all(busy <= makespan * (1 + 1e-9))
+
+    # Same seed, same result.
+    again = Engine(system, tables, jobs, static_w=static_w).run(make_policy(policy, seed=seed))
+    assert again.jobs.equals(result.jobs)
+    assert math.isclose(again.metrics["energy_j"], result.metrics["energy_j"], rel_tol=0, abs_tol=0)
