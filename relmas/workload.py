@@ -8,10 +8,11 @@ fixed order (tenants, then models, then unit-rate arrival times) so that changin
 rescales time.
 
 Load is relative to the system's *capacity*: the jobs per second the instances could complete if
-every job ran whole on one instance and the work were perfectly packed, ignoring bandwidth:
-    capacity = sum over instances i of 1 / E_mix[latency of a job's model on i's type],
-with each model's latency on a type the sum of its layers' `latency_s` there. The arrival rate is
-`load x capacity`.
+every job ran whole on one instance, with the whole off-chip bandwidth to itself, and the work were
+perfectly packed:
+    capacity = sum over instances i of 1 / E_mix[alone latency of a job's model on i's type],
+with each model's alone latency on a type the sum of its layers' alone latencies there
+(`relmas.sim.costs`). The arrival rate is `load x capacity`.
 """
 
 from __future__ import annotations

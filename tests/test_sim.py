@@ -46,28 +46,39 @@ def finish_times(result) -> dict[int, float]:
 # ----------------------------------------------------------------------------- closed form
 
 
-def test_one_job_alone_finishes_at_its_isolated_latency():
+@pytest.mark.parametrize(
+    ("dram_gbps", "isolated"),
+    [
+        (None, 1.0),
+        # 10 B/s: each 4-byte layer needs >= 0.4 s alone, so fast runs 0.4 + 0.4 + 0.5
+        (1e-8, 1.3),
+    ],
+)
+def test_one_job_alone_finishes_at_its_isolated_latency(dram_gbps, isolated):
     # Type "fast" is faster on every layer, so the per-layer choice equals the whole-model choice.
     costs = cost_frame(
         {
             "m": {
-                "fast": [(0.3, 10, 1.0), (0.2, 10, 1.0), (0.5, 10, 1.0)],
-                "slow": [(0.9, 10, 1.0), (0.4, 10, 1.0), (0.6, 10, 1.0)],
+                "fast": [(0.3, 4, 1.0), (0.2, 4, 1.0), (0.5, 4, 1.0)],
+                "slow": [(0.9, 4, 1.0), (0.4, 4, 1.0), (0.6, 4, 1.0)],
             }
         }
     )
     system = load_system(
         {
             "instances": [{"name": "slow", "count": 2}, {"name": "fast", "count": 1}],
-            "dram_gbps": None,
+            "dram_gbps": dram_gbps,
         }
     )
-    tables = CostTables.from_frame(costs, system.accelerator_types)
-    assert tables.isolated_latency("m") == pytest.approx(1.0)
+    tables = CostTables.from_frame(
+        costs, system.accelerator_types, bandwidth_bps=system.bandwidth_bytes_per_s
+    )
+    assert tables.isolated_latency("m") == pytest.approx(isolated)
     for policy in set(available_policies()) - {"random"}:  # random picks any idle instance
-        result = Engine(system, tables, trace([("m", 2.5, 3.5, 3)])).run(make_policy(policy))
+        jobs = trace([("m", 2.5, 2.5 + isolated, 3)])
+        result = Engine(system, tables, jobs).run(make_policy(policy))
         row = result.jobs.row(0, named=True)
-        assert row["finish_s"] == pytest.approx(3.5, rel=1e-12), policy
+        assert row["finish_s"] == pytest.approx(2.5 + isolated, rel=1e-12), policy
         assert row["met"], policy
         assert result.metrics["antt"] == pytest.approx(1.0)
         assert result.metrics["fairness"] == 1.0

@@ -3,10 +3,15 @@
 The simulator, the policies and the workload generator all need the same derived quantities (a job's
 isolated latency, its remaining work), so they are computed here once, from one definition:
 
-- *isolated latency* of a model: the sum of its layers' `latency_s` on the accelerator type that
-  runs the whole model fastest, with full bandwidth (the model alone on its best accelerator);
-- *remaining work* of a job: the sum of its remaining layers' `latency_s`, each on its own
+- *alone latency* of a layer on a type: `max(latency_s, dram_bytes / bandwidth)`, its time when it
+  has the system's whole off-chip bandwidth to itself (just `latency_s` with unlimited bandwidth);
+- *isolated latency* of a model: the sum of its layers' alone latencies on the accelerator type that
+  runs the whole model fastest (the model alone on its best accelerator with full bandwidth);
+- *remaining work* of a job: the sum of its remaining layers' alone latencies, each on its own
   fastest type.
+
+Using the alone latency, not `latency_s`, matters when bandwidth is scarce: a deadline computed from
+the bandwidth-free latency of a bandwidth-bound model could not be met even by the model alone.
 
 Layers are stored as rows of 2-D arrays (row × type); each model occupies `n_layers + 1` consecutive
 rows, the last one a sentinel meaning "finished", so that a job's progress is a single row cursor.
@@ -39,9 +44,10 @@ class CostTables:
     dram_bytes: np.ndarray  # float64[rows, types]
     demand_bps: np.ndarray  # float64[rows, types]: dram_bytes / latency_s, bytes per second
     energy_j: np.ndarray  # float64[rows, types]
-    best_latency_s: np.ndarray  # float64[rows]: min over types
+    alone_s: np.ndarray  # float64[rows, types]: max(latency_s, dram_bytes / bandwidth)
+    best_latency_s: np.ndarray  # float64[rows]: min over types of alone_s
     remaining_work_s: np.ndarray  # float64[rows]: best latencies from this row to the model's end
-    model_latency_s: np.ndarray  # float64[models, types]: whole model on one type
+    model_latency_s: np.ndarray  # float64[models, types]: whole model alone on one type
     isolated_s: np.ndarray  # float64[models]: min over types of model_latency_s
 
     def model_index(self, model: str) -> int:
@@ -61,11 +67,13 @@ class CostTables:
         types: Sequence[str],
         models: Sequence[str] | None = None,
         source: str | Path | None = None,
+        bandwidth_bps: float = np.inf,
     ) -> CostTables:
         """Index `costs` (COST_SCHEMA rows of all accelerators) for the accelerator `types`.
 
         Every model must have the same layers 0..L-1 on every type, with positive finite latencies
         and non-negative DRAM bytes and energies; `models` defaults to every model in the table.
+        `bandwidth_bps` (the system's off-chip bandwidth) sets the alone latencies of the estimates.
         """
         if not types:
             raise InputError(source, "accelerator", "at least one accelerator type")
@@ -92,13 +100,14 @@ class CostTables:
         sentinel[first_row + sizes] = True
         with np.errstate(divide="ignore", invalid="ignore"):
             demand = np.where(sentinel[:, None], 0.0, dram / latency)
-        best = latency.min(axis=1)
+        alone = np.maximum(latency, dram / bandwidth_bps)
+        best = alone.min(axis=1)
         remaining = np.zeros(rows)
         model_latency = np.zeros((len(model_names), len(types)))
         for m, (start, size) in enumerate(zip(first_row, sizes, strict=True)):
             block = best[start : start + size]
             remaining[start : start + size] = np.cumsum(block[::-1])[::-1]
-            model_latency[m] = latency[start : start + size].sum(axis=0)
+            model_latency[m] = alone[start : start + size].sum(axis=0)
         return cls(
             types=tuple(types),
             models=model_names,
@@ -108,6 +117,7 @@ class CostTables:
             dram_bytes=dram,
             demand_bps=demand,
             energy_j=energy,
+            alone_s=alone,
             best_latency_s=best,
             remaining_work_s=remaining,
             model_latency_s=model_latency,
@@ -145,7 +155,13 @@ def load_costs(
                 instance.name,
             )
     frame = read_cost_tables(directory, system.accelerator_types)
-    return CostTables.from_frame(frame, system.accelerator_types, models, source=directory)
+    return CostTables.from_frame(
+        frame,
+        system.accelerator_types,
+        models,
+        source=directory,
+        bandwidth_bps=system.bandwidth_bytes_per_s,
+    )
 
 
 def _check_values(costs: pl.DataFrame, source: str | Path | None) -> None:
