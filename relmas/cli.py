@@ -8,6 +8,7 @@ line on stderr naming the file, the key and what was expected, and exit status 2
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -47,9 +48,7 @@ def cmd_zoo(args: argparse.Namespace) -> None:
     from relmas.zoo import layer_table, model_summary
 
     models = config["models"]
-    with tracking.stage_run(
-        "zoo", config, config_hash=config_hash(config), params={"models": models}
-    ) as run:
+    with tracking.stage_run("zoo", config, params={"models": models}) as run:
         start = time.perf_counter()
         layers = layer_table(models, source=", ".join(args.config))
         seconds = time.perf_counter() - start
@@ -63,6 +62,209 @@ def cmd_zoo(args: argparse.Namespace) -> None:
         run.log_input(layers, "layers", args.out, context="zoo")
         run.log_artifact(args.out)
     print(f"{layers.height} layers of {len(models)} models in {seconds:.2f} s -> {args.out}")
+
+
+def cmd_profile(args: argparse.Namespace) -> None:
+    from relmas import tracking
+    from relmas.hw.spec import load_spec_file, parse_spec, spec_hash, spec_json
+    from relmas.profile import layers_hash, profile_layers, write_cost_table
+    from relmas.schemas import LAYER_SCHEMA
+
+    if args.spec is not None:
+        config = None
+        name, spec = load_spec_file(args.spec)
+        objective = args.objective or "latency"
+    else:
+        if not args.config or not args.accelerator:
+            raise InputError(None, "--accelerator", "--accelerator NAME with --config, or --spec")
+        config = load_configs(args.config)
+        source = ", ".join(args.config)
+        if args.accelerator not in config["accelerators"]:
+            raise InputError(
+                source,
+                "accelerators",
+                f"an entry named {args.accelerator!r} (one of {sorted(config['accelerators'])})",
+            )
+        name = args.accelerator
+        spec = parse_spec(name, config["accelerators"][name], source)
+        objective = args.objective or config["profile"]["objective"]
+    from relmas.io import read_parquet
+
+    layers = read_parquet(args.layers, LAYER_SCHEMA)
+    digest = layers_hash(layers)
+    with tracking.stage_run(
+        "profile",
+        config,
+        tags={"accelerator": name},
+        params={
+            "accelerator": name,
+            "kind": spec.kind,
+            "objective": objective,
+            "spec": spec_hash(spec),
+        },
+    ) as run:
+        table, stats = profile_layers(layers, name, spec, objective, source=args.layers)
+        write_cost_table(table, args.out, name, spec, digest, objective)
+        run.log_dict(json.loads(spec_json(spec)), "spec.json")
+        run.log_metrics(stats)
+        run.log_artifact(args.out)
+    print(
+        f"{name}: {stats['layers']} layers, {stats['mappings_evaluated']} mappings "
+        f"in {stats['seconds']:.2f} s -> {args.out}"
+    )
+
+
+def cmd_workload(args: argparse.Namespace) -> None:
+    from relmas import tracking
+    from relmas.io import write_parquet
+    from relmas.workload import make_workload
+
+    config = load_configs(args.config)
+    source = ", ".join(args.config)
+    _check_scenario(config, args.scenario, source)
+    scenario = config["scenarios"][args.scenario]
+    with tracking.stage_run(
+        "workload",
+        config,
+        tags={"scenario": args.scenario, "seed": args.seed},
+        params={"scenario": scenario, "seed": args.seed},
+    ) as run:
+        jobs = make_workload(config, args.scenario, args.seed, args.costs, source)
+        write_parquet(jobs, args.out, metadata={"relmas.scenario": args.scenario})
+        span = float(jobs["arrival_s"].max() - jobs["arrival_s"].min())
+        run.log_metrics(
+            {
+                "jobs": jobs.height,
+                "span_s": span,
+                "arrival_rate_per_s": (jobs.height - 1) / span if span > 0 else 0.0,
+                "mean_window_s": float((jobs["deadline_s"] - jobs["arrival_s"]).mean()),
+            }
+        )
+        run.log_input(jobs, f"{args.scenario}-seed{args.seed}", args.out, context="workload")
+    print(f"{args.scenario} seed {args.seed}: {jobs.height} jobs over {span:.3f} s -> {args.out}")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    """One policy on the traces of one scenario: per seed a results file, one MLflow run in all."""
+    import statistics
+
+    from relmas import tracking
+    from relmas.evaluate import evaluate_scenario, summary_row, write_results
+    from relmas.workload import scenario_system
+
+    config = load_configs(args.config)
+    source = ", ".join(args.config)
+    _check_scenario(config, args.scenario, source)
+    seeds = args.seed
+    for flag, template in (("--out", str(args.out)), ("--jobs", args.jobs)):
+        if len(seeds) > 1 and "{seed}" not in template:
+            raise InputError(None, flag, "a path with '{seed}' when several --seed are given")
+    system = scenario_system(config, args.scenario, source)
+    static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
+    options = {"agent": str(args.agent)} if args.agent else {}
+    with tracking.stage_run(
+        "evaluate",
+        config,
+        tags={"scenario": args.scenario, "policy": args.policy, "seeds": ",".join(map(str, seeds))},
+        params={"scenario": args.scenario, "policy": args.policy, "seeds": seeds, **options},
+    ) as run:
+        rows = []
+        for index, seed in enumerate(seeds):
+            out = Path(str(args.out).format(seed=seed))
+            record = args.gantt is not None and index == 0
+            result = evaluate_scenario(
+                config,
+                args.scenario,
+                args.policy,
+                seed,
+                args.jobs.format(scenario=args.scenario, seed=seed),
+                args.costs,
+                source=source,
+                static_w=static_w,
+                policy_options=options,
+                record=record,
+            )
+            write_results(result, out, summary_path(out), scenario=args.scenario, seed=seed)
+            row = summary_row(result, args.scenario, seed).row(0, named=True)
+            metrics = {k: v for k, v in row.items() if isinstance(v, int | float) and k != "seed"}
+            metrics |= {f"sla_rate.{tenant}": v for tenant, v in result.sla_by_tenant.items()}
+            run.log_metrics({f"seed.{k}": v for k, v in metrics.items()}, step=seed)
+            rows.append(metrics)
+            if record:
+                _log_gantt(run, result, args.gantt)
+            print(f"{args.scenario} {args.policy} seed {seed}: sla_rate {row['sla_rate']:.3f}")
+        run.log_metrics({k: statistics.fmean(r[k] for r in rows) for k in rows[0]})
+
+
+def summary_path(results_path: Path) -> Path:
+    """Where the one-row summary of a results file goes: beside it, `.summary.parquet`."""
+    return results_path.with_name(results_path.name.removesuffix(".parquet") + ".summary.parquet")
+
+
+def _log_gantt(run: Any, result: Any, path: Path) -> None:
+    from relmas.figures.gantt import plot_gantt
+
+    plot_gantt(result, path)
+    run.log_artifact(path)
+
+
+def cmd_simulate(args: argparse.Namespace) -> None:
+    from relmas.evaluate import simulate_files
+    from relmas.sim.system import load_system
+
+    system = load_system(args.system)
+    static_w = _static_power(args.costs, system.accelerator_types)
+    options = {"agent": str(args.agent)} if args.agent else {}
+    result = simulate_files(
+        args.system,
+        args.jobs,
+        args.costs,
+        args.policy,
+        args.out,
+        seed=args.seed,
+        static_w=static_w,
+        policy_options=options,
+    )
+    metrics = result.metrics
+    print(
+        f"{args.policy}: {int(metrics['jobs'])} jobs, sla_rate {metrics['sla_rate']:.3f}, "
+        f"makespan {metrics['makespan_s']:.4f} s -> {args.out}"
+    )
+
+
+def _check_scenario(config: Mapping[str, Any], scenario: str, source: str) -> None:
+    if scenario not in config["scenarios"]:
+        known = sorted(config["scenarios"])
+        raise InputError(source, "--scenario", f"one of the configured scenarios {known}", scenario)
+
+
+def _static_power(costs: Path, names: Sequence[str]) -> dict[str, float]:
+    """Static power per accelerator from the spec recorded in its cost table (0 if hand-written)."""
+    from relmas.hw.spec import spec_from_json
+    from relmas.io import read_metadata
+    from relmas.profile import META_SPEC_JSON
+
+    power = {}
+    for name in names:
+        path = costs / f"{name}.parquet"
+        recorded = read_metadata(path).get(META_SPEC_JSON)
+        power[name] = spec_from_json(recorded, path).static_w if recorded else 0.0
+    return power
+
+
+def _checked_static_power(
+    config: Mapping[str, Any], costs: Path, names: Sequence[str], source: str
+) -> dict[str, float]:
+    """Static power of the configured specs, after checking each cost table was made from them."""
+    from relmas.hw.spec import parse_spec
+    from relmas.profile import read_cost_table
+
+    power = {}
+    for name in names:
+        spec = parse_spec(name, config["accelerators"][name], source)
+        read_cost_table(costs / f"{name}.parquet", spec=spec)
+        power[name] = spec.static_w
+    return power
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,6 +291,51 @@ def build_parser() -> argparse.ArgumentParser:
     zoo = command("zoo", cmd_zoo, "extract the layer table of the configured models")
     config_arg(zoo)
     zoo.add_argument("--out", required=True, type=Path, help="layer table Parquet to write")
+
+    profile = command("profile", cmd_profile, "cost table of one accelerator for the layer table")
+    profile.add_argument("--layers", required=True, type=Path, help="layer table Parquet")
+    target = profile.add_mutually_exclusive_group(required=True)
+    target.add_argument("--accelerator", metavar="NAME", help="an accelerator of the config")
+    target.add_argument("--spec", type=Path, help="an accelerator spec in its own YAML file")
+    config_arg(profile, required=False)
+    profile.add_argument("--objective", choices=("latency", "energy", "edp"), help="override")
+    profile.add_argument("--out", required=True, type=Path, help="cost table Parquet to write")
+
+    costs_help = "directory of cost tables {accelerator}.parquet"
+    workload = command("workload", cmd_workload, "the job trace of one scenario and seed")
+    config_arg(workload)
+    workload.add_argument("--scenario", required=True, help="a scenario of the config")
+    workload.add_argument("--seed", required=True, type=int)
+    workload.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
+    workload.add_argument("--out", required=True, type=Path, help="job trace Parquet to write")
+
+    evaluate = command("evaluate", cmd_evaluate, "run one policy on a scenario's traces")
+    config_arg(evaluate)
+    evaluate.add_argument("--scenario", required=True, help="a scenario of the config")
+    evaluate.add_argument("--policy", required=True, help="a policy name (DESIGN.md)")
+    evaluate.add_argument(
+        "--seed", required=True, type=int, action="append", help="trace seed (repeatable)"
+    )
+    evaluate.add_argument(
+        "--out", required=True, help="per-job results Parquet ('{seed}' with several seeds)"
+    )
+    evaluate.add_argument(
+        "--jobs",
+        default="results/workloads/{scenario}/seed{seed}.parquet",
+        help="job trace path template (default: %(default)s)",
+    )
+    evaluate.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
+    evaluate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
+    evaluate.add_argument("--gantt", type=Path, help="also draw the first seed's Gantt chart here")
+
+    simulate = command("simulate", cmd_simulate, "run one policy on any job trace and cost tables")
+    simulate.add_argument("--system", required=True, type=Path, help="SYSTEM.yaml")
+    simulate.add_argument("--jobs", required=True, type=Path, help="job trace Parquet")
+    simulate.add_argument("--costs", required=True, type=Path, help=costs_help)
+    simulate.add_argument("--policy", required=True, help="a policy name (DESIGN.md)")
+    simulate.add_argument("--seed", type=int, default=0, help="seed of randomised policies")
+    simulate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
+    simulate.add_argument("--out", required=True, type=Path, help="per-job results Parquet")
     return parser
 
 

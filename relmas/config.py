@@ -87,6 +87,15 @@ def _check_references(config: Mapping[str, Any], source: str | Path | None) -> N
                 )
     if "instances" not in config["system"]:
         raise InputError(source, "system.instances", "a list of accelerator instances", "missing")
+    from relmas.hw.spec import parse_spec
+    from relmas.workload import parse_scenario, scenario_system
+
+    for name, spec in accelerators.items():
+        parse_spec(name, spec, source)
+
+    for name, scenario in config["scenarios"].items():
+        parse_scenario(name, scenario, list(config["models"]), source)
+        scenario_system(config, name, source)
 
 
 def _validator_with_defaults(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:

@@ -1,0 +1,21 @@
+rule profile:
+    """Cost table of one accelerator: depends only on the layer table and that accelerator's spec.
+
+    Marked for Snakemake's between-workflow cache: with `--cache` and SNAKEMAKE_OUTPUT_CACHE set,
+    another checkout (or a later run) with the same layers and spec reuses the table unprofiled.
+    Snakemake refuses `benchmark:` on cached rules (a cache hit has no time to record), so the
+    profiling time is in the log and in the MLflow run (`seconds`) instead.
+    """
+    input:
+        layers=f"{RESULTS}/layers.parquet",
+    output:
+        f"{RESULTS}/costs/{{accelerator}}.parquet",
+    params:
+        spec=lambda wildcards: slice_of("accelerators", wildcards.accelerator),
+        objective=CONFIG["profile"]["objective"],
+    cache: True
+    log:
+        f"{RESULTS}/logs/profile/{{accelerator}}.log",
+    shell:
+        "{RELMAS} profile --layers {input.layers} --accelerator {wildcards.accelerator}"
+        " {CONFIG_ARGS} --out {output} > {log} 2>&1"
