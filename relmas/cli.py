@@ -232,6 +232,22 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     )
 
 
+def cmd_report(args: argparse.Namespace) -> None:
+    from relmas import tracking
+    from relmas.report import write_report
+
+    config = load_configs(args.config)
+    source = ", ".join(args.config)
+    with tracking.stage_run("report", config, params={"evaluation": config["evaluation"]}) as run:
+        made = write_report(config, source, args.eval, args.costs, args.workloads, args.out)
+        run.log_metrics(made["metrics"])
+        for path in made["figures"].values():
+            run.log_artifact(path, "figures")
+        run.log_artifact(args.out / "summary.parquet")
+        run.log_artifact(args.out / "report.md")
+    print(f"report -> {args.out / 'report.md'}")
+
+
 def _check_scenario(config: Mapping[str, Any], scenario: str, source: str) -> None:
     if scenario not in config["scenarios"]:
         known = sorted(config["scenarios"])
@@ -327,6 +343,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
     evaluate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
     evaluate.add_argument("--gantt", type=Path, help="also draw the first seed's Gantt chart here")
+
+    report = command("report", cmd_report, "summary.parquet, figures and report.md of a study")
+    config_arg(report)
+    report.add_argument("--eval", type=Path, default=Path("results/eval"), help="results dir")
+    report.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
+    report.add_argument("--workloads", type=Path, default=Path("results/workloads"))
+    report.add_argument("--out", type=Path, default=Path("results/report"), help="report dir")
 
     simulate = command("simulate", cmd_simulate, "run one policy on any job trace and cost tables")
     simulate.add_argument("--system", required=True, type=Path, help="SYSTEM.yaml")

@@ -2,6 +2,7 @@
 
 import json
 import sys
+from pathlib import Path
 
 from relmas.config import config_hash
 
@@ -22,3 +23,37 @@ def slice_of(section, name):
 
 wildcard_constraints:
     accelerator="|".join(CONFIG["accelerators"]),
+    scenario="|".join(CONFIG["scenarios"]),
+    policy="[a-z0-9_]+",
+    seed=r"\d+",
+
+
+def scenario_accelerators(scenario):
+    """Accelerator types of a scenario's system (default system + its override)."""
+    from relmas.workload import scenario_system
+
+    return scenario_system(CONFIG, scenario).accelerator_types
+
+
+def scenario_costs(wildcards):
+    """Cost tables of the accelerators in a scenario's system."""
+    return [
+        f"{RESULTS}/costs/{name}.parquet" for name in scenario_accelerators(wildcards.scenario)
+    ]
+
+
+def scenario_trace_file(wildcards):
+    """The replayed trace file of a scenario with `arrival: {process: trace}`, else nothing."""
+    arrival = CONFIG["scenarios"][wildcards.scenario]["arrival"]
+    return [arrival["path"]] if arrival.get("process") == "trace" else []
+
+
+EVAL_SEEDS = CONFIG["evaluation"]["seeds"]
+EVAL_POLICIES = CONFIG["evaluation"]["policies"]
+
+
+def policy_agent(wildcards):
+    """The trained agent a learned policy needs (nothing for heuristics)."""
+    if wildcards.policy in ("relmas", "relmas_resize"):
+        return [f"{RESULTS}/agents/{wildcards.scenario}/{wildcards.policy}/best.pt"]
+    return []

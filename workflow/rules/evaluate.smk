@@ -1,0 +1,31 @@
+rule evaluate:
+    """One policy on every evaluation trace of one scenario: one MLflow run, seeds as steps."""
+    input:
+        traces=expand(f"{RESULTS}/workloads/{{{{scenario}}}}/seed{{seed}}.parquet", seed=EVAL_SEEDS),
+        costs=scenario_costs,
+        agent=policy_agent,
+    output:
+        results=expand(
+            f"{RESULTS}/eval/{{{{scenario}}}}/{{{{policy}}}}/seed{{seed}}.parquet", seed=EVAL_SEEDS
+        ),
+        summaries=expand(
+            f"{RESULTS}/eval/{{{{scenario}}}}/{{{{policy}}}}/seed{{seed}}.summary.parquet",
+            seed=EVAL_SEEDS,
+        ),
+    params:
+        seeds=" ".join(f"--seed {seed}" for seed in EVAL_SEEDS),
+        agent=lambda wildcards, input: f"--agent {Path(input.agent[0]).parent}" if input.agent else "",
+        scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
+        system=slice_hash("system"),
+        evaluation=slice_hash("evaluation"),
+        costs=lambda wildcards, input: Path(input.costs[0]).parent,
+        # one results file per seed: the command fills in {seed}
+        out=lambda wildcards, output: Path(output.results[0]).with_name("seed{seed}.parquet"),
+    log:
+        f"{RESULTS}/logs/evaluate/{{scenario}}/{{policy}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/evaluate/{{scenario}}/{{policy}}.tsv"
+    shell:
+        "{RELMAS} evaluate {CONFIG_ARGS} --scenario {wildcards.scenario}"
+        " --policy {wildcards.policy} {params.seeds} {params.agent} --costs {params.costs}"
+        " --out {params.out} > {log} 2>&1"
