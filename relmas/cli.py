@@ -255,7 +255,10 @@ def _check_scenario(config: Mapping[str, Any], scenario: str, source: str) -> No
 
 
 def _static_power(costs: Path, names: Sequence[str]) -> dict[str, float]:
-    """Static power per accelerator from the spec recorded in its cost table (0 if hand-written)."""
+    """Static power per accelerator from the spec recorded in its cost table (0 if hand-written).
+
+    A missing table is left for the simulator's input checks, which name the system key.
+    """
     from relmas.hw.spec import spec_from_json
     from relmas.io import read_metadata
     from relmas.profile import META_SPEC_JSON
@@ -263,7 +266,7 @@ def _static_power(costs: Path, names: Sequence[str]) -> dict[str, float]:
     power = {}
     for name in names:
         path = costs / f"{name}.parquet"
-        recorded = read_metadata(path).get(META_SPEC_JSON)
+        recorded = read_metadata(path).get(META_SPEC_JSON) if path.is_file() else None
         power[name] = spec_from_json(recorded, path).static_w if recorded else 0.0
     return power
 
