@@ -132,6 +132,7 @@ def _schema_error(error: jsonschema.ValidationError, source: str | Path | None) 
         ),
         "enum": lambda: f"one of {value}",
         "exclusiveMinimum": lambda: f"a value > {value}",
+        "exclusiveMaximum": lambda: f"a value < {value}",
         "minimum": lambda: f"a value >= {value}",
         "minItems": lambda: f"at least {value} item(s)",
         "minProperties": lambda: f"at least {value} entry(ies)",

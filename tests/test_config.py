@@ -46,6 +46,19 @@ def _mutated(path: list, value) -> dict:
         (["accelerators", "eyeriss_168", "kind"], "gpu", "accelerators.eyeriss_168.kind", "one of"),
         (["profile"], {"objective": "speed"}, "profile.objective", "one of"),
         (["colour"], "blue", "colour", "a known key"),
+        (
+            ["scenarios", "mixed", "tenants", 0, "priority"],
+            5,
+            "scenarios.mixed.tenants[0].priority",
+            "one of [1, 3, 9]",
+        ),
+        (["scenarios", "mixed", "jobs"], 0, "scenarios.mixed.jobs", "a value > 0"),
+        (
+            ["scenarios", "mixed", "models"],
+            {"resnet9000": 1},
+            "scenarios.mixed.models.resnet9000",
+            "one of the configured models",
+        ),
     ],
 )
 def test_bad_values_name_the_key(path, value, key, expected) -> None:
