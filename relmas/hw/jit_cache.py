@@ -16,8 +16,14 @@ from types import ModuleType
 _STAMP = "relmas-hw-kernels.sha256"
 
 
-def refresh(kernel: object, modules: Iterable[ModuleType]) -> None:
-    """Delete the cache files of `modules` in `kernel`'s cache directory when a source changed."""
+def refresh(kernel: object, modules: Iterable[ModuleType], *, stamp: str = _STAMP) -> None:
+    """Delete the cache files of `modules` in `kernel`'s cache directory when a source changed.
+
+    Only the modules beside `kernel`'s source file have their files in that directory (the others
+    are kept fresh by their own directory's refresh). `stamp` names the digest file: kernels that
+    share a cache directory but embed different modules need their own (e.g. the heuristics' and
+    the genetic algorithm's in relmas/policies).
+    """
     cache = getattr(kernel, "_cache", None)
     directory = getattr(cache, "_cache_path", None)
     if directory is None:  # NUMBA_DISABLE_JIT, or caching off
@@ -26,14 +32,17 @@ def refresh(kernel: object, modules: Iterable[ModuleType]) -> None:
     digest = hashlib.sha256()
     for module in modules:
         digest.update(Path(module.__file__).read_bytes())
-    stamp = Path(directory) / _STAMP
+    stamp_path = Path(directory) / stamp
     current = digest.hexdigest()
-    if stamp.is_file() and stamp.read_text() == current:
+    if stamp_path.is_file() and stamp_path.read_text() == current:
         return
+    here = Path(kernel.py_func.__code__.co_filename).parent
     for module in modules:
+        if Path(module.__file__).parent != here:
+            continue
         stem = Path(module.__file__).stem
         for pattern in (f"{stem}.*.nbi", f"{stem}.*.nbc"):
             for path in Path(directory).glob(pattern):
                 path.unlink(missing_ok=True)
     Path(directory).mkdir(parents=True, exist_ok=True)
-    stamp.write_text(current)
+    stamp_path.write_text(current)

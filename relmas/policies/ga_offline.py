@@ -1,0 +1,417 @@
+"""`ga_offline`: a genetic algorithm that knows the whole job trace in advance (the offline bound).
+
+It is the upper reference the online policies are measured against on small traces. Encoding
+(MAGMA-style), per layer of every job: an accelerator-instance gene and an order key (seconds, a
+planned start time). Decoding (`relmas.policies.ga_kernels`): each instance runs the layers assigned
+to it in key order, a layer starting as soon as its instance is free and its job ready; the
+schedule is simulated by the engine's own kernels (shared bandwidth fluid, non-preemptive layers,
+layer chains), so the GA optimises exactly what the simulator measures. A plan may keep an instance
+idle for a job that has not arrived yet, which no work-conserving online policy can do.
+
+Fitness, best first: deadlines met, then priority-weighted deadlines met, then total tardiness
+(sum of max(0, finish - deadline)), then the sum of finish times (i.e. mean turnaround). The
+initial population holds the schedules of the heuristic baselines (each heuristic's instances and
+start times, which the decoder reproduces exactly) and mutated copies of them; with elitism the
+result is never worse than the best heuristic on the trace. Operators: tournament selection,
+uniform crossover over jobs (a job's genes travel together), mutation of instance genes, of single
+keys and of whole jobs' keys, and moves of a job that the parent made late (behind all others,
+or ahead).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from relmas.errors import InputError
+from relmas.policies import ga_kernels
+from relmas.policies.base import Policy, make_policy, register
+from relmas.sim.engine import DecisionView, Engine
+from relmas.sim.kernels import (
+    JF_DEADLINE,
+    JF_FINISH,
+    JF_PRIORITY,
+    JI_CURSOR,
+    RECORD_COLUMNS,
+    SI_RECORD,
+    STATUS_DONE,
+    State,
+    entry_point,
+)
+from relmas.sim.metrics import deadline_met
+
+# Heuristics whose schedules seed the initial population.
+SEED_POLICIES = ("fcfs", "sjf", "edf", "llf", "prema", "sdrm3", "herald", "planaria", "random")
+# Mutation strength: expected mutated genes per child for instance genes and for single keys;
+# a key moves by a normal step of KEY_STEP mean layer latencies. Whole jobs: each job is shifted
+# with probability 1 / jobs, by a normal step of one mean isolated job latency.
+MUTATED_GENES = 2.0
+KEY_STEP = 2.0
+# A child whose first parent missed deadlines moves one of those late jobs, with probability
+# LATE_MOVE each: behind every other layer (sacrificed, as in Moore-Hodgson's rule: it frees its
+# instances for jobs that can still make it), or ahead by a half-normal step of one mean isolated
+# job latency (rescued).
+LATE_MOVE = 0.25
+CONFIG_KEY = "evaluation.ga"
+
+
+@dataclass
+class GAReport:
+    """What one search did: budget used, and deadlines met by the seeds and by the best plan."""
+
+    generations: int = 0
+    evaluations: int = 0
+    search_s: float = 0.0
+    best_met: int = 0
+    seed_met: dict[str, int] = field(default_factory=dict)
+    history: list[int] = field(default_factory=list)  # best met, initial population then per gen
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Gene numbering of one trace: job j's layers are genes job_start[j] .. job_start[j+1] - 1."""
+
+    job_start: np.ndarray  # int64[jobs + 1]
+    gene_job: np.ndarray  # int64[genes]: internal job index
+    gene_row: np.ndarray  # int64[genes]: cost-table row of the layer
+    gene_offset: np.ndarray  # int64[jobs]: gene of (job, row) = gene_offset[job] + row
+
+    @classmethod
+    def of(cls, engine: Engine) -> Layout:
+        models = engine.model_indices
+        layers = engine.tables.n_layers[models]
+        job_start = np.concatenate(([0], np.cumsum(layers))).astype(np.int64)
+        gene_job = np.repeat(np.arange(models.size, dtype=np.int64), layers)
+        first_row = engine.tables.first_row[models]
+        gene_offset = job_start[:-1] - first_row
+        gene_row = np.arange(job_start[-1], dtype=np.int64) - gene_offset[gene_job]
+        return cls(job_start, gene_job, gene_row, gene_offset)
+
+    @property
+    def genes(self) -> int:
+        return int(self.job_start[-1])
+
+    @property
+    def jobs(self) -> int:
+        return self.job_start.size - 1
+
+
+def build_plans(
+    accelerators: np.ndarray, keys: np.ndarray, layout: Layout, instances: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The plan of each individual (rows): per instance, the genes it runs, in key order.
+
+    Returns `sequences[individual]` (genes grouped by instance) and `starts[individual]` (instance
+    a's genes are `sequence[start[a]:start[a + 1]]`). A job's keys are first sorted, so that its
+    layers take them in layer order; ties between keys go to the lower gene (job, then layer).
+    Hence every plan is deadlock-free: the smallest unstarted (key, gene) is always next on its
+    instance, and its job is ready once the earlier genes have run and it has arrived.
+    """
+    by_key = np.argsort(keys, axis=1, kind="stable")
+    within_job = np.argsort(layout.gene_job[by_key], axis=1, kind="stable")
+    ordered = np.take_along_axis(keys, np.take_along_axis(by_key, within_job, axis=1), axis=1)
+    by_key = np.argsort(ordered, axis=1, kind="stable")
+    on = np.take_along_axis(accelerators, by_key, axis=1)
+    sequences = np.take_along_axis(by_key, np.argsort(on, axis=1, kind="stable"), axis=1)
+    counts = (accelerators[:, :, None] == np.arange(instances)).sum(axis=1)
+    starts = np.zeros((accelerators.shape[0], instances + 1), dtype=np.int64)
+    np.cumsum(counts, axis=1, out=starts[:, 1:])
+    return sequences, starts
+
+
+@register("ga_offline")
+class GAOffline(Policy):
+    """Offline genetic search over (instance, order key) per layer; replays the best plan.
+
+    Budget: `population` individuals, at most `generations` generations and `time_limit_s` seconds
+    of search (None = no limit; with a binding time limit the result depends on the machine's
+    speed, with a binding generation count it depends only on `seed`). Traces of more than
+    `max_jobs` jobs are refused.
+    """
+
+    name = "ga_offline"
+
+    def __init__(
+        self,
+        seed: int = 0,
+        population: int = 32,
+        generations: int = 100,
+        time_limit_s: float | None = 60.0,
+        max_jobs: int = 50,
+        elite: int = 2,
+        tournament: int = 3,
+    ) -> None:
+        _check_int("population", population, 2)
+        _check_int("generations", generations, 0)
+        _check_int("max_jobs", max_jobs, 1)
+        _check_int("tournament", tournament, 1)
+        _check_int("elite", elite, 1)
+        if elite >= population:
+            raise InputError(None, f"{CONFIG_KEY}.elite", "fewer elites than population", elite)
+        if time_limit_s is not None and (
+            isinstance(time_limit_s, bool)
+            or not isinstance(time_limit_s, int | float)
+            or time_limit_s <= 0
+        ):
+            raise InputError(
+                None,
+                f"{CONFIG_KEY}.time_limit_s",
+                "a positive number of seconds or null",
+                time_limit_s,
+            )
+        self.seed = seed
+        self.population = population
+        self.generations = generations
+        self.time_limit_s = time_limit_s
+        self.max_jobs = max_jobs
+        self.elite = elite
+        self.tournament = tournament
+        self.report = GAReport()
+
+    def reset(self, engine: Engine) -> None:
+        """Search the best plan for the whole trace (the policy knows it in advance)."""
+        jobs = engine.jobs.height
+        if jobs > self.max_jobs:
+            raise InputError(
+                None,
+                f"{CONFIG_KEY}.max_jobs",
+                f"a trace of at most {self.max_jobs} jobs (ga_offline is an offline reference "
+                "for small traces; raise max_jobs or evaluate it on a shorter trace)",
+                f"{jobs} jobs",
+            )
+        started = time.perf_counter()
+        layout = Layout.of(engine)
+        accelerator, key, self.report = _Search(self, engine, layout).run()
+        instances = engine.state.ai.shape[0]
+        sequences, starts = build_plans(accelerator[None], key[None], layout, instances)
+        self._sequence, self._start = sequences[0], starts[0]
+        self._position = self._start[:-1].copy()
+        self._layout = layout
+        self._jobs = np.zeros(instances, dtype=np.int64)
+        self._accelerators = np.zeros(instances, dtype=np.int64)
+        self._plan_starts = entry_point(ga_kernels.plan_starts, engine.state, *self._plan_args())
+        self.report.search_s = time.perf_counter() - started
+
+    def decide(self, view: DecisionView) -> list[tuple[int, int]]:
+        count = self._plan_starts(view.engine.state, *self._plan_args())
+        return list(
+            zip(self._jobs[:count].tolist(), self._accelerators[:count].tolist(), strict=True)
+        )
+
+    def run_to_completion(self, engine: Engine) -> bool:
+        """Replay the best plan in one jitted loop; decision time = search + replay wall time."""
+        engine.run_jitted(ga_kernels.run_plan, *self._plan_args())
+        engine.decision_seconds += self.report.search_s
+        return True
+
+    def _plan_args(self) -> tuple[np.ndarray, ...]:
+        return (
+            self._sequence,
+            self._start,
+            self._position,
+            self._layout.gene_job,
+            self._layout.gene_row,
+            self._jobs,
+            self._accelerators,
+        )
+
+
+@dataclass(frozen=True)
+class _Population:
+    """Individuals (rows) with their fitness and which of their jobs missed the deadline."""
+
+    accelerators: np.ndarray  # int64[individuals, genes]
+    keys: np.ndarray  # float64[individuals, genes]
+    fitness: np.ndarray  # float64[individuals, 4], compared lexicographically, lower first
+    late: np.ndarray  # bool[individuals, jobs]
+
+    def take(self, index: np.ndarray) -> _Population:
+        return _Population(
+            self.accelerators[index], self.keys[index], self.fitness[index], self.late[index]
+        )
+
+    def __add__(self, other: _Population) -> _Population:
+        return _Population(
+            *(np.concatenate(pair) for pair in zip(self._arrays(), other._arrays(), strict=True))
+        )
+
+    def _arrays(self) -> tuple[np.ndarray, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def best_first(self) -> np.ndarray:
+        """Individuals in fitness order (ties: lower index first, so elites keep their place)."""
+        return np.lexsort(self.fitness.T[::-1])
+
+    def met(self, individual: int) -> int:
+        return int(-self.fitness[individual, 0])
+
+
+class _Search:
+    """One run of the genetic algorithm on one engine's trace (the engine is not moved)."""
+
+    def __init__(self, options: GAOffline, engine: Engine, layout: Layout) -> None:
+        self.options = options
+        self.engine = engine
+        self.layout = layout
+        self.instances = engine.state.ai.shape[0]
+        self.rng = np.random.default_rng(options.seed)
+        # Decoding starts every individual from the engine's initial state, without a timeline.
+        no_timeline = np.zeros((0, RECORD_COLUMNS))
+        self.initial = State(*(array.copy() for array in engine.state))._replace(record=no_timeline)
+        self.initial.si[SI_RECORD] = 0
+        self.scratch = State(*(array.copy() for array in self.initial))
+        self.out = (
+            np.zeros(self.instances, dtype=np.int64),
+            np.zeros(self.instances, dtype=np.int64),
+        )
+        plan = np.zeros(0, dtype=np.int64)  # sequence, start, position: int64 vectors
+        self.run_plan = entry_point(
+            ga_kernels.run_plan,
+            engine.kernel_tables,
+            self.scratch,
+            plan,
+            plan,
+            plan,
+            layout.gene_job,
+            layout.gene_row,
+            *self.out,
+        )
+        self.deadline = engine.state.jf[:, JF_DEADLINE].copy()
+        self.priority = engine.state.jf[:, JF_PRIORITY].copy()
+        tables = engine.tables
+        self.key_step = KEY_STEP * float(tables.best_latency_s[layout.gene_row].mean())
+        self.job_step = float(tables.isolated_s[engine.model_indices].mean())
+
+    def run(self) -> tuple[np.ndarray, np.ndarray, GAReport]:
+        options, report = self.options, GAReport()
+        started = time.perf_counter()
+        seeds = [self._heuristic_genes(name) for name in SEED_POLICIES]
+        population = self._evaluate(
+            np.stack([s[0] for s in seeds]), np.stack([s[1] for s in seeds])
+        )
+        report.seed_met = {name: population.met(i) for i, name in enumerate(SEED_POLICIES)}
+        # Keep the best seeds if the population is smaller, else add mutated copies of them.
+        population = population.take(population.best_first()[: options.population])
+        missing = options.population - population.fitness.shape[0]
+        if missing > 0:
+            parents = population.take(np.arange(missing) % population.fitness.shape[0])
+            population += self._evaluate(
+                *self._mutate(parents.accelerators, parents.keys, parents.late)
+            )
+        report.evaluations = len(SEED_POLICIES) + max(missing, 0)
+        report.history.append(population.met(population.best_first()[0]))
+        limit = options.time_limit_s
+        while report.generations < options.generations and (
+            limit is None or time.perf_counter() - started < limit
+        ):
+            order = population.best_first()
+            children = self._evaluate(*self._mutate(*self._crossover(population, order)))
+            population = population.take(order[: options.elite]) + children
+            report.generations += 1
+            report.evaluations += children.fitness.shape[0]
+            report.history.append(population.met(population.best_first()[0]))
+        best = population.best_first()[0]
+        report.best_met = population.met(best)
+        return population.accelerators[best], population.keys[best], report
+
+    def _heuristic_genes(self, policy_name: str) -> tuple[np.ndarray, np.ndarray]:
+        """The instance and start time of every layer in the heuristic's schedule of the trace."""
+        engine = self.engine
+        replay = Engine(engine.system, engine.tables, engine.jobs)
+        policy = make_policy(policy_name, seed=self.options.seed)
+        policy.reset(replay)
+        accelerator = np.zeros(self.layout.genes, dtype=np.int64)
+        key = np.zeros(self.layout.genes)
+        cursor = replay.state.ji[:, JI_CURSOR]
+        while (view := replay.next_decision()) is not None:
+            pairs = policy.decide(view)
+            for job, instance in pairs:
+                gene = self.layout.gene_offset[job] + cursor[job]
+                accelerator[gene] = instance
+                key[gene] = view.now
+            replay.step(pairs)
+        return accelerator, key
+
+    def _evaluate(self, accelerators: np.ndarray, keys: np.ndarray) -> _Population:
+        """Simulate the individuals. Fitness: (-deadlines met, -priority-weighted met, total
+        tardiness, sum of finish times), compared lexicographically, lower first."""
+        layout = self.layout
+        sequences, starts = build_plans(accelerators, keys, layout, self.instances)
+        finish = np.empty((accelerators.shape[0], layout.jobs))
+        for individual, (sequence, start) in enumerate(zip(sequences, starts, strict=True)):
+            for array, initial in zip(self.scratch, self.initial, strict=True):
+                np.copyto(array, initial)
+            status = self.run_plan(
+                self.engine.kernel_tables,
+                self.scratch,
+                sequence,
+                start,
+                start[:-1].copy(),
+                layout.gene_job,
+                layout.gene_row,
+                *self.out,
+            )
+            if status != STATUS_DONE:
+                raise RuntimeError("a plan stalled the simulation; plans are deadlock-free")
+            finish[individual] = self.scratch.jf[:, JF_FINISH]
+        met = deadline_met(finish, self.deadline)
+        tardiness = np.maximum(finish - self.deadline, 0.0).sum(axis=1)
+        weighted = (met * self.priority).sum(axis=1)
+        fitness = np.stack((-met.sum(axis=1), -weighted, tardiness, finish.sum(axis=1)), axis=1)
+        return _Population(accelerators, keys, fitness, ~met)
+
+    def _crossover(
+        self, population: _Population, order: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Children's genes: parent pairs by tournament, uniform crossover over jobs. Also returns
+        the first parents' late jobs (for the late-job mutation)."""
+        rng, options = self.rng, self.options
+        count = options.population - options.elite
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        contenders = rng.integers(0, order.size, size=(2, count, options.tournament))
+        winners = np.take_along_axis(
+            contenders, np.argmin(rank[contenders], axis=2)[..., None], axis=2
+        )[..., 0]
+        from_first = (rng.random((count, self.layout.jobs)) < 0.5)[:, self.layout.gene_job]
+        first, second = population.take(winners[0]), population.take(winners[1])
+        return (
+            np.where(from_first, first.accelerators, second.accelerators),
+            np.where(from_first, first.keys, second.keys),
+            first.late,
+        )
+
+    def _mutate(
+        self, accelerators: np.ndarray, keys: np.ndarray, late: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """New instances for a few genes, a normal step for a few keys and for a few whole jobs'
+        keys; and one job that the parent made late is deferred behind every other layer
+        (sacrificed: it frees its instances for jobs that can still make it) or promoted."""
+        rng, layout = self.rng, self.layout
+        count = accelerators.shape[0]
+        rate = min(1.0, MUTATED_GENES / layout.genes)
+        moved = rng.random((count, layout.genes)) < rate
+        accelerators = np.where(
+            moved, rng.integers(0, self.instances, size=moved.shape), accelerators
+        )
+        jittered = rng.random((count, layout.genes)) < rate
+        keys = keys + jittered * rng.normal(0.0, self.key_step, size=keys.shape)
+        shifted = rng.random((count, layout.jobs)) < 1.0 / layout.jobs
+        shift = shifted * rng.normal(0.0, self.job_step, size=shifted.shape)
+        # One of the parent's late jobs, chosen uniformly: deferred or promoted (LATE_MOVE each).
+        weights = late * rng.random(late.shape)
+        chosen = np.argmax(weights, axis=1)
+        draw = np.where(weights.max(axis=1) > 0, rng.random(count), 1.0)
+        defer = np.flatnonzero(draw < LATE_MOVE)
+        promote = np.flatnonzero((draw >= LATE_MOVE) & (draw < 2 * LATE_MOVE))
+        span = keys.max(axis=1) - keys.min(axis=1) + self.job_step
+        shift[defer, chosen[defer]] += span[defer]
+        shift[promote, chosen[promote]] -= np.abs(rng.normal(0.0, self.job_step, promote.size))
+        return accelerators, keys + shift[:, layout.gene_job]
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(None, f"{CONFIG_KEY}.{name}", f"an integer >= {minimum}", value)
