@@ -43,7 +43,9 @@ PolicyFactory = Callable[..., Policy]
 _REGISTRY: dict[str, PolicyFactory] = {}
 # Modules that register further policies when imported (only imported when one of them is asked
 # for, so that e.g. torch is not loaded for a heuristic run). Other stages add theirs here.
-PROVIDERS: dict[str, str] = {}
+PROVIDERS: dict[str, str] = {
+    "ga_offline": "relmas.policies.ga_offline",
+}
 
 
 def register(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
