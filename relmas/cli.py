@@ -149,7 +149,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     import statistics
 
     from relmas import tracking
-    from relmas.evaluate import evaluate_scenario, summary_row, write_results
+    from relmas.evaluate import evaluate_scenario, policy_options, summary_row, write_results
     from relmas.workload import scenario_system
 
     config = load_configs(args.config)
@@ -161,7 +161,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             raise InputError(None, flag, "a path with '{seed}' when several --seed are given")
     system = scenario_system(config, args.scenario, source)
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
-    options = {"agent": str(args.agent)} if args.agent else {}
+    options = policy_options(config, args.policy)
+    if args.agent:
+        options["agent"] = str(args.agent)
     with tracking.stage_run(
         "evaluate",
         config,

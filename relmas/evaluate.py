@@ -38,6 +38,26 @@ SUMMARY_EXTRA = (
 )
 
 
+def evaluation_runs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The (scenario, policy) pairs a configuration evaluates.
+
+    Every configured policy on every scenario, except `ga_offline` on scenarios of more than
+    `evaluation.ga.max_jobs` jobs (or of unknown length): it is an offline bound for small traces.
+    """
+    max_jobs = config["evaluation"]["ga"]["max_jobs"]
+    return [
+        (scenario, policy)
+        for scenario, spec in config["scenarios"].items()
+        for policy in config["evaluation"]["policies"]
+        if policy != "ga_offline" or (spec.get("jobs") or max_jobs + 1) <= max_jobs
+    ]
+
+
+def policy_options(config: Mapping[str, Any], policy: str) -> dict[str, Any]:
+    """Configured options of a policy (the genetic algorithm's settings for ga_offline)."""
+    return dict(config["evaluation"]["ga"]) if policy == "ga_offline" else {}
+
+
 def simulate(
     system: System,
     jobs: pl.DataFrame,

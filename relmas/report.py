@@ -221,12 +221,12 @@ def write_report(
     Reads `{eval_dir}/{scenario}/{policy}/seed{n}[.summary].parquet` for the configured scenarios,
     policies and evaluation seeds. Returns the paths of the figures and headline metrics for MLflow.
     """
+    from relmas.evaluate import evaluation_runs
     from relmas.io import atomic_path, write_parquet
 
     scenarios = list(config["scenarios"])
-    policies = list(config["evaluation"]["policies"])
     seeds = list(config["evaluation"]["seeds"])
-    runs = [(s, p, n) for s in scenarios for p in policies for n in seeds]
+    runs = [(s, p, n) for s, p in evaluation_runs(config) for n in seeds]
     base = {run: eval_dir / run[0] / run[1] / f"seed{run[2]}" for run in runs}
     summary = collect_summaries([f"{path}.summary.parquet" for path in base.values()])
     results = {run: pl.read_parquet(f"{path}.parquet") for run, path in base.items()}

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from relmas.config import config_hash
+from relmas.evaluate import evaluation_runs
 
 RELMAS = f"{sys.executable} -m relmas"
 CONFIG_ARGS = " ".join(f"--config {path}" for path in CONFIG_FILES)
@@ -49,7 +50,8 @@ def scenario_trace_file(wildcards):
 
 
 EVAL_SEEDS = CONFIG["evaluation"]["seeds"]
-EVAL_POLICIES = CONFIG["evaluation"]["policies"]
+# (scenario, policy) pairs evaluated: ga_offline only on small scenarios
+EVAL_RUNS = evaluation_runs(CONFIG)
 
 
 def policy_agent(wildcards):

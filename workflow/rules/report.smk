@@ -1,12 +1,11 @@
 rule report:
     """summary.parquet, the figures and report.md of the whole study."""
     input:
-        summaries=expand(
-            f"{RESULTS}/eval/{{scenario}}/{{policy}}/seed{{seed}}.summary.parquet",
-            scenario=CONFIG["scenarios"],
-            policy=EVAL_POLICIES,
-            seed=EVAL_SEEDS,
-        ),
+        summaries=[
+            f"{RESULTS}/eval/{scenario}/{policy}/seed{seed}.summary.parquet"
+            for scenario, policy in EVAL_RUNS
+            for seed in EVAL_SEEDS
+        ],
         costs=expand(f"{RESULTS}/costs/{{accelerator}}.parquet", accelerator=CONFIG["accelerators"]),
         traces=expand(
             f"{RESULTS}/workloads/{{scenario}}/seed{{seed}}.parquet",
