@@ -74,7 +74,8 @@ def test_one_job_alone_finishes_at_its_isolated_latency(dram_gbps, isolated):
         costs, system.accelerator_types, bandwidth_bps=system.bandwidth_bytes_per_s
     )
     assert tables.isolated_latency("m") == pytest.approx(isolated)
-    for policy in set(available_policies()) - {"random"}:  # random picks any idle instance
+    # random picks any idle instance; relmas needs a trained agent (tests/test_rl_env.py)
+    for policy in set(available_policies()) - {"random", "relmas"}:
         jobs = trace([("m", 2.5, 2.5 + isolated, 3)])
         result = Engine(system, tables, jobs).run(make_policy(policy))
         row = result.jobs.row(0, named=True)
@@ -228,7 +229,7 @@ def scenarios(draw):
         for _ in range(count)
     ]
     jobs = trace([(m, a, a + d, p) for m, a, d, p in rows])
-    policy = draw(st.sampled_from(available_policies()))
+    policy = draw(st.sampled_from(sorted(set(available_policies()) - {"relmas"})))
     return system, CostTables.from_frame(costs, types), jobs, policy, draw(st.integers(0, 99))
 
 

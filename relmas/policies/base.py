@@ -45,6 +45,7 @@ _REGISTRY: dict[str, PolicyFactory] = {}
 # for, so that e.g. torch is not loaded for a heuristic run). Other stages add theirs here.
 PROVIDERS: dict[str, str] = {
     "ga_offline": "relmas.policies.ga_offline",
+    "relmas": "relmas.rl.policy",
 }
 
 

@@ -153,6 +153,9 @@ def _train(
             best_metrics=saved["best"]["metrics"],
         )
     resumed_from = saved["step"] if saved is not None else None
+    # Acting uses a snapshot of the online network run by the Numba forward pass (a torch call
+    # per step costs more than a simulator step); it is refreshed after every gradient update.
+    acting = GreedyPolicy(to_numpy_weights(online))
 
     def save_best(metrics: dict[str, float]) -> None:
         payload = {"network": online.spec, "online": online.state_dict(), "step": progress.step}
@@ -214,8 +217,7 @@ def _train(
                 if not mask[action]:
                     raise ValueError(f"the teacher chose the invalid action {action}")
             else:
-                with torch.no_grad():
-                    q_values = online(torch.from_numpy(obs).unsqueeze(0))[0].numpy()
+                q_values = acting.q_values(obs)
                 epsilon = linear_epsilon(progress.step, config)
                 action = select_action(q_values, mask, epsilon, explore_rng)
             next_obs, reward, terminated, truncated, info = env.step(action)
@@ -237,6 +239,7 @@ def _train(
                 for key, value in td_update(online, target, optimizer, batch, config).items():
                     update_sums[key] = update_sums.get(key, 0.0) + value
                 update_count += 1
+                acting = GreedyPolicy(to_numpy_weights(online))
             if step % config.target_update_every == 0:
                 update_target(online, target, config.tau)
             if step % config.log_every == 0:

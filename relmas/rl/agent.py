@@ -1,0 +1,78 @@
+"""A trained agent directory as deployed: the network (best.pt) plus `agent.json`, which records
+what the network was trained to see (observation settings, the resolved reference heuristic, the
+system layout) and what one decision costs (MACs, energy on the configured accelerator).
+
+    agent.json = {"format", "scenario", "observation": {candidates, reference}, "reward": {...},
+                  "instance_types": [...], "accelerator_types": [...],
+                  "decision_cost": {accelerator, macs, energy_j, latency_s},
+                  "validation": {...}, "heuristics_validation": {...}}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from relmas.errors import InputError
+from relmas.io import atomic_path
+from relmas.rl.checkpoint import BEST, load_policy
+from relmas.rl.env import RewardSettings
+from relmas.rl.network import GreedyPolicy
+from relmas.rl.observation import ObservationSettings
+
+AGENT_FILE = "agent.json"
+FORMAT = "relmas-agent/1"
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    scenario: str
+    observation: ObservationSettings  # reference resolved to a heuristic name
+    reward: RewardSettings
+    instance_types: tuple[str, ...]
+    accelerator_types: tuple[str, ...]
+    decision_cost: dict[str, Any]
+    validation: dict[str, float]
+    heuristics_validation: dict[str, float]  # SLA rate of each heuristic on validation
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, **asdict(self)}
+
+
+def write_agent_info(directory: str | Path, info: AgentInfo) -> None:
+    with atomic_path(Path(directory) / AGENT_FILE, suffix=".json") as tmp:
+        Path(tmp).write_text(json.dumps(info.to_json(), indent=2, sort_keys=True))
+
+
+def read_agent_info(directory: str | Path) -> AgentInfo:
+    path = Path(directory) / AGENT_FILE
+    if not path.is_file():
+        raise InputError(path, None, "a trained RELMAS agent directory (agent.json, best.pt)")
+    try:
+        raw: Mapping[str, Any] = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise InputError(path, None, "well-formed JSON", error.msg) from None
+    if raw.get("format") != FORMAT:
+        raise InputError(path, "format", f"{FORMAT!r}", raw.get("format"))
+    try:
+        return AgentInfo(
+            scenario=raw["scenario"],
+            observation=ObservationSettings(**raw["observation"]),
+            reward=RewardSettings(**raw["reward"]),
+            instance_types=tuple(raw["instance_types"]),
+            accelerator_types=tuple(raw["accelerator_types"]),
+            decision_cost=dict(raw["decision_cost"]),
+            validation=dict(raw["validation"]),
+            heuristics_validation=dict(raw["heuristics_validation"]),
+        )
+    except (KeyError, TypeError) as error:
+        raise InputError(path, str(error), "the keys of an agent.json") from None
+
+
+def load_agent(directory: str | Path) -> tuple[AgentInfo, GreedyPolicy]:
+    """The agent's description and its deployable greedy policy (best.pt)."""
+    info = read_agent_info(directory)
+    return info, load_policy(Path(directory) / BEST)

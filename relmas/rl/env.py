@@ -1,0 +1,163 @@
+"""The scheduling problem as a Gymnasium environment: one episode = one job trace, simulated.
+
+A step is one decision of the engine's stepping API: start one candidate job on the fastest idle
+instance for its next layer, or wait for the next event (candidates, features and mask:
+`relmas.rl.observation`). The episode ends when every job has finished (`terminated`).
+
+Reward (docs/relmas.md), for jobs weighted w_i = p_i^e / mean_j(p_j^e) by priority p_i (e = 0:
+every job counts alike, as in the SLA rate):
+
+- *credit*: `met` x w_i when job i finishes by its deadline; -`missed` x w_i as soon as its miss is
+  certain (its remaining work at full speed no longer fits before the deadline — checked whenever
+  it is ready and when it finishes), once per job. Over an episode the credits add up to
+  `met` x (weight of the met jobs) - `missed` x (weight of the missed jobs);
+- *progress shaping*, potential-based (Ng et al. 1999, so it leaves the optimal policy unchanged):
+  gamma x Phi(s') - Phi(s), with Phi = `progress` x the weighted fraction of work done of every job
+  that can still meet its deadline (a started layer counts as done). Starting a layer of a feasible
+  job pays at once; the payment is taken back when the job finishes (and earns its credit) or
+  becomes hopeless. Without it the only signal of a decision arrives hundreds of decisions later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import polars as pl
+
+from relmas.rl.observation import FEATURE_BOUND, Layout, ObservationSettings, Observer
+from relmas.sim.costs import CostTables
+from relmas.sim.engine import Engine
+from relmas.sim.kernels import SI_DONE
+from relmas.sim.system import System
+
+
+@dataclass(frozen=True)
+class RewardSettings:
+    """Credit of a met deadline, penalty of a (certain) miss, priority exponent, shaping weight."""
+
+    met: float = 1.0
+    missed: float = 1.0
+    priority_exponent: float = 0.0
+    progress: float = 1.0
+
+    def job_weights(self, priority: np.ndarray) -> np.ndarray:
+        """w_i = p_i^e normalised to mean 1 over the trace."""
+        raw = np.asarray(priority, dtype=np.float64) ** self.priority_exponent
+        return raw / raw.mean()
+
+
+class SchedulingEnv(gym.Env):
+    """Gymnasium environment over `Engine` for one trace `jobs` on `system` (see module doc).
+
+    `info["action_mask"]` marks the valid actions (slots holding a job; "wait" unless waiting would
+    deadlock). An action outside the mask (e.g. `action_space.sample()`) is replaced by the first
+    valid one and flagged with `info["invalid_action"]`; trained agents never send one.
+    `info["credit"]` is the step's credit alone (the reward without the shaping); `gamma` is the
+    learner's discount, which the potential-based shaping must use.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self,
+        system: System,
+        tables: CostTables,
+        jobs: pl.DataFrame,
+        observation: ObservationSettings | None = None,
+        reward: RewardSettings | None = None,
+        gamma: float = 0.99,
+    ) -> None:
+        self.system = system
+        self.tables = tables
+        self.jobs = jobs
+        self.observation_settings = observation or ObservationSettings()
+        self.reward_settings = reward or RewardSettings()
+        self.gamma = gamma
+        self.layout = Layout(
+            self.observation_settings.slots, len(tables.types), len(system.instance_types)
+        )
+        self.observation_space = gym.spaces.Box(
+            -FEATURE_BOUND, FEATURE_BOUND, (self.layout.size,), np.float32
+        )
+        self.action_space = gym.spaces.Discrete(self.layout.actions)
+        self.engine: Engine | None = None
+        self.observer: Observer | None = None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start the trace from the beginning (the episode does not depend on `seed`)."""
+        super().reset(seed=seed)
+        self.engine = Engine(self.system, self.tables, self.jobs)
+        weight = self.reward_settings.job_weights(self.engine.jobs["priority"].to_numpy())
+        self.observer = Observer(self.engine, self.observation_settings, weight)
+        self.met = 0
+        self.missed = 0
+        self.episode_credit = 0.0
+        self.potential = 0.0
+        obs, _, credit = self._advance()
+        return obs, self._info(False, credit)
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if self.engine is None or self.observer is None:
+            raise RuntimeError("call reset() before step()")
+        if self.engine.finished:
+            raise RuntimeError("the episode is over: call reset()")
+        action = int(action)
+        invalid = not (0 <= action < self.layout.actions and self.mask[action])
+        if invalid:
+            action = int(np.flatnonzero(self.mask)[0])
+        self.engine.step(self.observer.assignments(action))
+        before = self.potential
+        obs, terminated, credit = self._advance()
+        shaping = self.reward_settings.progress * (self.gamma * self.potential - before)
+        return obs, credit + shaping, terminated, False, self._info(invalid, credit)
+
+    def _advance(self) -> tuple[np.ndarray, bool, float]:
+        """Run to the next decision point: (observation, terminated, credit since the last one);
+        updates the mask and the potential."""
+        engine, observer = self.engine, self.observer
+        view = engine.next_decision()
+        settings = self.reward_settings
+        credit = 0.0
+        if engine.state.si[SI_DONE] > self.met + self.missed:  # pop only when a job finished
+            finished, met = engine.pop_finished()
+            late = finished[~met]
+            unpaid = late[observer.penalized[late] == 0]
+            observer.penalized[unpaid] = 1
+            weight = observer.weight
+            credit = (
+                settings.met * weight[finished[met]].sum() - settings.missed * weight[unpaid].sum()
+            )
+            self.met += int(met.sum())
+            self.missed += int(late.size)
+        if view is None:
+            self.mask = np.zeros(self.layout.actions, dtype=bool)
+            self.potential = 0.0
+            obs = np.zeros(self.layout.size, dtype=np.float32)
+        else:
+            seen = observer.observe(view)
+            obs, self.mask, self.potential = seen.obs, seen.mask, seen.potential
+            credit -= settings.missed * seen.hopeless_weight
+        self.episode_credit += credit
+        return obs, view is None, float(credit)
+
+    def _info(self, invalid: bool, credit: float) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "action_mask": self.mask.copy(),
+            "invalid_action": invalid,
+            "credit": credit,
+        }
+        if self.engine.finished:
+            info["sla_rate"] = self.met / self.jobs.height
+        return info
+
+    def episode_metrics(self) -> Mapping[str, float]:
+        """SLA rate and total credit of the finished episode (for validation)."""
+        if self.engine is None or not self.engine.finished:
+            raise RuntimeError("the episode has not finished")
+        return {"sla_rate": self.met / self.jobs.height, "episode_credit": self.episode_credit}

@@ -1,0 +1,362 @@
+"""What the RELMAS agent sees and chooses from at a decision point: candidate jobs, features, mask.
+
+One action assigns one ready job to an idle accelerator instance (or waits). The candidates are not
+simply the M earliest deadlines: under overload those are jobs that can no longer make it, and
+serving them first is what makes EDF collapse. The slots are, in this order:
+
+- slot 0, the *reference*: the job a configured heuristic (e.g. `sjf`) would start first, so that
+  the agent can always do what that heuristic does (and the warm start can imitate it);
+- `candidates` slots: the feasible jobs with the least remaining work (SJF among feasible jobs);
+- `candidates` slots: the feasible jobs with the earliest deadlines (EDF among feasible jobs);
+- one slot: the hopeless job with the least remaining work (work for otherwise idle instances).
+
+*Feasible* = it can still meet its deadline: slack >= remaining work at full speed on the best
+types. A job that is not feasible has certainly missed (no layer runs faster than its `latency_s`),
+which is also when the reward charges its miss. A chosen job goes to the *fastest free instance*
+for its next layer (the heuristics' rule; choosing the instance type as well changed the SLA rate by
+under 1% with hand-written rules, not worth multiplying the actions). The last action is "wait":
+start nothing until the next event. It is valid only when no candidate could start on an instance
+of its own fastest type — waiting is for holding work back from slow instances, never for idling a
+fast one (an agent free to wait learned, on a light scenario, to idle four instances in six while
+a burst's queue grew to over a hundred jobs).
+
+Features (docs/relmas.md lists them all) are computed by one Numba kernel from the engine's state
+arrays, a few microseconds per decision, and normalised by two time scales of the system: tau, the
+mean isolated latency of the configured models, and tau_layer, the mean best latency of a layer.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from relmas.hw import jit_cache
+from relmas.policies import make_policy
+from relmas.policies.heuristics import HeuristicPolicy
+from relmas.sim import kernels as engine_kernels
+from relmas.sim.engine import DecisionView, Engine
+from relmas.sim.kernels import (
+    AF_DEMAND,
+    AF_RATE,
+    AF_WORK,
+    AI_JOB,
+    AI_TYPE,
+    JF_DEADLINE,
+    JF_ISOLATED,
+    JF_PRIORITY,
+    JF_READY_SINCE,
+    JI_CURSOR,
+    SF_BW_IN_USE,
+    SF_NOW,
+    SI_READY_N,
+    State,
+    Tables,
+    refresh_rates,
+)
+
+SLOT_BASE_FEATURES = 9  # per slot, before the per-type latency and demand
+INSTANCE_FEATURES = 3
+GLOBAL_FEATURES = 7
+FEATURE_BOUND = 30.0  # features are clipped to [-FEATURE_BOUND, FEATURE_BOUND]
+MISS_TOLERANCE = 1e-9  # relative: a miss is certain only beyond rounding of event times
+
+
+@dataclass(frozen=True)
+class ObservationSettings:
+    """`candidates` jobs per ranking (shortest, earliest feasible); `reference` heuristic name."""
+
+    candidates: int = 2
+    reference: str = "sjf"
+
+    @property
+    def slots(self) -> int:
+        return 2 + 2 * self.candidates
+
+    def action_groups(self) -> tuple[str, ...]:
+        """What each action stands for: its candidate ranking, or wait."""
+        k = self.candidates
+        return ("reference", *["shortest"] * k, *["earliest"] * k, "hopeless", "wait")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Sizes of the observation of one system: slots, accelerator types and instances."""
+
+    slots: int
+    types: int
+    instances: int
+
+    @property
+    def slot_features(self) -> int:
+        return SLOT_BASE_FEATURES + 2 * self.types
+
+    @property
+    def size(self) -> int:
+        return (
+            self.slots * self.slot_features + self.instances * INSTANCE_FEATURES + GLOBAL_FEATURES
+        )
+
+    @property
+    def actions(self) -> int:
+        return self.slots + 1  # the last one waits
+
+
+@njit(cache=True)
+def _signed_log(x: float) -> float:
+    return np.log1p(x) if x >= 0.0 else -np.log1p(-x)
+
+
+@njit(cache=True)
+def _insert(keys: np.ndarray, jobs: np.ndarray, key: float, job: int) -> None:
+    """Insert (key, job) into the ascending top-k arrays if it ranks (ties: lower job first)."""
+    k = keys.shape[0]
+    if key > keys[k - 1] or (key == keys[k - 1] and (jobs[k - 1] >= 0 and job > jobs[k - 1])):
+        return
+    i = k - 1
+    while i > 0 and (key < keys[i - 1] or (key == keys[i - 1] and job < jobs[i - 1])):
+        keys[i] = keys[i - 1]
+        jobs[i] = jobs[i - 1]
+        i -= 1
+    keys[i] = key
+    jobs[i] = job
+
+
+@njit(cache=True)
+def _fastest_idle(T: Tables, S: State, row: int) -> int:
+    best = -1
+    for a in range(S.ai.shape[0]):
+        if S.ai[a, AI_JOB] < 0 and (
+            best < 0 or T.latency[row, S.ai[a, AI_TYPE]] < T.latency[row, S.ai[best, AI_TYPE]]
+        ):
+            best = a
+    return best
+
+
+@njit(cache=True)
+def _feasible(now: float, remaining: float, deadline: float) -> bool:
+    """Whether the remaining work at full speed still fits before the deadline."""
+    return now + remaining <= deadline + MISS_TOLERANCE * max(1.0, abs(deadline))
+
+
+@njit(cache=True)
+def _share(value: float, capacity: float) -> float:
+    """value / capacity, 0 with unlimited bandwidth."""
+    return 0.0 if capacity == np.inf else value / capacity
+
+
+@njit(cache=True)
+def observe(
+    T: Tables,
+    S: State,
+    scales: np.ndarray,
+    reference: int,
+    can_wait: bool,
+    penalized: np.ndarray,
+    weight: np.ndarray,
+    initial_work: np.ndarray,
+    obs: np.ndarray,
+    slots: np.ndarray,
+    targets: np.ndarray,
+    mask: np.ndarray,
+) -> tuple[float, float]:
+    """Fill `obs`, the job of each slot (`slots`, -1 = empty), the instance it would go to
+    (`targets`) and the action `mask` (wait only if `can_wait` and no candidate could start on an
+    instance of its fastest type); mark the ready jobs that have certainly missed their
+    deadline in `penalized`. Returns (sum of `weight` of the newly marked jobs, progress
+    potential = sum over the ready and running jobs not marked of weight x fraction of their work
+    done, a running layer counting as done; work = remaining work from `initial_work`).
+
+    `scales` = (tau, tau_layer, bandwidth capacity in B/s).
+    """
+    refresh_rates(S)
+    tau, tau_layer, capacity = scales[0], scales[1], scales[2]
+    now = S.sf[SF_NOW]
+    n_slots = slots.shape[0]
+    k = (n_slots - 2) // 2
+    n_types = T.latency.shape[1]
+    short_key = np.full(k, np.inf)
+    short_job = np.full(k, -1, dtype=np.int64)
+    early_key = np.full(k, np.inf)
+    early_job = np.full(k, -1, dtype=np.int64)
+    hopeless_key = np.full(1, np.inf)
+    hopeless_job = np.full(1, -1, dtype=np.int64)
+    penalty = 0.0
+    potential = 0.0
+    feasible = 0
+    feasible_work = 0.0
+    queue = S.si[SI_READY_N]
+    for i in range(queue):
+        job = S.ready[i]
+        remaining = T.remaining_work[S.ji[job, JI_CURSOR]]
+        deadline = S.jf[job, JF_DEADLINE]
+        if _feasible(now, remaining, deadline):
+            feasible += 1
+            feasible_work += remaining
+            potential += weight[job] * (1.0 - remaining / initial_work[job])
+            _insert(short_key, short_job, remaining, job)
+            _insert(early_key, early_job, deadline, job)
+        else:
+            if penalized[job] == 0:
+                penalized[job] = 1
+                penalty += weight[job]
+            _insert(hopeless_key, hopeless_job, remaining, job)
+    slots[0] = reference
+    slots[1 : 1 + k] = short_job
+    slots[1 + k : 1 + 2 * k] = early_job
+    slots[n_slots - 1] = hopeless_job[0]
+
+    obs[:] = 0.0
+    width = SLOT_BASE_FEATURES + 2 * n_types
+    best_type_idle = False
+    for s in range(n_slots):
+        job = slots[s]
+        mask[s] = job >= 0
+        targets[s] = -1
+        if job < 0:
+            continue
+        row = S.ji[job, JI_CURSOR]
+        target = _fastest_idle(T, S, row)
+        targets[s] = target
+        remaining = T.remaining_work[row]
+        deadline = S.jf[job, JF_DEADLINE]
+        slack = deadline - now
+        base = s * width
+        obs[base] = 1.0
+        obs[base + 1] = 1.0 if _feasible(now, remaining, deadline) else 0.0
+        obs[base + 2] = _signed_log(slack / tau)
+        obs[base + 3] = np.log1p(remaining / tau)
+        obs[base + 4] = _signed_log((slack - remaining) / tau)
+        obs[base + 5] = remaining / S.jf[job, JF_ISOLATED]
+        obs[base + 6] = S.jf[job, JF_PRIORITY] / 9.0
+        obs[base + 7] = np.log1p((now - S.jf[job, JF_READY_SINCE]) / tau)
+        latency = T.latency[row, S.ai[target, AI_TYPE]]
+        best_type_idle = best_type_idle or latency <= T.best_latency[row]
+        obs[base + 8] = np.log(latency / T.best_latency[row])
+        for t in range(n_types):
+            obs[base + SLOT_BASE_FEATURES + t] = np.log1p(T.latency[row, t] / tau_layer)
+            obs[base + SLOT_BASE_FEATURES + n_types + t] = _share(T.demand[row, t], capacity)
+    mask[n_slots] = can_wait and not best_type_idle
+
+    base = n_slots * width
+    instances = S.ai.shape[0]
+    idle = 0
+    for a in range(instances):
+        job = S.ai[a, AI_JOB]
+        if job < 0:
+            obs[base] = 1.0
+            idle += 1
+        else:
+            if penalized[job] == 0:
+                after = T.remaining_work[S.ji[job, JI_CURSOR] + 1]
+                potential += weight[job] * (1.0 - after / initial_work[job])
+            rate = S.af[a, AF_RATE]
+            obs[base + 1] = np.log1p(S.af[a, AF_WORK] / rate / tau_layer)
+            obs[base + 2] = _share(S.af[a, AF_DEMAND] * rate, capacity)
+        base += INSTANCE_FEATURES
+    obs[base] = np.log1p(queue)
+    obs[base + 1] = np.log1p(feasible)
+    obs[base + 2] = np.log1p(queue - feasible)
+    obs[base + 3] = np.log1p(feasible_work / (instances * tau))
+    obs[base + 4] = _share(S.sf[SF_BW_IN_USE], capacity)
+    obs[base + 5] = idle / instances
+    obs[base + 6] = 1.0 if can_wait else 0.0
+    for i in range(obs.shape[0]):
+        obs[i] = min(max(obs[i], -FEATURE_BOUND), FEATURE_BOUND)
+    return penalty, potential
+
+
+# The cached kernel embeds the engine's column constants: recompile when either source changes.
+jit_cache.refresh(
+    observe, (engine_kernels, sys.modules[__name__]), stamp="relmas-rl-observe.sha256"
+)
+
+
+def time_scales(engine: Engine) -> tuple[float, float]:
+    """(tau, tau_layer): mean isolated latency of the models, mean best latency of a layer."""
+    tables = engine.tables
+    layers = np.concatenate(
+        [
+            np.arange(first, first + n)
+            for first, n in zip(tables.first_row, tables.n_layers, strict=True)
+        ]
+    )
+    return float(tables.isolated_s.mean()), float(tables.best_latency_s[layers].mean())
+
+
+class Observation(NamedTuple):
+    obs: np.ndarray  # float32 features
+    mask: np.ndarray  # bool, valid actions
+    hopeless_weight: float  # weight of the jobs found certainly late since the last observation
+    potential: float  # weighted progress of the jobs that can still meet their deadline
+
+
+class Observer:
+    """Observation, mask and action translation for one engine (one simulation).
+
+    Also tracks which jobs have certainly missed their deadline, and their progress, for the
+    reward (`Observation.hopeless_weight`, `Observation.potential`).
+    """
+
+    def __init__(self, engine: Engine, settings: ObservationSettings, weight: np.ndarray):
+        self.engine = engine
+        self.settings = settings
+        self.layout = Layout(settings.slots, len(engine.tables.types), engine.state.ai.shape[0])
+        self.weight = np.ascontiguousarray(weight, dtype=np.float64)
+        self.penalized = np.zeros(engine.jobs.height, dtype=np.int8)
+        tables = engine.tables
+        self.initial_work = tables.remaining_work_s[tables.first_row[engine.model_indices]]
+        tau, tau_layer = time_scales(engine)
+        self.scales = np.array([tau, tau_layer, engine.state.sf[engine_kernels.SF_CAPACITY]])
+        self.slots = np.full(settings.slots, -1, dtype=np.int64)
+        self.targets = np.full(settings.slots, -1, dtype=np.int64)
+        self.reference: HeuristicPolicy = make_policy(settings.reference)  # type: ignore[assignment]
+        self.reference.reset(engine)
+        T, S = engine.kernel_tables, engine.state
+        self._observe = engine_kernels.entry_point(
+            observe,
+            T,
+            S,
+            self.scales,
+            0,
+            True,
+            self.penalized,
+            self.weight,
+            self.initial_work,
+            np.zeros(self.layout.size, dtype=np.float32),
+            self.slots,
+            self.targets,
+            np.zeros(self.layout.actions, dtype=bool),
+        )
+
+    def observe(self, view: DecisionView) -> Observation:
+        """The observation at `view` (marks the jobs found certainly late as penalized)."""
+        engine = self.engine
+        first = self.reference.decide(view)
+        reference = first[0][0] if first else -1
+        obs = np.empty(self.layout.size, dtype=np.float32)
+        mask = np.empty(self.layout.actions, dtype=bool)
+        hopeless, potential = self._observe(
+            engine.kernel_tables,
+            engine.state,
+            self.scales,
+            reference,
+            view.can_wait,
+            self.penalized,
+            self.weight,
+            self.initial_work,
+            obs,
+            self.slots,
+            self.targets,
+            mask,
+        )
+        return Observation(obs, mask, hopeless, potential)
+
+    def assignments(self, action: int) -> list[tuple[int, int]]:
+        """The (job, instance) pair that `action` starts ([] = wait), for the last observation."""
+        if action == self.layout.slots:
+            return []
+        return [(int(self.slots[action]), int(self.targets[action]))]

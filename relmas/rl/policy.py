@@ -1,0 +1,50 @@
+"""`relmas`: the trained DQN scheduler behind the common Policy interface.
+
+Each decision is one forward pass of the network (Numba, `GreedyPolicy`) on the observation of
+`relmas.rl.observation`, and starts at most one job: the engine then offers the next decision at
+the same instant if instances are still idle, exactly as in training. Its energy per decision is
+that of running the network on the accelerator recorded at training (`agent.json`), so the
+simulator adds it to the system's energy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from relmas.errors import InputError
+from relmas.policies.base import Policy, register
+from relmas.rl.agent import AGENT_FILE, load_agent
+from relmas.rl.observation import Observer
+from relmas.sim.engine import DecisionView, Engine
+
+
+@register("relmas")
+class RelmasPolicy(Policy):
+    """A trained agent (`agent`: its training directory) scheduling greedily."""
+
+    name = "relmas"
+
+    def __init__(self, seed: int = 0, agent: str | Path | None = None) -> None:
+        if agent is None:
+            raise InputError(None, "--agent", "a trained RELMAS agent directory", "none given")
+        self.directory = Path(agent)
+        self.info, self.network = load_agent(self.directory)
+        self.decision_energy_j = float(self.info.decision_cost["energy_j"])
+        self.observer: Observer | None = None
+
+    def reset(self, engine: Engine) -> None:
+        if engine.system.instance_types != self.info.instance_types:
+            raise InputError(
+                self.directory / AGENT_FILE,
+                "instance_types",
+                f"an agent trained on this system's instances {list(engine.system.instance_types)}",
+                list(self.info.instance_types),
+            )
+        weight = np.ones(engine.jobs.height)  # rewards are not needed to act
+        self.observer = Observer(engine, self.info.observation, weight)
+
+    def decide(self, view: DecisionView) -> list[tuple[int, int]]:
+        seen = self.observer.observe(view)
+        return self.observer.assignments(self.network(seen.obs, seen.mask))

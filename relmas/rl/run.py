@@ -1,0 +1,222 @@
+"""`relmas train`: train the RELMAS agent of one configured scenario, end to end.
+
+Training traces come from `training.seeds`, validation traces from `training.validation_seeds` —
+both disjoint from `evaluation.seeds`, so evaluation is on unseen traces. Before training, every
+heuristic is scored on the validation traces; the best one becomes the reference slot of the
+observation (with `reference: best`) and the teacher of the optional warm start
+(`training.dqn.teacher_steps`). The agent is validated every `training.dqn.validation_every` steps
+(SLA rate on the validation traces) and the best one is kept as best.pt.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from relmas.errors import InputError
+from relmas.evaluate import simulate
+from relmas.hw.spec import Spec, parse_spec
+from relmas.io import atomic_path
+from relmas.rl.agent import AgentInfo, write_agent_info
+from relmas.rl.checkpoint import BEST, LAST, load_network
+from relmas.rl.env import SchedulingEnv
+from relmas.rl.network import GreedyPolicy, QNetwork
+from relmas.rl.observation import ObservationSettings
+from relmas.rl.overhead import decision_cost
+from relmas.rl.settings import (
+    BEST_REFERENCE,
+    TrainingSettings,
+    parse_training,
+    reference_heuristics,
+)
+from relmas.rl.train import Logger, TrainResult, train
+from relmas.sim.costs import CostTables, load_costs
+from relmas.sim.system import System
+from relmas.workload import generate_trace, parse_scenario, scenario_system
+
+SETTINGS_FILE = "training.json"  # observation and reward settings of the run, for resuming
+
+
+@dataclass(frozen=True)
+class ScenarioTrainResult:
+    agent_dir: Path
+    learner: TrainResult  # steps, episodes, best step, checkpoint paths
+    reference: str  # the heuristic of the reference slot (and teacher)
+    heuristics_validation: dict[str, float]  # SLA rate of each heuristic on the validation traces
+    validation: dict[str, float]  # the best agent's validation metrics
+    decision_cost: dict[str, Any]  # MACs, energy and latency of one decision
+    wall_seconds: float
+    cpu_seconds: float
+
+    def metrics(self) -> dict[str, float]:
+        """Flat numbers for tracking."""
+        return {
+            "train_wall_seconds": self.wall_seconds,
+            "train_cpu_seconds": self.cpu_seconds,
+            "train_steps": float(self.learner.steps),
+            "train_episodes": float(self.learner.episodes),
+            "best_step": float(self.learner.best_step),
+            **{f"best_val_{k}": v for k, v in self.validation.items()},
+            "reference_val_sla_rate": self.heuristics_validation[self.reference],
+            "decision_macs": float(self.decision_cost["macs"]),
+            "decision_energy_j": float(self.decision_cost["energy_j"]),
+        }
+
+
+def train_scenario(
+    config: Mapping[str, Any],
+    scenario: str,
+    out_dir: str | Path,
+    costs_dir: str | Path,
+    *,
+    source: str | Path | None = None,
+    logger: Logger | None = None,
+    resume: bool = True,
+) -> ScenarioTrainResult:
+    """Train the agent of `scenario` into `out_dir` (best.pt, last.pt, agent.json).
+
+    `logger(metrics, step)` receives the learner's curves and the validation scores;
+    `resume` continues from `out_dir`/last.pt when present (same settings required).
+    """
+    wall, cpu = time.perf_counter(), time.process_time()
+    log = logger or (lambda metrics, step: None)
+    settings = parse_training(config, source)
+    out_dir = Path(out_dir)
+    if scenario not in config["scenarios"]:
+        known = sorted(config["scenarios"])
+        raise InputError(source, "--scenario", f"one of the configured scenarios {known}", scenario)
+    parsed = parse_scenario(scenario, config["scenarios"][scenario], list(config["models"]), source)
+    if settings.jobs is not None:
+        parsed = replace(parsed, jobs=settings.jobs)
+    system = scenario_system(config, scenario, source)
+    tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
+
+    def trace(seed: int) -> pl.DataFrame:
+        return generate_trace(scenario, parsed, system, tables, seed, source)
+
+    validation_traces = [trace(seed) for seed in settings.validation_seeds]
+    heuristics = heuristic_scores(system, tables, validation_traces)
+    log({f"val_heuristic_{name}_sla_rate": rate for name, rate in heuristics.items()}, 0)
+    observation = settings.observation
+    if observation.reference == BEST_REFERENCE:
+        observation = replace(observation, reference=max(heuristics, key=heuristics.__getitem__))
+    _check_resumable(out_dir, observation, settings, resume)
+
+    def make_env(seed: int) -> SchedulingEnv:
+        return SchedulingEnv(
+            system, tables, trace(seed), observation, settings.reward, settings.dqn.gamma
+        )
+
+    validation_envs = [
+        SchedulingEnv(system, tables, jobs, observation, settings.reward, settings.dqn.gamma)
+        for jobs in validation_traces
+    ]
+
+    def validate(policy: GreedyPolicy) -> dict[str, float]:
+        runs = [rollout(env, policy) for env in validation_envs]
+        return {key: float(np.mean([run[key] for run in runs])) for key in runs[0]}
+
+    learner = train(
+        make_env,
+        settings.dqn,
+        out_dir,
+        logger=log,
+        validate=validate,
+        teacher=reference_teacher,
+        resume=resume,
+    )
+    hosts = (settings.overhead_accelerator,) if settings.overhead_accelerator else tables.types
+    specs = {name: parse_spec(name, config["accelerators"][name], source) for name in hosts}
+    cost = cheapest_decision(load_network(out_dir / BEST), specs)
+    info = AgentInfo(
+        scenario=scenario,
+        observation=observation,
+        reward=settings.reward,
+        instance_types=system.instance_types,
+        accelerator_types=tables.types,
+        decision_cost=cost,
+        validation=learner.best_metrics,
+        heuristics_validation=heuristics,
+    )
+    write_agent_info(out_dir, info)
+    return ScenarioTrainResult(
+        agent_dir=out_dir,
+        learner=learner,
+        reference=observation.reference,
+        heuristics_validation=heuristics,
+        validation=learner.best_metrics,
+        decision_cost=cost,
+        wall_seconds=time.perf_counter() - wall,
+        cpu_seconds=time.process_time() - cpu,
+    )
+
+
+def heuristic_scores(
+    system: System, tables: CostTables, traces: Sequence[pl.DataFrame]
+) -> dict[str, float]:
+    """Mean SLA rate of every reference heuristic over `traces`."""
+    return {
+        name: float(
+            np.mean([simulate(system, jobs, tables, name).metrics["sla_rate"] for jobs in traces])
+        )
+        for name in reference_heuristics()
+    }
+
+
+def cheapest_decision(network: QNetwork, specs: Mapping[str, Spec]) -> dict[str, Any]:
+    """The cost of one decision on the accelerator (of `specs`) where it takes the least energy."""
+    costs = [decision_cost(network, name, spec) for name, spec in specs.items()]
+    return min(costs, key=lambda cost: cost["energy_j"])
+
+
+def rollout(env: SchedulingEnv, policy: GreedyPolicy) -> dict[str, float]:
+    """Run `policy(obs, mask)` greedily through one episode of `env`: its episode metrics and the
+    share of its decisions that went to each kind of action (`share_<group>`)."""
+    groups = env.observation_settings.action_groups()
+    counts = dict.fromkeys(groups, 0)
+    obs, info = env.reset()
+    done = False
+    while not done:
+        action = policy(obs, info["action_mask"])
+        counts[groups[action]] += 1
+        obs, _, done, _, info = env.step(action)
+    total = sum(counts.values())
+    shares = {f"share_{group}": count / total for group, count in counts.items()}
+    return {**env.episode_metrics(), **shares}
+
+
+def reference_teacher(obs: np.ndarray, info: Mapping[str, Any]) -> int:
+    """Act as the reference heuristic: its pick (slot 0); when it waits, wait (if allowed)."""
+    mask = info["action_mask"]
+    if mask[0]:
+        return 0
+    return len(mask) - 1 if mask[-1] else int(np.flatnonzero(mask)[0])
+
+
+def _check_resumable(
+    out_dir: Path, observation: ObservationSettings, settings: TrainingSettings, resume: bool
+) -> None:
+    """Refuse to resume a run whose observation or reward differs (the learner checks its own
+    config in last.pt); record them for later resumes otherwise. Kept in its own file because a
+    workflow may delete the declared outputs (best.pt, agent.json) before rerunning a job."""
+    path = out_dir / SETTINGS_FILE
+    current = {"observation": asdict(observation), "reward": asdict(settings.reward)}
+    if resume and (out_dir / LAST).is_file() and path.is_file():
+        previous = json.loads(path.read_text())
+        if previous != current:
+            raise InputError(
+                path,
+                "observation/reward",
+                "the same training.observation and training.reward as the run being resumed",
+                previous,
+            )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path, suffix=".json") as tmp:
+        Path(tmp).write_text(json.dumps(current, sort_keys=True))

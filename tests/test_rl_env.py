@@ -1,0 +1,369 @@
+"""The RELMAS environment, policy, training entry point and overhead, on synthetic cost tables."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from relmas.config import load_config
+from relmas.errors import InputError
+from relmas.evaluate import evaluate_scenario, simulate
+from relmas.io import write_parquet
+from relmas.policies import make_policy
+from relmas.rl.agent import read_agent_info
+from relmas.rl.checkpoint import load_checkpoint, load_network, load_policy
+from relmas.rl.env import RewardSettings, SchedulingEnv
+from relmas.rl.network import (
+    GreedyPolicy,
+    QNetwork,
+    forward_macs,
+    policy_layer_table,
+    to_numpy_weights,
+)
+from relmas.rl.observation import ObservationSettings
+from relmas.rl.overhead import overhead_metrics
+from relmas.rl.run import rollout, train_scenario
+from relmas.rl.settings import parse_training
+from relmas.sim.costs import CostTables, load_costs
+from relmas.sim.engine import Engine
+from relmas.sim.synthetic import synthetic_costs
+from relmas.sim.system import load_system
+from relmas.workload import generate_trace, make_workload, scenario_system
+
+SYSTEM = load_system(
+    {"instances": [{"name": "x", "count": 2}, {"name": "y", "count": 1}], "dram_gbps": 8.0}
+)
+SCENARIO = {
+    "models": {"a": 1, "b": 1, "c": 1},
+    "tenants": [
+        {"name": "gold", "priority": 9, "slack": 3.0, "share": 0.3},
+        {"name": "silver", "priority": 3, "slack": 5.0, "share": 0.3},
+        {"name": "bronze", "priority": 1, "slack": 10.0, "share": 0.4},
+    ],
+    "arrival": {"process": "poisson", "load": 1.2},
+    "jobs": 60,
+}
+
+
+@pytest.fixture(scope="module")
+def tables() -> CostTables:
+    costs = synthetic_costs({"a": 5, "b": 8, "c": 3}, ["x", "y"], seed=3)
+    return CostTables.from_frame(costs, SYSTEM.accelerator_types)
+
+
+def make_env(tables, seed=0, **kwargs) -> SchedulingEnv:
+    jobs = generate_trace("synthetic", SCENARIO, SYSTEM, tables, seed)
+    return SchedulingEnv(SYSTEM, tables, jobs, **kwargs)
+
+
+def random_rollout(env: SchedulingEnv, seed: int):
+    """Random valid actions; checks every assignment against the engine before it is made.
+    Returns the rewards, the credits and the observations."""
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    rewards, credits, observations = [], [info["credit"]], [obs]
+    done = False
+    while not done:
+        mask = info["action_mask"]
+        assert mask.any() and env.observation_space.contains(obs)
+        action = int(rng.choice(np.flatnonzero(mask)))
+        for job, acc in env.observer.assignments(action):
+            state = env.engine.state
+            assert job in state.ready[: state.si[6]] and state.ai[acc, 1] < 0  # ready, idle
+        obs, reward, done, truncated, info = env.step(action)
+        assert not info["invalid_action"] and not truncated
+        rewards.append(reward)
+        credits.append(info["credit"])
+        observations.append(obs)
+    return np.array(rewards), np.array(credits), np.array(observations)
+
+
+def test_check_env_accepts_the_environment(tables):
+    check_env(make_env(tables), skip_render_check=True)
+
+
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(seed=st.integers(0, 10_000), candidates=st.integers(1, 4))
+def test_masked_random_rollouts_only_make_legal_assignments(tables, seed, candidates):
+    env = make_env(tables, seed % 5, observation=ObservationSettings(candidates, "edf"))
+    random_rollout(env, seed)
+    assert env.engine.finished and env.met + env.missed == env.jobs.height
+
+
+def test_wait_is_valid_only_when_safe_and_no_candidate_could_start_on_its_fastest_type(tables):
+    env = make_env(tables, 5)
+    rng = np.random.default_rng(0)
+    width = env.layout.slot_features
+    obs, info = env.reset()
+    done, waits = False, 0
+    while not done:
+        state = env.engine.state
+        can_wait = state.si[4] > 0 or state.si[0] < env.jobs.height  # running, or to arrive
+        present = obs[0 : env.layout.slots * width : width] == 1.0
+        placement_loss = obs[8 : env.layout.slots * width : width][present]
+        assert info["action_mask"][-1] == (can_wait and bool(np.all(placement_loss > 0)))
+        action = int(rng.choice(np.flatnonzero(info["action_mask"])))
+        waits += action == env.layout.slots
+        obs, _, done, _, info = env.step(action)
+    assert waits > 0
+    lone = SchedulingEnv(SYSTEM, tables, env.jobs.head(1))
+    _, info = lone.reset()
+    assert not info["action_mask"][-1] and info["action_mask"][0]  # nothing runs or will arrive
+
+
+def test_invalid_actions_are_replaced_and_flagged(tables):
+    env = make_env(tables)
+    _, info = env.reset()
+    invalid = int(np.flatnonzero(~info["action_mask"])[0])
+    _, _, _, _, info = env.step(invalid)
+    assert info["invalid_action"]
+    with pytest.raises(RuntimeError, match="reset"):
+        SchedulingEnv(SYSTEM, tables, env.jobs).step(0)
+
+
+@pytest.mark.parametrize("exponent", [0.0, 1.0])
+def test_credits_add_up_to_weighted_met_minus_missed(tables, exponent):
+    reward = RewardSettings(met=1.0, missed=2.0, priority_exponent=exponent, progress=0.5)
+    env = make_env(tables, 1, reward=reward)
+    _, credits, _ = random_rollout(env, 7)
+    result = env.engine.result("relmas")
+    met = result.jobs["met"].to_numpy()
+    weight = result.jobs["priority"].to_numpy().astype(float) ** exponent
+    weight /= weight.mean()
+    assert 0 < met.sum() < met.size  # both kinds of outcome occur
+    assert credits.sum() == pytest.approx(weight[met].sum() - 2.0 * weight[~met].sum())
+    assert env.episode_metrics()["episode_credit"] == pytest.approx(credits.sum())
+    assert env.observer.penalized.sum() == (~met).sum()  # every miss charged exactly once
+    assert env.episode_metrics()["sla_rate"] == pytest.approx(result.metrics["sla_rate"])
+
+
+def test_progress_shaping_is_potential_based(tables):
+    """Undiscounted, the shaping telescopes to zero over an episode: rewards add up to credits;
+    without shaping, rewards are the credits step by step."""
+    shaped = make_env(tables, 2, reward=RewardSettings(progress=1.0), gamma=1.0)
+    rewards, credits, _ = random_rollout(shaped, 3)
+    assert not np.allclose(rewards, credits[1:])  # the shaping moves reward in time...
+    assert rewards.sum() == pytest.approx(credits.sum())  # ...but adds none
+    plain = make_env(tables, 2, reward=RewardSettings(progress=0.0))
+    rewards, credits, _ = random_rollout(plain, 3)
+    np.testing.assert_array_equal(rewards, credits[1:])
+    assert credits[0] == 0.0  # nothing can be late before the first decision
+
+
+def test_environment_is_deterministic(tables):
+    first = random_rollout(make_env(tables, 2), 11)
+    second_env = make_env(tables, 2)
+    second = random_rollout(second_env, 11)
+    again = random_rollout(second_env, 11)  # reset replays the same trace
+    for a, b, c in zip(first, second, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+
+
+@pytest.mark.parametrize("reference", ["sjf", "edf", "prema"])
+def test_reference_slot_reproduces_its_heuristic(tables, reference):
+    env = make_env(tables, 3, observation=ObservationSettings(2, reference))
+    obs, info = env.reset()
+    done = False
+    while not done:
+        obs, _, done, _, info = env.step(0 if info["action_mask"][0] else env.layout.slots)
+    heuristic = simulate(SYSTEM, env.jobs, tables, reference)
+    finish = env.engine.result("relmas").jobs["finish_s"]
+    assert finish.to_list() == heuristic.jobs["finish_s"].to_list()
+
+
+def test_observation_scales_and_slots(tables):
+    env = make_env(tables, 4, observation=ObservationSettings(3, "sjf"))
+    layout = env.layout
+    assert layout.slots == 8 and layout.actions == 9
+    assert env.observation_space.shape == (8 * (9 + 2 * 2) + 3 * 3 + 7,)
+    _, _, observations = random_rollout(env, 5)
+    assert np.isfinite(observations).all()
+    assert np.abs(observations).max() <= env.observation_space.high[0]
+
+
+# ----------------------------------------------------------------------------- training
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """The quick config with tiny training settings, on synthetic cost tables of its models."""
+    root = tmp_path_factory.mktemp("quick")
+    config = load_config("config/quick.yaml")
+    layers = {model: 4 + 3 * i for i, model in enumerate(config["models"])}
+    costs = synthetic_costs(layers, list(config["accelerators"]), seed=5)
+    for (name,), part in costs.group_by("accelerator"):
+        write_parquet(part, root / "costs" / f"{name}.parquet")
+    config["training"].update(
+        {"jobs": 30, "seeds": [0, 1], "validation_seeds": [100]},
+        dqn={
+            **config["training"]["dqn"],
+            "total_steps": 900,
+            "learning_starts": 100,
+            "batch_size": 32,
+            "train_frequency": 2,
+            "target_update_every": 100,
+            "validation_every": 300,
+            "checkpoint_every": 250,
+            "log_every": 100,
+            "teacher_steps": 200,
+            "margin_weight": 1.0,
+        },
+    )
+    return config, root
+
+
+@pytest.fixture(scope="module")
+def trained(quick):
+    config, root = quick
+    logs = []
+    result = train_scenario(
+        config, "mixed", root / "agent", root / "costs", logger=lambda m, s: logs.append((m, s))
+    )
+    return result, logs
+
+
+def test_quick_training_gives_an_agent_that_evaluation_runs(quick, trained):
+    config, root = quick
+    result, logs = trained
+    assert result.learner.steps == 900 and result.learner.resumed_from is None
+    logged = {key for metrics, _ in logs for key in metrics}
+    assert {"loss", "val_sla_rate", "val_heuristic_sjf_sla_rate"} <= logged
+    info = read_agent_info(root / "agent")
+    assert info.observation.reference == result.reference
+    assert result.heuristics_validation[result.reference] == max(
+        result.heuristics_validation.values()
+    )
+    assert info.decision_cost == result.decision_cost
+    jobs = make_workload(config, "mixed", 1000, root / "costs")
+    write_parquet(jobs, root / "jobs.parquet")
+    evaluated = evaluate_scenario(
+        config,
+        "mixed",
+        "relmas",
+        1000,
+        root / "jobs.parquet",
+        root / "costs",
+        policy_options={"agent": str(root / "agent")},
+    )
+    metrics = evaluated.metrics
+    assert metrics["jobs"] == jobs.height and 0.0 <= metrics["sla_rate"] <= 1.0
+    assert metrics["energy_overhead_j"] == pytest.approx(
+        result.decision_cost["energy_j"] * metrics["decisions"]
+    )
+    assert result.metrics()["train_steps"] == 900
+
+
+def test_policy_acts_exactly_as_in_the_environment(quick, trained):
+    config, root = quick
+    system = scenario_system(config, "mixed")
+    tables = load_costs(root / "costs", system, models=tuple(config["models"]))
+    jobs = generate_trace("mixed", config["scenarios"]["mixed"], system, tables, 7)
+    info = read_agent_info(root / "agent")
+    env = SchedulingEnv(system, tables, jobs, info.observation, info.reward)
+    metrics = rollout(env, load_policy(root / "agent"))
+    simulated = simulate(system, jobs, tables, make_policy("relmas", agent=root / "agent"))
+    assert simulated.jobs["finish_s"].to_list() == env.engine.result("x").jobs["finish_s"].to_list()
+    assert simulated.metrics["sla_rate"] == metrics["sla_rate"]
+    assert simulated.metrics["decisions"] == env.engine.decisions
+
+
+def test_overhead_is_positive_and_consistent(quick, trained):
+    config, root = quick
+    result, _ = trained
+    net = load_network(root / "agent" / "best.pt")
+    cost = result.decision_cost
+    assert cost["macs"] == forward_macs(net) == policy_layer_table(net)["macs"].sum() > 0
+    assert cost["energy_j"] > 0 and cost["latency_s"] > 0
+    assert cost["accelerator"] in config["accelerators"]
+    system = scenario_system(config, "mixed")
+    tables = load_costs(root / "costs", system, models=tuple(config["models"]))
+    jobs = generate_trace("mixed", config["scenarios"]["mixed"], system, tables, 8)
+    run = simulate(system, jobs, tables, make_policy("relmas", agent=root / "agent"))
+    overhead = overhead_metrics(cost, run)
+    assert all(value > 0 for value in overhead.values())
+    assert overhead["overhead_energy_j"] == pytest.approx(run.metrics["energy_overhead_j"])
+    assert overhead["overhead_energy_ratio"] > overhead["overhead_energy_share"]
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_resume_after_interruption_gives_the_same_agent(quick, trained):
+    config, root = quick
+
+    def interrupt(metrics, step):
+        if step >= 600:
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        train_scenario(config, "mixed", root / "cut", root / "costs", logger=interrupt)
+    saved = load_checkpoint(root / "cut" / "last.pt")["step"]
+    assert 250 <= saved < 600  # the last episode end after a checkpoint period
+    resumed = train_scenario(config, "mixed", root / "cut", root / "costs")
+    assert resumed.learner.resumed_from == saved and resumed.learner.steps == 900
+    for name in ("best.pt", "last.pt"):
+        full = load_checkpoint(root / "agent" / name)["online"]
+        cut = load_checkpoint(root / "cut" / name)["online"]
+        assert all(torch.equal(full[key], cut[key]) for key in full)
+    assert read_agent_info(root / "cut") == read_agent_info(root / "agent")
+
+    changed = copy.deepcopy(config)
+    changed["training"]["reward"]["missed"] = 3.0
+    with pytest.raises(InputError, match="training.json: observation/reward"):
+        train_scenario(changed, "mixed", root / "cut", root / "costs")
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"seeds": [1000, 1]}, "training.seeds"),
+        ({"validation_seeds": [0]}, "training.validation_seeds"),
+        (
+            {"observation": {"candidates": 2, "reference": "random"}},
+            "training.observation.reference",
+        ),
+        ({"overhead_accelerator": "tpu"}, "training.overhead_accelerator"),
+        ({"dqn": {"train_seeds": [3]}}, "training.dqn.train_seeds"),
+        ({"dqn": {"gamma": 2.0}}, "training.dqn.gamma"),
+    ],
+)
+def test_training_settings_errors_name_the_key(quick, change, key):
+    config = copy.deepcopy(quick[0])
+    config["training"].update(change)
+    with pytest.raises(InputError, match=key.replace(".", r"\.")):
+        parse_training(config, "config.yaml")
+
+
+def test_relmas_policy_needs_an_agent_of_the_same_system(quick, trained, tables):
+    config, root = quick
+    with pytest.raises(InputError, match="--agent"):
+        make_policy("relmas")
+    jobs = generate_trace("synthetic", SCENARIO, SYSTEM, tables, 0)
+    policy = make_policy("relmas", agent=root / "agent")
+    with pytest.raises(InputError, match="instance_types"):
+        policy.reset(Engine(SYSTEM, tables, jobs))
+
+
+def test_greedy_policy_of_a_fresh_network_only_picks_valid_actions(tables):
+    env = make_env(tables, 6)
+    torch.manual_seed(0)
+    policy = GreedyPolicy(to_numpy_weights(QNetwork(env.layout.size, env.layout.actions)))
+    obs, info = env.reset()
+    done = False
+    while not done:
+        action = policy(obs, info["action_mask"])
+        assert info["action_mask"][action]
+        obs, _, done, _, info = env.step(action)
+        assert not info["invalid_action"]
+    assert isinstance(env.engine.result("x").jobs, pl.DataFrame)
