@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -144,6 +145,68 @@ def cmd_workload(args: argparse.Namespace) -> None:
     print(f"{args.scenario} seed {args.seed}: {jobs.height} jobs over {span:.3f} s -> {args.out}")
 
 
+def cmd_train(args: argparse.Namespace) -> None:
+    """Train the RELMAS agent of one scenario; one MLflow run with its learning curves."""
+    from relmas import tracking
+    from relmas.rl.run import train_scenario
+    from relmas.rl.settings import parse_training
+
+    config = load_configs(args.config)
+    source = ", ".join(args.config)
+    _check_scenario(config, args.scenario, source)
+    settings = parse_training(config, source)
+    progress = Progress(f"train {args.scenario}", settings.dqn.total_steps)
+    with tracking.stage_run(
+        "train",
+        config,
+        tags={"scenario": args.scenario, "policy": "relmas"},
+        params={"scenario": args.scenario, "training": config["training"]},
+    ) as run:
+
+        def logger(metrics: Mapping[str, float], step: int) -> None:
+            run.log_metrics(metrics, step=step)
+            progress.update(step, metrics)
+
+        result = train_scenario(
+            config,
+            args.scenario,
+            args.out,
+            args.costs,
+            source=source,
+            logger=logger,
+            resume=not args.fresh,
+        )
+        run.log_metrics(result.metrics())
+        for name in ("best.pt", "agent.json"):
+            run.log_artifact(args.out / name, "agent")
+    print(
+        f"{args.scenario}: {result.learner.steps} steps in {result.wall_seconds:.0f} s, "
+        f"best validation {result.validation} at step {result.learner.best_step} -> {args.out}"
+    )
+
+
+class Progress:
+    """Periodic progress lines for long stages: step, rate, ETA, and the latest metrics."""
+
+    def __init__(self, label: str, total: int, every_s: float = 10.0):
+        self.label, self.total, self.every_s = label, total, every_s
+        self.start = time.perf_counter()
+        self.last_print = -math.inf
+
+    def update(self, step: int, metrics: Mapping[str, float]) -> None:
+        now = time.perf_counter()
+        if now - self.last_print < self.every_s and step < self.total:
+            return
+        self.last_print = now
+        rate = step / max(now - self.start, 1e-9)
+        eta = (self.total - step) / rate if rate > 0 else math.inf
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in list(metrics.items())[:4])
+        print(
+            f"{self.label}: step {step}/{self.total} ({rate:.0f}/s, ETA {eta:.0f} s) {shown}",
+            flush=True,
+        )
+
+
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """One policy on the traces of one scenario: per seed a results file, one MLflow run in all."""
     import statistics
@@ -186,8 +249,11 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                 policy_options=options,
                 record=record,
             )
-            write_results(result, out, summary_path(out), scenario=args.scenario, seed=seed)
-            row = summary_row(result, args.scenario, seed).row(0, named=True)
+            extra = _policy_overhead(args, result)
+            write_results(
+                result, out, summary_path(out), scenario=args.scenario, seed=seed, extra=extra
+            )
+            row = summary_row(result, args.scenario, seed, extra).row(0, named=True)
             metrics = {k: v for k, v in row.items() if isinstance(v, int | float) and k != "seed"}
             metrics |= {f"sla_rate.{tenant}": v for tenant, v in result.sla_by_tenant.items()}
             run.log_metrics({f"seed.{k}": v for k, v in metrics.items()}, step=seed)
@@ -196,6 +262,16 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                 _log_gantt(run, result, args.gantt)
             print(f"{args.scenario} {args.policy} seed {seed}: sla_rate {row['sla_rate']:.3f}")
         run.log_metrics({k: statistics.fmean(r[k] for r in rows) for k in rows[0]})
+
+
+def _policy_overhead(args: argparse.Namespace, result: Any) -> dict[str, float]:
+    """RELMAS's own cost in this run (MACs, energy and time per decision); nothing for others."""
+    if args.policy != "relmas" or args.agent is None:
+        return {}
+    from relmas.rl.agent import read_agent_info
+    from relmas.rl.overhead import overhead_metrics
+
+    return overhead_metrics(read_agent_info(args.agent).decision_cost, result)
 
 
 def summary_path(results_path: Path) -> Path:
@@ -329,6 +405,15 @@ def build_parser() -> argparse.ArgumentParser:
     workload.add_argument("--seed", required=True, type=int)
     workload.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
     workload.add_argument("--out", required=True, type=Path, help="job trace Parquet to write")
+
+    train = command("train", cmd_train, "train the RELMAS agent of one scenario")
+    config_arg(train)
+    train.add_argument("--scenario", required=True, help="a scenario of the config")
+    train.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
+    train.add_argument("--out", required=True, type=Path, help="agent directory to write")
+    train.add_argument(
+        "--fresh", action="store_true", help="start over instead of resuming from OUT/last.pt"
+    )
 
     evaluate = command("evaluate", cmd_evaluate, "run one policy on a scenario's traces")
     config_arg(evaluate)

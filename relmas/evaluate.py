@@ -74,14 +74,17 @@ def simulate(
     return Engine(system, tables, jobs, static_w=static_w, record=record).run(policy)
 
 
-def summary_row(result: SimResult, scenario: str, seed: int) -> pl.DataFrame:
-    """One SUMMARY_SCHEMA row (plus SUMMARY_EXTRA columns) for `result`."""
+def summary_row(
+    result: SimResult, scenario: str, seed: int, extra: Mapping[str, float] | None = None
+) -> pl.DataFrame:
+    """One SUMMARY_SCHEMA row (plus SUMMARY_EXTRA columns, plus the policy's `extra` metrics)."""
     metrics = result.metrics
     row: dict[str, Any] = {"scenario": scenario, "policy": result.policy, "seed": seed}
     row["jobs"] = int(metrics["jobs"])
     row.update({key: metrics[key] for key in SUMMARY_SCHEMA if key not in row})
     row.update({key: metrics[key] for key in SUMMARY_EXTRA})
-    schema = dict(SUMMARY_SCHEMA) | {key: pl.Float64() for key in SUMMARY_EXTRA}
+    row.update(extra or {})
+    schema = dict(SUMMARY_SCHEMA) | {key: pl.Float64() for key in (*SUMMARY_EXTRA, *(extra or {}))}
     return pl.DataFrame([row], schema=schema)
 
 
@@ -92,8 +95,10 @@ def write_results(
     *,
     scenario: str,
     seed: int,
+    extra: Mapping[str, float] | None = None,
 ) -> None:
-    """Per-job results (JOB_RESULT_SCHEMA, metrics in the file metadata), optionally the summary."""
+    """Per-job results (JOB_RESULT_SCHEMA, metrics in the file metadata), optionally the summary
+    (with the policy's `extra` metrics, e.g. RELMAS's overhead)."""
     metadata = {
         "relmas.scenario": scenario,
         "relmas.policy": result.policy,
@@ -103,7 +108,7 @@ def write_results(
     }
     write_parquet(result.jobs, jobs_path, metadata=metadata)
     if summary_path is not None:
-        write_parquet(summary_row(result, scenario, seed), summary_path)
+        write_parquet(summary_row(result, scenario, seed, extra), summary_path)
 
 
 def load_job_trace(path: str | Path, tables: CostTables) -> pl.DataFrame:

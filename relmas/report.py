@@ -74,7 +74,7 @@ def ratio_to_best_heuristic(
     """
     rng = np.random.default_rng(seed)
     rows = []
-    for scenario, group in summary.group_by("scenario", maintain_order=True):
+    for (scenario,), group in summary.group_by(["scenario"], maintain_order=True):
         policies = group["policy"].unique().to_list()
         candidates = heuristics(policies)
         if not candidates:
