@@ -99,6 +99,7 @@ def test_quick_dag_logs_tagged_mlflow_runs(quick_run) -> None:
     assert stages["workload"] == scenarios * len(config["evaluation"]["seeds"])
     assert stages["evaluate"] == len(evaluation_runs(config))
     assert stages["report"] == 1
+    assert stages["train"] == scenarios  # relmas is among the quick config's policies
     zoo = next(run for run in runs if run.data.tags["stage"] == "zoo")
     assert zoo.data.metrics["alexnet.macs"] > 0
     evaluate = [run for run in runs if run.data.tags["stage"] == "evaluate"]
@@ -149,6 +150,14 @@ def test_changing_an_accelerator_reprofiles_only_that_one(quick_run) -> None:
     assert jobs["profile"] == 1
     assert "zoo" not in jobs
     assert jobs["evaluate"] >= 1 and jobs["report"] == 1
+
+
+def test_changing_a_training_setting_retrains_and_reevaluates_only(quick_run) -> None:
+    project, env = quick_run
+    changed = variant(project, "train.yaml", "total_steps: 20000", "total_steps: 21000")
+    jobs = planned_jobs(project, env, changed)
+    assert jobs["train"] == 1 and jobs["evaluate"] == 1 and jobs["report"] == 1
+    assert not {"zoo", "profile", "workload"} & set(jobs)
 
 
 def test_changing_a_scenario_regenerates_only_its_workloads(quick_run) -> None:
