@@ -192,6 +192,38 @@ def plot_tenant_sla(tenants: pl.DataFrame, scenario: str) -> plt.Figure:
     return fig
 
 
+def heuristic_ranking(config: Mapping[str, Any], aggregated: pl.DataFrame) -> pl.DataFrame:
+    """Per scenario: its load, bandwidth and arrival process, and the heuristics ranked by SLA rate.
+
+    This is the table that shows how the ranking of the heuristics moves with the operating point.
+    """
+    from relmas.workload import scenario_system
+
+    rows = []
+    for scenario, spec in config["scenarios"].items():
+        part = aggregated.filter(
+            (pl.col("scenario") == scenario)
+            & pl.col("policy").is_in(heuristics(aggregated["policy"]))
+        ).sort("sla_rate", descending=True)
+        if part.is_empty():
+            continue
+        system = scenario_system(config, scenario)
+        gbps = system.dram_gbps
+        rows.append(
+            {
+                "scenario": scenario,
+                "arrival": spec["arrival"]["process"],
+                "load": spec["arrival"].get("load"),
+                "dram_gbps": "unlimited" if gbps is None else f"{gbps:g}",
+                "ranking (SLA rate)": ", ".join(
+                    f"{p} {v:.3f}" for p, v in zip(part["policy"], part["sla_rate"], strict=True)
+                ),
+                "spread": float(part["sla_rate"].max() - part["sla_rate"].min()),
+            }
+        )
+    return pl.DataFrame(rows)
+
+
 def markdown_table(frame: pl.DataFrame, digits: int = 3) -> str:
     """A GitHub-flavoured Markdown table of `frame` (floats rounded to `digits`)."""
 
@@ -349,6 +381,19 @@ def _markdown(
         markdown_table(sla),
         "",
         image("sla_rate", "SLA rate per scenario and policy (mean, 95% CI)"),
+    ]
+    ranking = heuristic_ranking(config, aggregated)
+    winners: dict[str, list[str]] = {}
+    for row in ranking.iter_rows(named=True):
+        winners.setdefault(row["ranking (SLA rate)"].split()[0], []).append(row["scenario"])
+    parts += [
+        "## How the heuristics rank\n",
+        "Heuristics ordered by mean SLA rate on each scenario, beside its operating point "
+        "(arrival process, load, bandwidth); `spread` = best − worst. Best heuristic: "
+        + "; ".join(f"**{p}** on {', '.join(names)}" for p, names in winners.items())
+        + ". A ranking that moves with load and bandwidth is why no single rule suffices.\n",
+        markdown_table(ranking),
+        "",
     ]
     if ratios.height:
         parts += [
