@@ -17,7 +17,6 @@ import fcntl
 import json
 import os
 import random
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -66,23 +65,10 @@ class StageRun:
         clean = {k: float(v) for k, v in metrics.items() if v is not None}
         _retry(lambda: mlflow.log_metrics(clean, step=step))
 
-    def set_tags(self, tags: Mapping[str, Any]) -> None:
-        import mlflow
-
-        _retry(lambda: mlflow.set_tags({k: str(v) for k, v in tags.items()}))
-
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         import mlflow
 
         _retry(lambda: mlflow.log_artifact(str(path), artifact_path=artifact_path))
-
-    def log_figure(self, figure: Any, name: str) -> None:
-        """Log a matplotlib figure as a PNG artifact (and close it)."""
-        import matplotlib.pyplot as plt
-        import mlflow
-
-        _retry(lambda: mlflow.log_figure(figure, name))
-        plt.close(figure)
 
     def log_dict(self, data: Mapping[str, Any], name: str) -> None:
         import mlflow
@@ -221,8 +207,3 @@ def _retry(call: Callable[[], _T], attempts: int = 12) -> _T:
                 raise
             time.sleep(min(5.0, 0.05 * 2**attempt) * (0.5 + random.random()))
     raise AssertionError("unreachable")
-
-
-def temporary_artifact_dir() -> tempfile.TemporaryDirectory:
-    """A scratch directory for artifacts written only to be logged."""
-    return tempfile.TemporaryDirectory(prefix="relmas-artifacts-")
