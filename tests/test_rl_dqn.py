@@ -201,6 +201,25 @@ def test_replay_wraps_around_and_overwrites_the_oldest():
     assert buffer.arrays["next_obs"][:, 0].tolist() == [4.0, 5.0, 3.0]
 
 
+def test_replay_keeps_protected_transitions_for_good(tmp_path):
+    buffer = ReplayBuffer(4, obs_dim=2, n_actions=3, seed=0)
+    for value in (10.0, 11.0):
+        buffer.add(transition(value))
+    buffer.protect()
+    for value in range(5):
+        buffer.add(transition(float(value)))
+    assert buffer.arrays["reward"].tolist() == [10.0, 11.0, 4.0, 3.0]
+    buffer.save(tmp_path / "replay.npz")
+    restored = ReplayBuffer(4, obs_dim=2, n_actions=3, seed=0)
+    restored.load(tmp_path / "replay.npz")
+    restored.add(transition(5.0))
+    assert restored.arrays["reward"].tolist() == [10.0, 11.0, 4.0, 5.0]
+    with pytest.raises(ValueError, match="full"):
+        restored.protect()
+    with pytest.raises(InputError, match="buffer_size"):
+        DQNConfig(teacher_steps=10, buffer_size=10, keep_teacher=True)
+
+
 def test_replay_samples_only_filled_slots_reproducibly():
     def filled(seed: int) -> ReplayBuffer:
         buffer = ReplayBuffer(10, obs_dim=2, n_actions=3, seed=seed)

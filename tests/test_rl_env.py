@@ -29,6 +29,7 @@ from relmas.rl.network import (
 )
 from relmas.rl.observation import ObservationSettings
 from relmas.rl.overhead import overhead_metrics
+from relmas.rl.rules import slot_rules
 from relmas.rl.run import rollout, train_scenario
 from relmas.rl.settings import parse_training
 from relmas.sim.costs import CostTables, load_costs
@@ -171,14 +172,31 @@ def test_environment_is_deterministic(tables):
 
 @pytest.mark.parametrize("reference", ["sjf", "edf", "prema"])
 def test_reference_slot_reproduces_its_heuristic(tables, reference):
-    env = make_env(tables, 3, observation=ObservationSettings(2, reference))
-    obs, info = env.reset()
-    done = False
-    while not done:
-        obs, _, done, _, info = env.step(0 if info["action_mask"][0] else env.layout.slots)
+    settings = ObservationSettings(2, reference)
+    env = make_env(tables, 3, observation=settings)
+    rollout(env, slot_rules(settings)["reference"])
     heuristic = simulate(SYSTEM, env.jobs, tables, reference)
     finish = env.engine.result("relmas").jobs["finish_s"]
     assert finish.to_list() == heuristic.jobs["finish_s"].to_list()
+
+
+def test_feasible_rules_serve_feasible_jobs_first(tables):
+    settings = ObservationSettings(2, "sjf")
+    env = make_env(tables, 4, observation=settings)
+    width = env.layout.slot_features
+    for name, first in (("shortest_feasible", 1), ("earliest_feasible", 3)):
+        rule = slot_rules(settings)[name]
+        obs, info = env.reset()
+        done = False
+        while not done:
+            action = rule(obs, info["action_mask"])
+            feasible_offered = obs[1 : env.layout.slots * width : width].any()
+            assert action == first or not feasible_offered
+            if action < env.layout.slots:
+                assert info["action_mask"][action]
+            obs, _, done, _, info = env.step(action)
+    sla = {name: rollout(env, rule)["sla_rate"] for name, rule in slot_rules(settings).items()}
+    assert sla["shortest_feasible"] > sla["reference"]  # triage pays under overload (load 1.2)
 
 
 def test_observation_scales_and_slots(tables):
@@ -244,6 +262,11 @@ def test_quick_training_gives_an_agent_that_evaluation_runs(quick, trained):
         result.heuristics_validation.values()
     )
     assert info.decision_cost == result.decision_cost
+    assert set(result.rules_validation) == {"reference", "shortest_feasible", "earliest_feasible"}
+    assert result.teacher == max(result.rules_validation, key=result.rules_validation.get)
+    assert info.teacher == result.teacher
+    validated_at = [step for metrics, step in logs if "val_sla_rate" in metrics]
+    assert validated_at == [200, 300, 600, 900]  # after the warm start, every 300, at the end
     jobs = make_workload(config, "mixed", 1000, root / "costs")
     write_parquet(jobs, root / "jobs.parquet")
     evaluated = evaluate_scenario(

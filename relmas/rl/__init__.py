@@ -16,4 +16,9 @@ Environment contract (what `relmas.rl.train.train` assumes of `make_env(seed)`):
 Modules: `network` (Q-network, numpy inference, MACs, layer table), `replay` (replay buffer and
 n-step returns), `dqn` (config, action selection, Double-DQN targets and update),
 `checkpoint` (weights-only checkpoint files), `train` (the training loop).
+
+The scheduler on top of it (docs/relmas.md): `observation` (candidate slots, features, mask),
+`env` (the Gymnasium environment and its reward), `rules` (fixed slot rules: teachers, ablation),
+`settings` (the `training:` config section), `run` (`train_scenario`), `agent` (an agent
+directory), `policy` (the `relmas` policy), `overhead` (the cost of a decision).
 """

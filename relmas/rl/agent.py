@@ -5,7 +5,8 @@ system layout) and what one decision costs (MACs, energy on the configured accel
     agent.json = {"format", "scenario", "observation": {candidates, reference}, "reward": {...},
                   "instance_types": [...], "accelerator_types": [...],
                   "decision_cost": {accelerator, macs, energy_j, latency_s},
-                  "validation": {...}, "heuristics_validation": {...}}
+                  "validation": {...}, "heuristics_validation": {...},
+                  "teacher", "rules_validation": {...}}
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class AgentInfo:
     decision_cost: dict[str, Any]
     validation: dict[str, float]
     heuristics_validation: dict[str, float]  # SLA rate of each heuristic on validation
+    teacher: str | None  # slot rule of the warm start
+    rules_validation: dict[str, float]  # SLA rate of each slot rule on validation (warm start)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, **asdict(self)}
@@ -67,6 +70,8 @@ def read_agent_info(directory: str | Path) -> AgentInfo:
             decision_cost=dict(raw["decision_cost"]),
             validation=dict(raw["validation"]),
             heuristics_validation=dict(raw["heuristics_validation"]),
+            teacher=raw["teacher"],
+            rules_validation=dict(raw["rules_validation"]),
         )
     except (KeyError, TypeError) as error:
         raise InputError(path, str(error), "the keys of an agent.json") from None

@@ -55,6 +55,7 @@ class DQNConfig:
     teacher_steps: int = 0  # the first steps act with teacher(obs, info) instead of epsilon-greedy
     margin_weight: float = 0.0  # weight of the large-margin loss on teacher transitions
     margin: float = 0.8  # DQfD's margin between the teacher's action and the others
+    keep_teacher: bool = False  # keep the teacher's transitions in the replay for good (DQfD)
 
     def __post_init__(self) -> None:
         positive = (
@@ -73,6 +74,12 @@ class DQNConfig:
         _require(self, "hidden", len(self.hidden) > 0 and min(self.hidden) > 0, "positive widths")
         _require(self, "train_seeds", len(self.train_seeds) > 0, "at least one seed")
         _require(self, "validation_metric", bool(self.validation_metric), "a metric name")
+        _require(
+            self,
+            "buffer_size",
+            not self.keep_teacher or self.buffer_size > self.teacher_steps,
+            "more than teacher_steps when keep_teacher is set",
+        )
 
     @classmethod
     def from_dict(

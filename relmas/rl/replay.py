@@ -102,7 +102,11 @@ _FIELDS = ("obs", "mask", "action", "reward", "next_obs", "next_mask", "done", "
 
 
 class ReplayBuffer:
-    """Fixed-capacity circular buffer of transitions in preallocated arrays, uniform sampling."""
+    """Fixed-capacity circular buffer of transitions in preallocated arrays, uniform sampling.
+
+    `protect()` keeps the transitions stored so far for good (DQfD keeps its demonstrations):
+    later writes cycle over the rest of the buffer only.
+    """
 
     def __init__(
         self, capacity: int, obs_dim: int, n_actions: int, seed: int | np.random.SeedSequence
@@ -110,6 +114,7 @@ class ReplayBuffer:
         self.capacity = capacity
         self.rng = np.random.default_rng(seed)
         self.position = 0
+        self.protected = 0  # slots [0, protected) are never overwritten
         self.size = 0
         self.arrays: dict[str, np.ndarray] = {
             "obs": np.zeros((capacity, obs_dim), np.float32),
@@ -126,11 +131,19 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return self.size
 
+    def protect(self) -> None:
+        """Never overwrite the transitions stored so far (the buffer must have room left)."""
+        if self.size >= self.capacity:
+            raise ValueError("cannot protect a full replay buffer: nothing could be written after")
+        self.protected = self.size
+
     def add(self, transition: Transition) -> None:
         """Store `transition`, overwriting the oldest one once the buffer is full."""
         for field in _FIELDS:
             self.arrays[field][self.position] = getattr(transition, field)
-        self.position = (self.position + 1) % self.capacity
+        self.position += 1
+        if self.position == self.capacity:
+            self.position = self.protected
         self.size = min(self.size + 1, self.capacity)
 
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:
@@ -146,6 +159,7 @@ class ReplayBuffer:
             {
                 "capacity": self.capacity,
                 "position": self.position,
+                "protected": self.protected,
                 "rng": self.rng.bit_generator.state,
             }
         )
@@ -164,4 +178,5 @@ class ReplayBuffer:
                 array[: self.size] = data[field]
                 array[self.size :] = 0
         self.position = state["position"]
+        self.protected = state["protected"]
         self.rng.bit_generator.state = state["rng"]

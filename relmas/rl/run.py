@@ -2,17 +2,18 @@
 
 Training traces come from `training.seeds`, validation traces from `training.validation_seeds` —
 both disjoint from `evaluation.seeds`, so evaluation is on unseen traces. Before training, every
-heuristic is scored on the validation traces; the best one becomes the reference slot of the
-observation (with `reference: best`) and the teacher of the optional warm start
-(`training.dqn.teacher_steps`). The agent is validated every `training.dqn.validation_every` steps
-(SLA rate on the validation traces) and the best one is kept as best.pt.
+heuristic is scored on the validation traces and the best one becomes the reference slot of the
+observation (with `reference: best`). With a warm start (`training.dqn.teacher_steps` > 0) the
+slot rules (`relmas.rl.rules`: the reference, SJF and EDF among feasible jobs) are scored too and
+the best one is the teacher. The agent is validated after the warm start and every
+`training.dqn.validation_every` steps (SLA rate on the validation traces); the best is best.pt.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,10 @@ from relmas.io import atomic_path
 from relmas.rl.agent import AgentInfo, write_agent_info
 from relmas.rl.checkpoint import BEST, LAST, load_network
 from relmas.rl.env import SchedulingEnv
-from relmas.rl.network import GreedyPolicy, QNetwork
+from relmas.rl.network import QNetwork
 from relmas.rl.observation import ObservationSettings
 from relmas.rl.overhead import decision_cost
+from relmas.rl.rules import SlotRule, slot_rules
 from relmas.rl.settings import (
     BEST_REFERENCE,
     TrainingSettings,
@@ -41,6 +43,7 @@ from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.system import System
 from relmas.workload import generate_trace, parse_scenario, scenario_system
 
+Policy = Callable[[np.ndarray, np.ndarray], int]  # (observation, mask) -> action
 SETTINGS_FILE = "training.json"  # observation and reward settings of the run, for resuming
 
 
@@ -48,8 +51,10 @@ SETTINGS_FILE = "training.json"  # observation and reward settings of the run, f
 class ScenarioTrainResult:
     agent_dir: Path
     learner: TrainResult  # steps, episodes, best step, checkpoint paths
-    reference: str  # the heuristic of the reference slot (and teacher)
+    reference: str  # the heuristic of the reference slot
+    teacher: str | None  # the slot rule of the warm start (None without one)
     heuristics_validation: dict[str, float]  # SLA rate of each heuristic on the validation traces
+    rules_validation: dict[str, float]  # SLA rate of each slot rule (with a warm start)
     validation: dict[str, float]  # the best agent's validation metrics
     decision_cost: dict[str, Any]  # MACs, energy and latency of one decision
     wall_seconds: float
@@ -119,17 +124,24 @@ def train_scenario(
         for jobs in validation_traces
     ]
 
-    def validate(policy: GreedyPolicy) -> dict[str, float]:
+    def validate(policy: Policy) -> dict[str, float]:
         runs = [rollout(env, policy) for env in validation_envs]
         return {key: float(np.mean([run[key] for run in runs])) for key in runs[0]}
 
+    rules: dict[str, float] = {}
+    teacher = None
+    if settings.dqn.teacher_steps > 0:
+        candidates = slot_rules(observation)
+        rules = {name: validate(rule)["sla_rate"] for name, rule in candidates.items()}
+        log({f"val_rule_{name}_sla_rate": rate for name, rate in rules.items()}, 0)
+        teacher = max(rules, key=rules.__getitem__)
     learner = train(
         make_env,
         settings.dqn,
         out_dir,
         logger=log,
         validate=validate,
-        teacher=reference_teacher,
+        teacher=None if teacher is None else _as_teacher(candidates[teacher]),
         resume=resume,
     )
     hosts = (settings.overhead_accelerator,) if settings.overhead_accelerator else tables.types
@@ -144,13 +156,17 @@ def train_scenario(
         decision_cost=cost,
         validation=learner.best_metrics,
         heuristics_validation=heuristics,
+        teacher=teacher,
+        rules_validation=rules,
     )
     write_agent_info(out_dir, info)
     return ScenarioTrainResult(
         agent_dir=out_dir,
         learner=learner,
         reference=observation.reference,
+        teacher=teacher,
         heuristics_validation=heuristics,
+        rules_validation=rules,
         validation=learner.best_metrics,
         decision_cost=cost,
         wall_seconds=time.perf_counter() - wall,
@@ -176,7 +192,7 @@ def cheapest_decision(network: QNetwork, specs: Mapping[str, Spec]) -> dict[str,
     return min(costs, key=lambda cost: cost["energy_j"])
 
 
-def rollout(env: SchedulingEnv, policy: GreedyPolicy) -> dict[str, float]:
+def rollout(env: SchedulingEnv, policy: Policy) -> dict[str, float]:
     """Run `policy(obs, mask)` greedily through one episode of `env`: its episode metrics and the
     share of its decisions that went to each kind of action (`share_<group>`)."""
     groups = env.observation_settings.action_groups()
@@ -192,12 +208,9 @@ def rollout(env: SchedulingEnv, policy: GreedyPolicy) -> dict[str, float]:
     return {**env.episode_metrics(), **shares}
 
 
-def reference_teacher(obs: np.ndarray, info: Mapping[str, Any]) -> int:
-    """Act as the reference heuristic: its pick (slot 0); when it waits, wait (if allowed)."""
-    mask = info["action_mask"]
-    if mask[0]:
-        return 0
-    return len(mask) - 1 if mask[-1] else int(np.flatnonzero(mask)[0])
+def _as_teacher(rule: SlotRule) -> Callable[[np.ndarray, Mapping[str, Any]], int]:
+    """The learner's teacher(obs, info) signature for a slot rule."""
+    return lambda obs, info: rule(obs, info["action_mask"])
 
 
 def _check_resumable(

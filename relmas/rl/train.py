@@ -84,12 +84,15 @@ def train(
     """Train a masked Double DQN on `make_env` episodes; resume from `out_dir`/last.pt if present
     (and `resume`; with `resume=False` it starts afresh and overwrites the checkpoints).
 
-    `validate(policy)` is called every `validation_every` steps and at the end; the policy with
-    the highest `validate(...)[config.validation_metric]` is saved as best.pt (without `validate`,
-    best.pt is the final policy). `logger(metrics, step)` receives loss, q_mean, epsilon (every
-    `log_every` steps), episode_return / episode_length (every episode) and val_<metric>.
+    `validate(policy)` is called every `validation_every` steps, after the teacher's last step
+    (so that best.pt is never worse on validation than what imitation reached) and at the end;
+    the policy with the highest `validate(...)[config.validation_metric]` is saved as best.pt
+    (without `validate`, best.pt is the final policy). `logger(metrics, step)` receives loss,
+    q_mean, epsilon (every `log_every` steps), episode_return / episode_length (every episode)
+    and val_<metric>.
     `teacher(obs, info) -> action` acts for the first `teacher_steps` steps (imitation warm start;
-    its transitions feed the large-margin loss when `margin_weight` > 0).
+    its transitions feed the large-margin loss when `margin_weight` > 0, for the whole run with
+    `keep_teacher`).
     """
     if config.teacher_steps > 0 and teacher is None:
         raise ValueError("config.teacher_steps > 0 needs a teacher(obs, info) callable")
@@ -232,6 +235,8 @@ def _train(
             episode_over = terminated or truncated
             progress.step += 1
             step = progress.step
+            if config.keep_teacher and step == config.teacher_steps:
+                buffer.protect()
 
             learning = step > config.learning_starts and len(buffer) >= config.batch_size
             if learning and step % config.train_frequency == 0:
@@ -247,7 +252,8 @@ def _train(
                 log({**averages, "epsilon": linear_epsilon(step, config)}, step)
                 update_sums, update_count = {}, 0
             if validate is not None and (
-                step % config.validation_every == 0 or step == config.total_steps
+                step % config.validation_every == 0
+                or step in (config.teacher_steps, config.total_steps)
             ):
                 run_validation(validate)
 
