@@ -179,6 +179,11 @@ def cmd_train(args: argparse.Namespace) -> None:
         run.log_metrics(result.metrics())
         for name in ("best.pt", "agent.json"):
             run.log_artifact(args.out / name, "agent")
+    if result.restarted_because:
+        print(
+            f"{args.out}: trained afresh (settings changed since last.pt: "
+            f"{', '.join(result.restarted_because)})"
+        )
     print(
         f"{args.scenario}: {result.learner.steps} steps in {result.wall_seconds:.0f} s, "
         f"best validation {result.validation} at step {result.learner.best_step} -> {args.out}"

@@ -343,8 +343,12 @@ def test_resume_after_interruption_gives_the_same_agent(quick, trained):
 
     changed = copy.deepcopy(config)
     changed["training"]["reward"]["missed"] = 3.0
-    with pytest.raises(InputError, match="training.json: observation/reward"):
-        train_scenario(changed, "mixed", root / "cut", root / "costs")
+    changed["training"]["dqn"]["learning_rate"] *= 2
+    restarted = train_scenario(changed, "mixed", root / "cut", root / "costs")
+    assert restarted.restarted_because == ["dqn.learning_rate", "reward"]
+    assert restarted.learner.resumed_from is None and restarted.learner.steps == 900
+    again = train_scenario(changed, "mixed", root / "cut", root / "costs")
+    assert again.restarted_because == [] and again.learner.resumed_from == 900
 
 
 @pytest.mark.parametrize(

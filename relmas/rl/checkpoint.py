@@ -84,10 +84,7 @@ def load_training_state(
     path = out_dir / LAST
     if not path.is_file():
         return None
-    state = load_checkpoint(path)
-    changed = sorted(
-        k for k in config.keys() | state["config"].keys() if config.get(k) != state["config"].get(k)
-    )
+    changed = changed_config_keys(out_dir, config)
     if changed:
         raise InputError(
             path,
@@ -95,5 +92,15 @@ def load_training_state(
             "the same training config as the run being resumed (or a new out dir)",
             f"changed keys {changed}",
         )
+    state = load_checkpoint(path)
     buffer.load(out_dir / state["replay_file"])
     return state
+
+
+def changed_config_keys(out_dir: Path, config: dict[str, Any]) -> list[str]:
+    """The learner config keys that differ from those of `out_dir`/last.pt (none without one)."""
+    path = out_dir / LAST
+    if not path.is_file():
+        return []
+    saved = load_checkpoint(path)["config"]
+    return sorted(k for k in config.keys() | saved.keys() if config.get(k) != saved.get(k))

@@ -26,7 +26,7 @@ from relmas.evaluate import simulate
 from relmas.hw.spec import Spec, parse_spec
 from relmas.io import atomic_path
 from relmas.rl.agent import AgentInfo, write_agent_info
-from relmas.rl.checkpoint import BEST, LAST, load_network
+from relmas.rl.checkpoint import BEST, LAST, changed_config_keys, load_network
 from relmas.rl.env import SchedulingEnv
 from relmas.rl.network import QNetwork
 from relmas.rl.observation import ObservationSettings
@@ -59,6 +59,7 @@ class ScenarioTrainResult:
     decision_cost: dict[str, Any]  # MACs, energy and latency of one decision
     wall_seconds: float
     cpu_seconds: float
+    restarted_because: list[str]  # settings changed since the saved run, which was not resumed
 
     def metrics(self) -> dict[str, float]:
         """Flat numbers for tracking."""
@@ -88,7 +89,8 @@ def train_scenario(
     """Train the agent of `scenario` into `out_dir` (best.pt, last.pt, agent.json).
 
     `logger(metrics, step)` receives the learner's curves and the validation scores;
-    `resume` continues from `out_dir`/last.pt when present (same settings required).
+    `resume` continues from `out_dir`/last.pt when present; when the training settings changed
+    since, it starts afresh instead (and says why in `restarted_because`).
     """
     wall, cpu = time.perf_counter(), time.process_time()
     log = logger or (lambda metrics, step: None)
@@ -112,7 +114,8 @@ def train_scenario(
     observation = settings.observation
     if observation.reference == BEST_REFERENCE:
         observation = replace(observation, reference=max(heuristics, key=heuristics.__getitem__))
-    _check_resumable(out_dir, observation, settings, resume)
+    stale = _stale_settings(out_dir, observation, settings)
+    restarted_because = stale if resume else []
 
     def make_env(seed: int) -> SchedulingEnv:
         return SchedulingEnv(
@@ -142,7 +145,7 @@ def train_scenario(
         logger=log,
         validate=validate,
         teacher=None if teacher is None else _as_teacher(candidates[teacher]),
-        resume=resume,
+        resume=resume and not restarted_because,
     )
     hosts = (settings.overhead_accelerator,) if settings.overhead_accelerator else tables.types
     specs = {name: parse_spec(name, config["accelerators"][name], source) for name in hosts}
@@ -170,6 +173,7 @@ def train_scenario(
         validation=learner.best_metrics,
         decision_cost=cost,
         wall_seconds=time.perf_counter() - wall,
+        restarted_because=restarted_because,
         cpu_seconds=time.process_time() - cpu,
     )
 
@@ -213,23 +217,21 @@ def _as_teacher(rule: SlotRule) -> Callable[[np.ndarray, Mapping[str, Any]], int
     return lambda obs, info: rule(obs, info["action_mask"])
 
 
-def _check_resumable(
-    out_dir: Path, observation: ObservationSettings, settings: TrainingSettings, resume: bool
-) -> None:
-    """Refuse to resume a run whose observation or reward differs (the learner checks its own
-    config in last.pt); record them for later resumes otherwise. Kept in its own file because a
-    workflow may delete the declared outputs (best.pt, agent.json) before rerunning a job."""
+def _stale_settings(
+    out_dir: Path, observation: ObservationSettings, settings: TrainingSettings
+) -> list[str]:
+    """The training settings that differ from those of the run saved in `out_dir` (none when
+    there is no saved run): resuming it would mix two experiments. Then record the current ones.
+
+    Observation and reward are kept in their own file because a workflow may delete the declared
+    outputs (best.pt, agent.json) before rerunning a job; the learner's config is in last.pt."""
     path = out_dir / SETTINGS_FILE
     current = {"observation": asdict(observation), "reward": asdict(settings.reward)}
-    if resume and (out_dir / LAST).is_file() and path.is_file():
-        previous = json.loads(path.read_text())
-        if previous != current:
-            raise InputError(
-                path,
-                "observation/reward",
-                "the same training.observation and training.reward as the run being resumed",
-                previous,
-            )
+    stale = [f"dqn.{key}" for key in changed_config_keys(out_dir, asdict(settings.dqn))]
+    if (out_dir / LAST).is_file():
+        previous = json.loads(path.read_text()) if path.is_file() else {}
+        stale += [key for key in current if previous.get(key) != current[key]]
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(path, suffix=".json") as tmp:
         Path(tmp).write_text(json.dumps(current, sort_keys=True))
+    return stale
