@@ -6,13 +6,16 @@ and the layer table's hash. `read_cost_table` rejects a table whose record diffe
 at hand instead of silently simulating with stale costs.
 
 `profile_layers` takes any LAYER_SCHEMA frame, so it also costs pieces of layers (a layer cut along
-K or Y for operator splitting) with the same search.
+K or Y for operator resizing, `split_layers`) with the same search: `profile_pieces` writes the
+piece table (PIECE_SCHEMA) that sits beside the cost table.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,7 @@ from relmas.hw.search import describe_mapping, search_layers
 from relmas.hw.spec import EyerissSpec, Spec, spec_hash, spec_json
 from relmas.io import read_metadata, read_parquet, write_parquet
 from relmas.schemas import COST_SCHEMA, LAYER_SCHEMA
+from relmas.sim.costs import PIECE_SCHEMA, SPLIT_DIMS
 
 # Bump whenever a change to relmas.hw can change a cost: older tables are then rejected.
 COST_MODEL_VERSION = "1"
@@ -36,6 +40,7 @@ META_SPEC_HASH = "relmas.spec_hash"
 META_VERSION = "relmas.cost_model_version"
 META_OBJECTIVE = "relmas.objective"
 META_LAYERS_HASH = "relmas.layers_hash"
+META_RESIZING = "relmas.resizing"
 
 
 def profile_layers(
@@ -88,6 +93,108 @@ def profile_layers(
     return table, stats
 
 
+def split_layers(layers: pl.DataFrame, splits: Sequence[int], dims: Sequence[str]) -> pl.DataFrame:
+    """The pieces of every layer for each cut (dim, k), k > 1 in `splits`, dim in `dims`.
+
+    A cut along K gives each piece whole output channels (whole groups for grouped and depthwise
+    convolutions); along Y, whole output rows. A dimension of u units makes min(k, u) pieces, the
+    first u mod k of them one unit larger. Pieces keep everything else, so splitting is not free:
+    a K piece re-reads the whole input (a grouped one only its groups' channels), a Y piece the
+    whole weights and its input rows with their halo: the input elements scale by
+    rows(piece) / rows(layer), rounded up, with rows(y) = (y - 1) x stride + max(R, stride), so
+    that the pieces together read at least the layer's input. MACs add up exactly.
+    Returns LAYER_SCHEMA columns plus dim, splits, pieces, piece.
+    """
+    unknown = sorted(set(dims) - set(SPLIT_DIMS))
+    if unknown:
+        raise InputError(None, "resizing.dims", f"dimensions among {list(SPLIT_DIMS)}", unknown[0])
+    cuts = [(dim, int(k)) for dim in dims for k in sorted(set(splits)) if k > 1]
+    rows = []
+    for layer in layers.select(list(LAYER_SCHEMA)).iter_rows(named=True):
+        for dim, k in cuts:
+            sizes = _piece_units(_split_units(layer, dim), k)
+            for piece, units in enumerate(sizes):
+                shape = _piece_shape(layer, dim, units)
+                cut = {"dim": dim, "splits": k, "pieces": len(sizes), "piece": piece}
+                rows.append({**layer, **shape, **cut})
+    cut_schema = {name: PIECE_SCHEMA[name] for name in ("dim", "splits", "pieces", "piece")}
+    schema = LAYER_SCHEMA | cut_schema
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _split_units(layer: Mapping[str, Any], dim: str) -> int:
+    if dim == "Y":
+        return layer["Y"]
+    grouped = layer["op"] in ("conv", "dwconv") and layer["groups"] > 1
+    return layer["groups"] if grouped else layer["K"]
+
+
+def _piece_units(units: int, k: int) -> list[int]:
+    count = min(k, units)
+    base, extra = divmod(units, count)
+    return [base + 1] * extra + [base] * (count - extra)
+
+
+def _piece_shape(layer: Mapping[str, Any], dim: str, units: int) -> dict[str, int]:
+    """The columns of one piece that differ from its layer."""
+    if dim == "Y":
+        stride, whole = layer["stride"], layer["Y"]
+
+        def rows(y: int) -> int:
+            return (y - 1) * stride + max(layer["R"], stride)
+
+        return {
+            "Y": units,
+            "macs": layer["macs"] // whole * units,
+            "in_elems": -(-layer["in_elems"] * rows(units) // rows(whole)),
+            "out_elems": layer["out_elems"] // whole * units,
+        }
+    if layer["op"] in ("conv", "dwconv") and layer["groups"] > 1:
+        groups = layer["groups"]
+        return {
+            "K": layer["K"] // groups * units,
+            "groups": units,
+            "macs": layer["macs"] // groups * units,
+            "in_elems": layer["in_elems"] // groups * units,
+            "w_elems": layer["w_elems"] // groups * units,
+            "out_elems": layer["out_elems"] // groups * units,
+        }
+    whole = layer["K"]
+    return {
+        "K": units,
+        "macs": layer["macs"] // whole * units,
+        "w_elems": -(-layer["w_elems"] * units // whole),
+        "out_elems": layer["out_elems"] // whole * units,
+    }
+
+
+def profile_pieces(
+    layers: pl.DataFrame,
+    name: str,
+    spec: Spec,
+    splits: Sequence[int],
+    dims: Sequence[str],
+    objective: str = "latency",
+    source: str | Path | None = None,
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Best mapping of every piece of `split_layers(layers, splits, dims)` on `spec`.
+
+    Pieces of equal shape are profiled once. Returns the piece table (PIECE_SCHEMA) and the
+    statistics of `profile_layers` (over the distinct shapes) plus `pieces`.
+    """
+    pieces = split_layers(layers, splits, dims)
+    shape = [c for c in LAYER_SCHEMA if c not in ("model", "layer", "name")]
+    distinct = pieces.unique(subset=shape, keep="first", maintain_order=True)
+    table, stats = profile_layers(
+        distinct.select(list(LAYER_SCHEMA)), name, spec, objective, source=source
+    )
+    costs = [c for c in PIECE_SCHEMA if c in COST_SCHEMA and c not in ("model", "layer")]
+    costed = pl.concat([distinct.select(shape), table.select(costs)], how="horizontal")
+    joined = pieces.join(costed, on=shape, how="left", nulls_equal=True, maintain_order="left")
+    stats["pieces"] = pieces.height
+    return joined.select(list(PIECE_SCHEMA)).cast(PIECE_SCHEMA), stats
+
+
 def layers_hash(layers: str | Path | pl.DataFrame) -> str:
     """sha256 of a layer table's contract columns (content, not file bytes or compression)."""
     frame = read_parquet(layers, LAYER_SCHEMA) if not isinstance(layers, pl.DataFrame) else layers
@@ -102,12 +209,19 @@ def write_cost_table(
     spec: Spec,
     layers_hash: str,
     objective: str = "latency",
+    resizing: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write a cost table atomically with the metadata `read_cost_table` checks."""
+    """Write a cost table atomically with the metadata `read_cost_table` checks.
+
+    With `resizing` (the cuts profiled: splits, dims) it is a piece table (PIECE_SCHEMA).
+    """
+    schema = COST_SCHEMA if resizing is None else PIECE_SCHEMA
+    extra = {} if resizing is None else {META_RESIZING: json.dumps(resizing, sort_keys=True)}
     write_parquet(
-        table.select(list(COST_SCHEMA)),
+        table.select(list(schema)),
         path,
-        metadata={
+        metadata=extra
+        | {
             META_SPEC_NAME: spec_name,
             META_SPEC_JSON: spec_json(spec),
             META_SPEC_HASH: spec_hash(spec),

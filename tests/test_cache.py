@@ -22,7 +22,8 @@ def build_costs(project: Path, cache: Path, tmp_path: Path) -> subprocess.Comple
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     proc = subprocess.run(
-        [str(SNAKEMAKE), "--cores", "2", "--configfile", "config/quick.yaml", "--cache", *COSTS],
+        # targets before --cache: its optional rule names would swallow them
+        [str(SNAKEMAKE), *COSTS, "--cores", "2", "--configfile", "config/quick.yaml", "--cache"],
         cwd=project,
         env=env,
         capture_output=True,

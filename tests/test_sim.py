@@ -10,10 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from relmas.policies import available_policies, make_policy
+from relmas.policies import Policy, available_policies, make_policy
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, System, load_system
-from relmas.sim.synthetic import cost_frame, synthetic_costs
+from relmas.sim.kernels import JI_CURSOR, JI_PIECES_LEFT, JI_SPLIT
+from relmas.sim.synthetic import cost_frame, synthetic_costs, synthetic_pieces
 
 
 def trace(rows: list[tuple[str, float, float, int]], tenant: str = "t") -> pl.DataFrame:
@@ -209,8 +210,15 @@ def test_waiting_with_nothing_to_wait_for_is_an_error():
 # ----------------------------------------------------------------------------- invariants
 
 
+def scenarios():
+    """(system, cost tables, jobs, policy, seed) of random small simulations."""
+    return scenarios_with_costs().map(
+        lambda case: (case[0], CostTables.from_frame(case[1], case[2]), *case[3:])
+    )
+
+
 @st.composite
-def scenarios(draw):
+def scenarios_with_costs(draw):
     types = ["t0", "t1", "t2"][: draw(st.integers(1, 3))]
     layers = {f"m{i}": draw(st.integers(1, 5)) for i in range(draw(st.integers(1, 3)))}
     costs = synthetic_costs(layers, types, seed=draw(st.integers(0, 10_000)), mean_latency_s=1e-2)
@@ -230,7 +238,7 @@ def scenarios(draw):
     ]
     jobs = trace([(m, a, a + d, p) for m, a, d, p in rows])
     policy = draw(st.sampled_from(sorted(set(available_policies()) - {"relmas"})))
-    return system, CostTables.from_frame(costs, types), jobs, policy, draw(st.integers(0, 99))
+    return system, costs, types, jobs, policy, draw(st.integers(0, 99))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -305,3 +313,95 @@ def test_simulation_invariants(case):
     again = Engine(system, tables, jobs, static_w=static_w).run(make_policy(policy, seed=seed))
     assert again.jobs.equals(result.jobs)
     assert math.isclose(again.metrics["energy_j"], result.metrics["energy_j"], rel_tol=0, abs_tol=0)
+
+
+# ----------------------------------------------------------------------------- operator resizing
+
+
+class RandomSplitter(Policy):
+    """Starts random ready jobs on random idle instances, cutting each new layer by a random
+    variant: drives the engine through states no heuristic reaches (for the invariants below)."""
+
+    name = "random_splitter"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def decide(self, view):
+        S, count = view.engine.state, view.engine.kernel_pieces.count
+        left = {int(job): int(S.ji[job, JI_PIECES_LEFT]) for job in view.ready_jobs}
+        split = {job: int(S.ji[job, JI_SPLIT]) for job in left}
+        started = []
+        for acc in view.idle_accelerators:
+            if not left or (view.can_wait and self.rng.random() < 0.1):
+                break
+            job = sorted(left)[self.rng.integers(len(left))]
+            if left[job] == 0:  # a new layer: cut it by any variant
+                split[job] = int(self.rng.integers(count.shape[1]))
+                left[job] = count[S.ji[job, JI_CURSOR], split[job]]
+            started.append((job, int(acc), split[job]))
+            left[job] -= 1
+            if left[job] == 0:
+                del left[job]
+        return started
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios_with_costs(), st.booleans())
+def test_simulation_invariants_with_splitting(case, use_gacer):
+    system, costs, types, jobs, _, seed = case
+    tables = CostTables.from_frame(costs, types)
+    tables = tables.with_pieces(synthetic_pieces(costs, splits=(2, 3), seed=seed))
+    pieces = tables.pieces
+    policy = make_policy("gacer", window=3) if use_gacer else RandomSplitter(seed)
+    static_w = {name: 0.5 + i for i, name in enumerate(tables.types)}
+    engine = Engine(system, tables, jobs, static_w=static_w, record=True, record_buffer=8)
+    result = engine.run(policy)
+    out = result.jobs.sort("job_id")
+
+    assert sorted(engine.state.done_log.tolist()) == list(range(jobs.height))
+    assert (out["finish_s"] > out["arrival_s"]).all() and (out["start_s"] >= out["arrival_s"]).all()
+    tasks = (
+        result.timeline.group_by(["accelerator", "job_id", "layer", "split", "piece"])
+        .agg(
+            pl.col("start_s").min(),
+            pl.col("end_s").max(),
+            (pl.col("bandwidth_bps") * (pl.col("end_s") - pl.col("start_s"))).sum().alias("bytes"),
+            (pl.col("end_s") - pl.col("start_s")).sum().alias("busy"),
+        )
+        .join(out.select("job_id", "model", "arrival_s", "finish_s"), on="job_id")
+    )
+    # Each piece runs once, uninterrupted; a layer runs whole or as all pieces of one variant.
+    assert tasks.select("job_id", "layer", "split", "piece").is_unique().all()
+    assert np.allclose(tasks["busy"], tasks["end_s"] - tasks["start_s"], rtol=1e-9, atol=1e-15)
+    instance_type = np.array([tables.types.index(n) for n in system.instance_types])
+    dynamic = 0.0
+    for job in tasks.partition_by("job_id"):
+        m = tables.model_index(job["model"][0])
+        layers = job.group_by("layer").agg(
+            pl.col("split").unique(), pl.col("piece").sort(), pl.col("start_s").min(),
+            pl.col("end_s").max(),
+        ).sort("layer")  # fmt: skip
+        assert layers["layer"].to_list() == list(range(int(tables.n_layers[m])))
+        rows = tables.first_row[m] + layers["layer"].to_numpy()
+        for row, split, piece in zip(rows, layers["split"], layers["piece"], strict=True):
+            assert len(split) == 1 and piece.to_list() == list(range(pieces.count[row, split[0]]))
+        starts, ends = layers["start_s"].to_numpy(), layers["end_s"].to_numpy()
+        assert starts[0] >= job["arrival_s"][0]
+        assert np.all(starts[1:] >= ends[:-1] - 1e-12)
+        assert ends[-1] == pytest.approx(job["finish_s"][0], rel=1e-12)
+        # Each piece moves exactly its bytes, never faster than its unlimited-bandwidth latency.
+        row = tables.first_row[m] + job["layer"].to_numpy()
+        column = pieces.offset[job["split"].to_numpy()] + job["piece"].to_numpy()
+        kind = instance_type[job["accelerator"].to_numpy()]
+        assert np.allclose(job["bytes"], pieces.dram_bytes[row, column, kind], rtol=1e-6, atol=1e-6)
+        duration = (job["end_s"] - job["start_s"]).to_numpy()
+        assert np.all(duration >= pieces.latency_s[row, column, kind] * (1 - 1e-9))
+        dynamic += pieces.energy_j[row, column, kind].sum()
+    for acc in tasks.partition_by("accelerator"):
+        acc = acc.sort("start_s")
+        assert np.all(acc["start_s"].to_numpy()[1:] >= acc["end_s"].to_numpy()[:-1] - 1e-12)
+    in_use = result.timeline.group_by("start_s", "end_s").agg(pl.col("bandwidth_bps").sum())
+    assert in_use["bandwidth_bps"].max() <= system.bandwidth_bytes_per_s * (1 + 1e-9)
+    assert result.metrics["assignments"] == tasks.height
+    assert result.metrics["energy_dynamic_j"] == pytest.approx(dynamic, rel=1e-9)

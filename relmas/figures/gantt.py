@@ -20,9 +20,9 @@ from relmas.sim.result import SimResult  # noqa: E402
 
 
 def task_bars(timeline: pl.DataFrame) -> pl.DataFrame:
-    """One bar per task (accelerator, job, layer): the recorded intervals merged."""
+    """One bar per task (accelerator, job, layer, piece of a split layer): its intervals merged."""
     return (
-        timeline.group_by(["accelerator", "job_id", "layer"])
+        timeline.group_by(["accelerator", "job_id", "layer", "split", "piece"])
         .agg(pl.col("start_s").min(), pl.col("end_s").max())
         .sort(["accelerator", "start_s"])
     )

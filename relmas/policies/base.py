@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 class Policy(ABC):
     """Decides, at each decision point, which ready jobs start on which idle accelerators.
 
-    `decide` returns (job, accelerator) pairs (internal job index, instance index); an empty list
+    `decide` returns (job, accelerator) pairs (internal job index, instance index), or
+    (job, accelerator, split) triples that cut layers into pieces (docs/gacer.md); an empty list
     means wait for the next event. `decision_energy_j` is the policy's own energy per decision,
     added to the system's energy (e.g. running a policy network on one of the accelerators).
     """
@@ -31,8 +32,8 @@ class Policy(ABC):
         """Prepare for a new simulation; `engine` gives the system, cost tables and job trace."""
 
     @abstractmethod
-    def decide(self, view: DecisionView) -> list[tuple[int, int]]:
-        """Assignments (job, accelerator) for the decision point `view`, or [] to wait."""
+    def decide(self, view: DecisionView) -> list[tuple[int, ...]]:
+        """Assignments (job, accelerator[, split]) for the decision point `view`, or [] to wait."""
 
     def run_to_completion(self, engine: Engine) -> bool:
         """Run the whole simulation in a fast path if the policy has one; False = step instead."""
@@ -45,6 +46,7 @@ _REGISTRY: dict[str, PolicyFactory] = {}
 # for, so that e.g. torch is not loaded for a heuristic run). Other stages add theirs here.
 PROVIDERS: dict[str, str] = {
     "ga_offline": "relmas.policies.ga_offline",
+    "gacer": "relmas.policies.gacer",
     "relmas": "relmas.rl.policy",
 }
 

@@ -15,21 +15,151 @@ the bandwidth-free latency of a bandwidth-bound model could not be met even by t
 
 Layers are stored as rows of 2-D arrays (row × type); each model occupies `n_layers + 1` consecutive
 rows, the last one a sentinel meaning "finished", so that a job's progress is a single row cursor.
+
+Optionally, `PieceTables` hold the costs of the same layers cut into pieces (operator resizing,
+docs/gacer.md): `{accelerator}.pieces.parquet` beside each cost table, written by
+`relmas profile --pieces` from the same layer table and spec.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from relmas.errors import InputError
-from relmas.io import read_parquet
+from relmas.io import read_metadata, read_parquet
 from relmas.schemas import COST_SCHEMA
 from relmas.sim.system import System
+
+# Costs of layer pieces: COST_SCHEMA's columns plus the cut (dimension K or Y, split factor
+# `splits`), the number of `pieces` it makes of this layer (min(splits, units of dim)), the 0-based
+# `piece` and the piece's MACs.
+PIECE_SCHEMA: dict[str, pl.DataType] = {
+    "model": pl.String(),
+    "layer": pl.Int32(),
+    "accelerator": pl.String(),
+    "dim": pl.String(),
+    "splits": pl.Int32(),
+    "pieces": pl.Int32(),
+    "piece": pl.Int32(),
+    "macs": pl.Int64(),
+    **{k: v for k, v in COST_SCHEMA.items() if k not in ("model", "layer", "accelerator")},
+}
+SPLIT_DIMS = ("K", "Y")
+WHOLE = "whole"  # the label of split variant 0: the layer in one piece
+
+
+def piece_table_path(directory: str | Path, accelerator: str) -> Path:
+    return Path(directory) / f"{accelerator}.pieces.parquet"
+
+
+@dataclass(frozen=True, eq=False)
+class PieceTables:
+    """Per-piece costs of the layers of a `CostTables`, for every split variant.
+
+    Variant 0 is the whole layer (one piece, the cost table's own costs); variant v > 0 cuts a
+    layer along `variants[v]` (e.g. `K2`: output channels, at most 2 pieces; fewer when the
+    dimension has fewer units). Piece p of variant v is column `offset[v] + p`.
+    """
+
+    variants: tuple[str, ...]  # labels: whole, K2, K4, Y2, ...
+    count: np.ndarray  # int64[rows, variants]: pieces of each row under each variant
+    offset: np.ndarray  # int64[variants]
+    latency_s: np.ndarray  # float64[rows, columns, types]
+    dram_bytes: np.ndarray  # float64[rows, columns, types]
+    demand_bps: np.ndarray  # float64[rows, columns, types]
+    energy_j: np.ndarray  # float64[rows, columns, types]
+
+    @classmethod
+    def whole(cls, tables: CostTables) -> PieceTables:
+        """Only variant 0: every layer in one piece (what a system without resizing runs)."""
+        rows = tables.latency_s.shape[0]
+        return cls(
+            variants=(WHOLE,),
+            count=np.ones((rows, 1), dtype=np.int64),
+            offset=np.zeros(1, dtype=np.int64),
+            latency_s=tables.latency_s[:, None, :].copy(),
+            dram_bytes=tables.dram_bytes[:, None, :].copy(),
+            demand_bps=tables.demand_bps[:, None, :].copy(),
+            energy_j=tables.energy_j[:, None, :].copy(),
+        )
+
+    @classmethod
+    def from_frame(
+        cls, pieces: pl.DataFrame, tables: CostTables, source: str | Path | None = None
+    ) -> PieceTables:
+        """Index `pieces` (PIECE_SCHEMA rows of all of `tables`' types) like `tables`.
+
+        Every layer of every model needs pieces 0..n-1 of every variant present, on every type,
+        with the same n on every type.
+        """
+        pieces = pieces.filter(pl.col("accelerator").is_in(list(tables.types)))
+        _check_values(pieces, source)
+        bad = pieces.filter(~pl.col("dim").is_in(list(SPLIT_DIMS)) | (pl.col("splits") < 2))
+        if bad.height:
+            got = f"{bad['dim'][0]}{bad['splits'][0]}"
+            raise InputError(source, "dim", "cuts along K or Y into splits >= 2 pieces", got)
+        bad = pieces.filter(
+            (pl.col("pieces") < 1) | (pl.col("pieces") > pl.col("splits")) | (pl.col("piece") < 0)
+        )
+        if bad.height:
+            raise InputError(source, "pieces", "1 <= pieces <= splits", bad["pieces"][0])
+        cuts = pieces.select("dim", "splits").unique().sort("dim", "splits").rows()
+        labels = (WHOLE, *(f"{dim}{k}" for dim, k in cuts))
+        offset = np.concatenate(([0], 1 + np.cumsum([0] + [k for _, k in cuts])[:-1]))
+        offset = offset.astype(np.int64)
+        rows, types = tables.latency_s.shape
+        columns = 1 + sum(k for _, k in cuts)
+        shape = (rows, columns, types)
+        latency, dram, energy = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+        for array, whole in ((latency, tables.latency_s), (dram, tables.dram_bytes)):
+            array[:, 0, :] = whole
+        energy[:, 0, :] = tables.energy_j
+        count = np.zeros((rows, len(labels)), dtype=np.int64)
+        count[:, 0] = 1
+        layer_rows = np.flatnonzero(_layer_mask(tables))
+        variant_of = {cut: v + 1 for v, cut in enumerate(cuts)}
+        for t, name in enumerate(tables.types):
+            part = pieces.filter(
+                (pl.col("accelerator") == name) & pl.col("model").is_in(list(tables.models))
+            )
+            model = np.array([tables.model_index(m) for m in part["model"].to_list()], dtype=int)
+            layer = part["layer"].to_numpy().astype(np.int64)
+            if np.any(layer >= tables.n_layers[model]):
+                raise InputError(source, "layer", f"layers of the cost table on {name!r}")
+            row = tables.first_row[model] + layer
+            cut = part.select("dim", "splits").rows()
+            variant = np.array([variant_of[c] for c in cut], dtype=np.int64)
+            piece = part["piece"].to_numpy().astype(np.int64)
+            column = offset[variant] + piece
+            here = np.zeros_like(count)
+            np.add.at(here, (row, variant), 1)
+            seen = np.zeros((rows, columns), dtype=np.int64)
+            np.add.at(seen, (row, column), 1)
+            complete = np.all(here[layer_rows, 1:] > 0) and np.all(seen <= 1)
+            top = np.zeros_like(count)
+            np.maximum.at(top, (row, variant), part["pieces"].to_numpy())
+            if not complete or not np.array_equal(top, here) or np.any(piece >= top[row, variant]):
+                expected = (
+                    f"pieces 0..n-1 of every cut {list(labels[1:])} of every layer on {name!r}"
+                )
+                raise InputError(source, "piece", expected, "missing or repeated pieces")
+            if t == 0:
+                count[:, 1:] = here[:, 1:]
+            elif not np.array_equal(count[:, 1:], here[:, 1:]):
+                raise InputError(source, "piece", "the same pieces on every accelerator")
+            latency[row, column, t] = part["latency_s"].to_numpy()
+            dram[row, column, t] = part["dram_bytes"].to_numpy()
+            energy[row, column, t] = part["energy_j"].to_numpy()
+        sentinel = ~_layer_mask(tables)
+        count[sentinel, 1:] = 1
+        with np.errstate(divide="ignore", invalid="ignore"):
+            demand = np.where(latency > 0, dram / latency, 0.0)
+        return cls(labels, count, offset, latency, dram, demand, energy)
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,6 +179,11 @@ class CostTables:
     remaining_work_s: np.ndarray  # float64[rows]: best latencies from this row to the model's end
     model_latency_s: np.ndarray  # float64[models, types]: whole model alone on one type
     isolated_s: np.ndarray  # float64[models]: min over types of model_latency_s
+    pieces: PieceTables | None = None  # costs of layers cut into pieces, if profiled
+
+    def with_pieces(self, pieces: pl.DataFrame, source: str | Path | None = None) -> CostTables:
+        """These tables with the piece costs of `pieces` (PIECE_SCHEMA) attached."""
+        return replace(self, pieces=PieceTables.from_frame(pieces, self, source))
 
     def model_index(self, model: str) -> int:
         return self.models.index(model)
@@ -155,13 +290,47 @@ def load_costs(
                 instance.name,
             )
     frame = read_cost_tables(directory, system.accelerator_types)
-    return CostTables.from_frame(
+    tables = CostTables.from_frame(
         frame,
         system.accelerator_types,
         models,
         source=directory,
         bandwidth_bps=system.bandwidth_bytes_per_s,
     )
+    names = system.accelerator_types
+    if all(piece_table_path(directory, name).is_file() for name in names):
+        tables = tables.with_pieces(read_piece_tables(directory, names), directory)
+    return tables
+
+
+def read_piece_tables(directory: str | Path, accelerators: Sequence[str]) -> pl.DataFrame:
+    """Concatenate `{directory}/{name}.pieces.parquet`, each checked against its cost table.
+
+    A piece table must come from the same inputs as the cost table beside it: every metadata
+    entry of the cost table (spec, layer-table hash, cost-model version, objective) is repeated in
+    it, so that stale pieces are refused rather than simulated.
+    """
+    frames = []
+    for name in dict.fromkeys(accelerators):
+        path = piece_table_path(directory, name)
+        own = read_metadata(path)
+        for key, value in read_metadata(Path(directory) / f"{name}.parquet").items():
+            if own.get(key) != value:
+                expected = f"{value[:12]} as in {name}.parquet (re-run relmas profile --pieces)"
+                raise InputError(path, f"metadata.{key}", expected, own.get(key, "missing"))
+        frame = read_parquet(path, PIECE_SCHEMA)
+        wrong = frame.filter(pl.col("accelerator") != name)
+        if wrong.height:
+            raise InputError(path, "accelerator", f"{name!r} in every row", wrong["accelerator"][0])
+        frames.append(frame.select(list(PIECE_SCHEMA)))
+    return pl.concat(frames)
+
+
+def _layer_mask(tables: CostTables) -> np.ndarray:
+    """True for rows that are layers, False for the models' sentinel rows."""
+    mask = np.ones(tables.latency_s.shape[0], dtype=bool)
+    mask[tables.first_row + tables.n_layers] = False
+    return mask
 
 
 def _check_values(costs: pl.DataFrame, source: str | Path | None) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from relmas.sim import kernels as K
-from relmas.sim.costs import CostTables
+from relmas.sim.costs import CostTables, PieceTables
 from relmas.sim.metrics import deadline_met
 from relmas.sim.result import SimResult, build_result
 from relmas.sim.system import SHARING_MODES, System
@@ -71,10 +71,16 @@ class Engine:
             tables.best_latency_s,
             tables.remaining_work_s,
         )
+        pieces = tables.pieces if tables.pieces is not None else PieceTables.whole(tables)
+        self.split_variants = pieces.variants
+        self.kernel_pieces = K.Pieces(
+            pieces.count, pieces.offset, pieces.latency_s, pieces.demand_bps, pieces.energy_j
+        )
         self.state = _initial_state(system, tables, self.jobs, record, record_buffer)
         T, S = self.kernel_tables, self.state
         self._advance_kernel = K.entry_point(K.advance, T, S)
         self._start_layer = K.entry_point(K.start_layer, T, S, 0, 0)
+        self._start_piece = K.entry_point(K.start_piece, self.kernel_pieces, S, 0, 0, 0)
         self._refresh_rates = K.entry_point(K.refresh_rates, S)
         self.decision_seconds = 0.0
         self.decision_energy_j = 0.0
@@ -111,23 +117,39 @@ class Engine:
         status = self._advance(self._advance_kernel)
         return DecisionView(self) if status == K.STATUS_DECISION else None
 
-    def step(self, assignments: Iterable[tuple[int, int]]) -> None:
-        """Apply one decision: start each (job, accelerator) pair, or wait if there are none."""
+    def step(self, assignments: Iterable[tuple[int, ...]]) -> None:
+        """Apply one decision: start each (job, accelerator) or (job, accelerator, split), or
+        wait if there are none."""
         pairs = list(assignments)
         self.state.si[K.SI_DECISIONS] += 1
         if not pairs:
             self.wait()
-        for job, accelerator in pairs:
-            self.assign(job, accelerator)
+        for assignment in pairs:
+            self.assign(*assignment)
 
-    def assign(self, job: int, accelerator: int) -> None:
-        """Start the ready `job`'s next layer on the idle `accelerator` (instance index)."""
+    def assign(self, job: int, accelerator: int, split: int = 0) -> None:
+        """Start the ready `job`'s next layer on the idle `accelerator` (instance index).
+
+        `split` > 0 cuts the layer into the pieces of variant `split_variants[split]` and starts
+        the first; the job stays ready until every piece has started, each further `assign` of it
+        starting its next piece (with `split` 0 or the variant already chosen).
+        """
         S = self.state
         if not 0 <= job < S.ji.shape[0] or S.ji[job, K.JI_STATE] != K.JOB_READY:
             raise ValueError(f"job {job} is not ready")
         if not 0 <= accelerator < S.ai.shape[0] or S.ai[accelerator, K.AI_JOB] >= 0:
             raise ValueError(f"accelerator {accelerator} is not idle")
-        self._start_layer(self.kernel_tables, S, job, accelerator)
+        ongoing = S.ji[job, K.JI_PIECES_LEFT] > 0
+        if split == 0 and not ongoing:
+            self._start_layer(self.kernel_tables, S, job, accelerator)
+            return
+        if not 0 <= split < len(self.split_variants):
+            raise ValueError(f"split {split} is not one of the variants {self.split_variants}")
+        if ongoing and split not in (0, S.ji[job, K.JI_SPLIT]):
+            raise ValueError(
+                f"job {job}'s layer is already split by variant {S.ji[job, K.JI_SPLIT]}"
+            )
+        self._start_piece(self.kernel_pieces, S, job, accelerator, split)
 
     def wait(self) -> None:
         """Let time run to the next event (an arrival or a completion) before the next decision."""
@@ -175,11 +197,12 @@ class Engine:
         return build_result(self, policy, self.timeline())
 
     def timeline(self) -> pl.DataFrame | None:
-        """Recorded intervals: accelerator, job_id, layer, start_s, end_s, bandwidth_bps."""
+        """Recorded intervals: accelerator, job_id, layer, start_s, end_s, bandwidth_bps, and the
+        task's split variant (0 = whole layer) and piece."""
         if not self.state.si[K.SI_RECORD]:
             return None
         self._flush()
-        rows = np.concatenate(self._timeline) if self._timeline else np.zeros((0, 6))
+        rows = np.concatenate(self._timeline) if self._timeline else np.zeros((0, K.RECORD_COLUMNS))
         job = rows[:, 3].astype(np.int64)
         row = rows[:, 4].astype(np.int64)
         first = self.tables.first_row[self.model_indices[job]]
@@ -191,6 +214,8 @@ class Engine:
                 "start_s": rows[:, 0],
                 "end_s": rows[:, 1],
                 "bandwidth_bps": rows[:, 5],
+                "split": rows[:, 6].astype(np.int64),
+                "piece": rows[:, 7].astype(np.int64),
             }
         )
 
@@ -262,6 +287,11 @@ class DecisionView:
     def slack_s(self) -> np.ndarray:
         """Time left to the deadline (negative once missed)."""
         return self.deadline_s - self.now
+
+    @cached_property
+    def pieces_left(self) -> np.ndarray:
+        """Pieces of the next layer not started yet (0: the layer has not started)."""
+        return self.engine.state.ji[self.ready_jobs, K.JI_PIECES_LEFT]
 
     @cached_property
     def next_rows(self) -> np.ndarray:

@@ -18,8 +18,10 @@ gets a share (proportional to demand, or max-min fair) and progresses at rate sh
 are recomputed lazily whenever the running set has changed, before time advances.
 
 A *task* (an accelerator running a piece of a job's layer, with its own work and demand) is kept
-apart from a job's progress (its next layer and its count of pending tasks), so that a layer could
-later run as several concurrent pieces.
+apart from a job's progress (its next layer, its count of pending tasks and of pieces not yet
+started), so that a layer may run as several pieces (operator resizing, `start_piece`): a job whose
+layer has pieces left stays ready while its started pieces run, other jobs may interleave with it,
+and the layer completes when its last piece does. `start_layer` is the unsplit case.
 """
 
 from __future__ import annotations
@@ -37,15 +39,18 @@ JF_START, JF_FINISH, JF_READY_SINCE, JF_WAITED, JF_KEY = 4, 5, 6, 7, 8
 JF_COLUMNS = 9
 # Job integer columns (State.ji[job, column]): the row cursor (next layer), the model's end row, ...
 JI_CURSOR, JI_END, JI_STATE, JI_PENDING, JI_PLANNED = 0, 1, 2, 3, 4
-JI_COLUMNS = 5
+# ... the split variant of the current layer and its pieces not yet started (0: none pending).
+JI_SPLIT, JI_PIECES_LEFT = 5, 6
+JI_COLUMNS = 7
 # Job states.
 JOB_FUTURE, JOB_READY, JOB_RUNNING, JOB_DONE = 0, 1, 2, 3
 # Accelerator float columns: remaining work (seconds at rate 1), demand (B/s), rate, busy time.
 AF_WORK, AF_DEMAND, AF_RATE, AF_BUSY = 0, 1, 2, 3
 AF_COLUMNS = 4
-# Accelerator integer columns: type, running job (-1 idle), its row, planned job + 1 (0 none).
-AI_TYPE, AI_JOB, AI_ROW, AI_PLANNED = 0, 1, 2, 3
-AI_COLUMNS = 4
+# Accelerator integer columns: type, running job (-1 idle), its row, planned job + 1 (0 none),
+# the running task's split variant (0 = whole layer) and piece index.
+AI_TYPE, AI_JOB, AI_ROW, AI_PLANNED, AI_SPLIT, AI_PIECE = 0, 1, 2, 3, 4, 5
+AI_COLUMNS = 6
 # Scalar floats: time, bandwidth capacity and use (B/s), bytes moved, dynamic energy.
 SF_NOW, SF_CAPACITY, SF_BW_IN_USE, SF_BYTES_MOVED, SF_ENERGY = 0, 1, 2, 3, 4
 SF_COLUMNS = 5
@@ -60,8 +65,8 @@ SHARING_PROPORTIONAL, SHARING_MAXMIN = 0, 1
 ORDER_NONE, ORDER_ARRIVAL, ORDER_REMAINING, ORDER_DEADLINE, ORDER_LAXITY = -1, 0, 1, 2, 3
 # What `advance` stopped at.
 STATUS_DECISION, STATUS_DONE, STATUS_STALLED, STATUS_FLUSH = 0, 1, 2, 3
-# Timeline record columns: start, end, accelerator, job, row, bandwidth share (B/s).
-RECORD_COLUMNS = 6
+# Timeline record columns: start, end, accelerator, job, row, bandwidth share (B/s), split, piece.
+RECORD_COLUMNS = 8
 # Relative time tolerance under which completions count as simultaneous.
 TIME_TOL = 1e-12
 
@@ -74,6 +79,17 @@ class Tables(NamedTuple):
     energy: np.ndarray  # float64[rows, types]
     best_latency: np.ndarray  # float64[rows]
     remaining_work: np.ndarray  # float64[rows]
+
+
+class Pieces(NamedTuple):
+    """Costs of layers run as pieces: variant v of row r has `count[r, v]` pieces, piece p in
+    column `offset[v] + p` of the [rows, columns, types] arrays; variant 0 is the whole layer."""
+
+    count: np.ndarray  # int64[rows, variants]
+    offset: np.ndarray  # int64[variants]
+    latency: np.ndarray  # float64[rows, columns, types]
+    demand: np.ndarray  # float64[rows, columns, types]
+    energy: np.ndarray  # float64[rows, columns, types]
 
 
 class State(NamedTuple):
@@ -214,10 +230,14 @@ def _remove_ready(S: State, job: int) -> None:
 
 
 @njit(cache=True)
-def start_task(S: State, acc: int, job: int, row: int, work: float, demand: float) -> None:
-    """Put a task (a piece of `job`'s layer `row`) on the idle accelerator `acc`."""
+def start_task(
+    S: State, acc: int, job: int, row: int, split: int, piece: int, work: float, demand: float
+) -> None:
+    """Put a task (piece `piece` of split variant `split` of `job`'s layer `row`) on `acc`."""
     S.ai[acc, AI_JOB] = job
     S.ai[acc, AI_ROW] = row
+    S.ai[acc, AI_SPLIT] = split
+    S.ai[acc, AI_PIECE] = piece
     S.af[acc, AF_WORK] = work
     S.af[acc, AF_DEMAND] = demand
     S.af[acc, AF_RATE] = 1.0
@@ -238,8 +258,41 @@ def start_layer(T: Tables, S: State, job: int, acc: int) -> None:
         S.jf[job, JF_START] = now
     S.ji[job, JI_STATE] = JOB_RUNNING
     S.ji[job, JI_PENDING] = 1
-    start_task(S, acc, job, row, T.latency[row, kind], T.demand[row, kind])
+    start_task(S, acc, job, row, 0, 0, T.latency[row, kind], T.demand[row, kind])
     S.sf[SF_ENERGY] += T.energy[row, kind]
+    S.si[SI_ASSIGNMENTS] += 1
+
+
+@njit(cache=True)
+def start_piece(P: Pieces, S: State, job: int, acc: int, split: int) -> None:
+    """Run the next piece of the ready `job`'s layer on the idle accelerator `acc`.
+
+    If the layer has no piece started yet it is cut by variant `split` (0 = whole); otherwise the
+    variant chosen at its first piece continues. The job stays ready while pieces are left.
+    """
+    row = S.ji[job, JI_CURSOR]
+    kind = S.ai[acc, AI_TYPE]
+    now = S.sf[SF_NOW]
+    if S.ji[job, JI_PIECES_LEFT] == 0:
+        S.ji[job, JI_SPLIT] = split
+        S.ji[job, JI_PIECES_LEFT] = P.count[row, split]
+        S.ji[job, JI_PENDING] = 0
+        if S.jf[job, JF_START] < 0.0:
+            S.jf[job, JF_START] = now
+    split = S.ji[job, JI_SPLIT]
+    piece = P.count[row, split] - S.ji[job, JI_PIECES_LEFT]
+    S.ji[job, JI_PIECES_LEFT] -= 1
+    S.ji[job, JI_PENDING] += 1
+    S.jf[job, JF_WAITED] += now - S.jf[job, JF_READY_SINCE]
+    S.jf[job, JF_READY_SINCE] = now
+    if S.ji[job, JI_PIECES_LEFT] == 0:
+        _remove_ready(S, job)
+        S.ji[job, JI_STATE] = JOB_RUNNING
+    column = P.offset[split] + piece
+    start_task(
+        S, acc, job, row, split, piece, P.latency[row, column, kind], P.demand[row, column, kind]
+    )
+    S.sf[SF_ENERGY] += P.energy[row, column, kind]
     S.si[SI_ASSIGNMENTS] += 1
 
 
@@ -254,7 +307,7 @@ def _complete_task(T: Tables, S: State, acc: int) -> None:
     S.si[SI_IDLE] += 1
     S.si[SI_DIRTY] = 1
     S.ji[job, JI_PENDING] -= 1
-    if S.ji[job, JI_PENDING] > 0:
+    if S.ji[job, JI_PENDING] > 0 or S.ji[job, JI_PIECES_LEFT] > 0:
         return
     S.ji[job, JI_CURSOR] += 1
     if S.ji[job, JI_CURSOR] == S.ji[job, JI_END]:
@@ -325,6 +378,8 @@ def _record_interval(S: State, t0: float, t1: float) -> None:
             S.record[k, 3] = job
             S.record[k, 4] = S.ai[a, AI_ROW]
             S.record[k, 5] = S.af[a, AF_DEMAND] * S.af[a, AF_RATE]
+            S.record[k, 6] = S.ai[a, AI_SPLIT]
+            S.record[k, 7] = S.ai[a, AI_PIECE]
             k += 1
     S.si[SI_RECORD_N] = k
 

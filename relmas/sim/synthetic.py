@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from relmas.schemas import COST_SCHEMA
+from relmas.sim.costs import PIECE_SCHEMA
 
 
 def synthetic_costs(
@@ -71,3 +72,40 @@ def cost_frame(
         for index, (latency, dram, energy) in enumerate(entries)
     ]
     return pl.DataFrame(rows, schema=COST_SCHEMA)
+
+
+def synthetic_pieces(
+    costs: pl.DataFrame, splits: Sequence[int] = (2, 4), seed: int = 0
+) -> pl.DataFrame:
+    """Piece costs (PIECE_SCHEMA) of the layers of `costs`, cut along K and Y into k pieces.
+
+    For tests of the engine and policies only (real pieces come from `relmas profile --pieces`):
+    a piece takes 1/k of the latency times an overhead in [1, 1.5), and moves 1/k of the layer's
+    bytes plus a re-read share (30-70 %) of the whole layer's, so that splitting is never free.
+    """
+    rng = np.random.default_rng(seed)
+    frames = []
+    for dim in ("K", "Y"):
+        for k in splits:
+            n = costs.height
+            overhead = rng.uniform(1.0, 1.5, (k, n))
+            reread = rng.uniform(0.3, 0.7, n)
+            for piece in range(k):
+                latency = costs["latency_s"].to_numpy() / k * overhead[piece]
+                dram = costs["dram_bytes"].to_numpy() * (1.0 / k + reread)
+                frames.append(
+                    costs.select("model", "layer", "accelerator").with_columns(
+                        dim=pl.lit(dim),
+                        splits=pl.lit(k, pl.Int32()),
+                        pieces=pl.lit(k, pl.Int32()),
+                        piece=pl.lit(piece, pl.Int32()),
+                        macs=pl.lit(0, pl.Int64()),
+                        cycles=pl.Series(np.rint(latency * 1e9).astype(np.int64)),
+                        latency_s=pl.Series(latency),
+                        dram_bytes=pl.Series(np.ceil(dram).astype(np.int64)),
+                        energy_j=pl.Series(costs["energy_j"].to_numpy() / k * overhead[piece]),
+                        utilization=pl.lit(1.0),
+                        mapping=pl.lit("synthetic"),
+                    )
+                )
+    return pl.concat(frames).select(list(PIECE_SCHEMA))

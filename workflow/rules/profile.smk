@@ -19,3 +19,25 @@ rule profile:
     shell:
         "{RELMAS} profile --layers {input.layers} --accelerator {wildcards.accelerator}"
         " {CONFIG_ARGS} --out {output} > {log} 2>&1"
+
+
+rule profile_pieces:
+    """Costs of the layers cut into pieces (operator resizing, docs/gacer.md) on one accelerator.
+
+    A rule of its own, beside `profile`, so that the cost table never re-profiles when only
+    `resizing:` changes, and cached the same way (Snakemake caches rules with one output file).
+    """
+    input:
+        layers=f"{RESULTS}/layers.parquet",
+    output:
+        f"{RESULTS}/costs/{{accelerator}}.pieces.parquet",
+    params:
+        spec=lambda wildcards: slice_of("accelerators", wildcards.accelerator),
+        objective=CONFIG["profile"]["objective"],
+        resizing=json.dumps(CONFIG["resizing"], sort_keys=True),
+    cache: True
+    log:
+        f"{RESULTS}/logs/profile/{{accelerator}}.pieces.log",
+    shell:
+        "{RELMAS} profile --layers {input.layers} --accelerator {wildcards.accelerator} --pieces"
+        " {CONFIG_ARGS} --out {output} > {log} 2>&1"
