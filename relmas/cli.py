@@ -68,13 +68,16 @@ def cmd_zoo(args: argparse.Namespace) -> None:
 def cmd_profile(args: argparse.Namespace) -> None:
     from relmas import tracking
     from relmas.hw.spec import load_spec_file, parse_spec, spec_hash, spec_json
-    from relmas.profile import layers_hash, profile_layers, write_cost_table
+    from relmas.profile import layers_hash, profile_layers, profile_pieces, write_cost_table
     from relmas.schemas import LAYER_SCHEMA
 
     if args.spec is not None:
         config = None
         name, spec = load_spec_file(args.spec)
         objective = args.objective or "latency"
+        from relmas.config import load_schema
+
+        resizing = load_schema()["properties"]["resizing"]["default"]
     else:
         if not args.config or not args.accelerator:
             raise InputError(None, "--accelerator", "--accelerator NAME with --config, or --spec")
@@ -89,6 +92,7 @@ def cmd_profile(args: argparse.Namespace) -> None:
         name = args.accelerator
         spec = parse_spec(name, config["accelerators"][name], source)
         objective = args.objective or config["profile"]["objective"]
+        resizing = config["resizing"]
     from relmas.io import read_parquet
 
     layers = read_parquet(args.layers, LAYER_SCHEMA)
@@ -96,21 +100,32 @@ def cmd_profile(args: argparse.Namespace) -> None:
     with tracking.stage_run(
         "profile",
         config,
-        tags={"accelerator": name},
+        tags={"accelerator": name, "table": "pieces" if args.pieces else "costs"},
         params={
             "accelerator": name,
             "kind": spec.kind,
             "objective": objective,
             "spec": spec_hash(spec),
+            **({"resizing": json.dumps(resizing, sort_keys=True)} if args.pieces else {}),
         },
     ) as run:
-        table, stats = profile_layers(layers, name, spec, objective, source=args.layers)
-        write_cost_table(table, args.out, name, spec, digest, objective)
+        if args.pieces:
+            table, stats = profile_pieces(
+                layers, name, spec, resizing["splits"], resizing["dims"], objective, args.layers
+            )
+        else:
+            table, stats = profile_layers(layers, name, spec, objective, source=args.layers)
+        write_cost_table(
+            table, args.out, name, spec, digest, objective, resizing if args.pieces else None
+        )
         run.log_dict(json.loads(spec_json(spec)), "spec.json")
         run.log_metrics(stats)
         run.log_artifact(args.out)
+    costed = f"{stats['layers']} layers"
+    if args.pieces:
+        costed = f"{stats['pieces']} pieces ({stats['layers']} distinct shapes)"
     print(
-        f"{name}: {stats['layers']} layers, {stats['mappings_evaluated']} mappings "
+        f"{name}: {costed}, {stats['mappings_evaluated']} mappings "
         f"in {stats['seconds']:.2f} s -> {args.out}"
     )
 
@@ -217,7 +232,14 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     import statistics
 
     from relmas import tracking
-    from relmas.evaluate import evaluate_scenario, policy_options, summary_row, write_results
+    from relmas.evaluate import (
+        agent_scenario,
+        evaluate_scenario,
+        policy_extra,
+        policy_options,
+        summary_row,
+        write_results,
+    )
     from relmas.workload import scenario_system
 
     config = load_configs(args.config)
@@ -232,10 +254,12 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     options = policy_options(config, args.policy)
     if args.agent:
         options["agent"] = str(args.agent)
+    trained_on = agent_scenario(args.policy, args.agent)
+    tags = {"scenario": args.scenario, "policy": args.policy, "seeds": ",".join(map(str, seeds))}
     with tracking.stage_run(
         "evaluate",
         config,
-        tags={"scenario": args.scenario, "policy": args.policy, "seeds": ",".join(map(str, seeds))},
+        tags=tags | ({"agent_scenario": trained_on} if trained_on else {}),
         params={"scenario": args.scenario, "policy": args.policy, "seeds": seeds, **options},
     ) as run:
         rows = []
@@ -254,9 +278,15 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                 policy_options=options,
                 record=record,
             )
-            extra = _policy_overhead(args, result)
+            extra = policy_extra(args.policy, args.agent, result)
             write_results(
-                result, out, summary_path(out), scenario=args.scenario, seed=seed, extra=extra
+                result,
+                out,
+                summary_path(out),
+                scenario=args.scenario,
+                seed=seed,
+                extra=extra,
+                agent_scenario=trained_on,
             )
             row = summary_row(result, args.scenario, seed, extra).row(0, named=True)
             metrics = {k: v for k, v in row.items() if isinstance(v, int | float) and k != "seed"}
@@ -269,16 +299,6 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         run.log_metrics({k: statistics.fmean(r[k] for r in rows) for k in rows[0]})
 
 
-def _policy_overhead(args: argparse.Namespace, result: Any) -> dict[str, float]:
-    """RELMAS's own cost in this run (MACs, energy and time per decision); nothing for others."""
-    if args.policy != "relmas" or args.agent is None:
-        return {}
-    from relmas.rl.agent import read_agent_info
-    from relmas.rl.overhead import overhead_metrics
-
-    return overhead_metrics(read_agent_info(args.agent).decision_cost, result)
-
-
 def summary_path(results_path: Path) -> Path:
     """Where the one-row summary of a results file goes: beside it, `.summary.parquet`."""
     return results_path.with_name(results_path.name.removesuffix(".parquet") + ".summary.parquet")
@@ -289,6 +309,70 @@ def _log_gantt(run: Any, result: Any, path: Path) -> None:
 
     plot_gantt(result, path)
     run.log_artifact(path)
+
+
+def cmd_sweep(args: argparse.Namespace) -> None:
+    """One point of a sweep: every policy but ga_offline on the evaluation seeds, one MLflow run.
+
+    One process and one run per point, not per policy: a job's start-up (imports, MLflow) costs
+    more than the point's simulations. Metrics are `{policy}.{metric}` means over the seeds, named
+    alike at every point, so that MLflow's compare view lines the points up.
+    """
+    import polars as pl
+
+    from relmas import tracking
+    from relmas.io import write_parquet
+    from relmas.sweep import point_config, point_label, run_sweep_point, sweep_policies
+    from relmas.workload import scenario_system
+
+    config = load_configs(args.config)
+    source = ", ".join(args.config)
+    changed = point_config(config, args.sweep, args.value, source)
+    spec = config["sweeps"][args.sweep]
+    system = scenario_system(changed, spec["scenario"], source)
+    static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
+    policies = sweep_policies(config)
+    label = point_label(args.value)
+    tags = {
+        "scenario": spec["scenario"],
+        "sweep": args.sweep,
+        "parameter": spec["parameter"],
+        "value": label,
+        "policies": ",".join(policies),
+        "seeds": ",".join(map(str, config["evaluation"]["seeds"])),
+    }
+    with tracking.stage_run(
+        "evaluate",
+        config,
+        tags=tags,
+        params={**tags, "agents": str(args.agents)},
+        run_name=f"sweep-{args.sweep}-{label}",
+    ) as run:
+
+        def progress(policy: str, seed: int, sla_rate: float) -> None:
+            print(f"{args.sweep} {label} {policy} seed {seed}: sla_rate {sla_rate:.3f}", flush=True)
+
+        frame = run_sweep_point(
+            config,
+            args.sweep,
+            args.value,
+            args.costs,
+            args.agents,
+            static_w=static_w,
+            source=source,
+            progress=progress,
+        )
+        write_parquet(frame, args.out)
+        numeric = [
+            name
+            for name, dtype in frame.schema.items()
+            if dtype.is_numeric() and name not in ("seed", "value")
+        ]
+        means = frame.group_by("policy", maintain_order=True).agg(pl.col(numeric).mean())
+        for row in means.iter_rows(named=True):
+            run.log_metrics({f"{row['policy']}.{name}": row[name] for name in numeric})
+        run.log_artifact(args.out)
+    print(f"sweep {args.sweep} at {label}: {frame.height} runs -> {args.out}")
 
 
 def cmd_simulate(args: argparse.Namespace) -> None:
@@ -322,12 +406,21 @@ def cmd_report(args: argparse.Namespace) -> None:
     config = load_configs(args.config)
     source = ", ".join(args.config)
     with tracking.stage_run("report", config, params={"evaluation": config["evaluation"]}) as run:
-        made = write_report(config, source, args.eval, args.costs, args.workloads, args.out)
+        made = write_report(
+            config,
+            source,
+            args.eval,
+            args.costs,
+            args.workloads,
+            args.out,
+            sweeps_dir=args.sweeps,
+            agents_dir=args.agents,
+        )
         run.log_metrics(made["metrics"])
         for path in made["figures"].values():
             run.log_artifact(path, "figures")
-        run.log_artifact(args.out / "summary.parquet")
-        run.log_artifact(args.out / "report.md")
+        for path in made["tables"]:
+            run.log_artifact(path)
     print(f"report -> {args.out / 'report.md'}")
 
 
@@ -401,6 +494,11 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--spec", type=Path, help="an accelerator spec in its own YAML file")
     config_arg(profile, required=False)
     profile.add_argument("--objective", choices=("latency", "energy", "edp"), help="override")
+    profile.add_argument(
+        "--pieces",
+        action="store_true",
+        help="cost the layers cut into pieces (config resizing:): {accelerator}.pieces.parquet",
+    )
     profile.add_argument("--out", required=True, type=Path, help="cost table Parquet to write")
 
     costs_help = "directory of cost tables {accelerator}.parquet"
@@ -439,11 +537,25 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
     evaluate.add_argument("--gantt", type=Path, help="also draw the first seed's Gantt chart here")
 
+    sweep = command("sweep", cmd_sweep, "every policy but ga_offline at one point of a sweep")
+    config_arg(sweep)
+    sweep.add_argument("--sweep", required=True, help="a sweep of the config (sweeps:)")
+    sweep.add_argument("--value", required=True, type=float, help="the swept parameter's value")
+    sweep.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
+    sweep.add_argument(
+        "--agents", type=Path, help="the base scenario's agents: one directory per learned policy"
+    )
+    sweep.add_argument("--out", required=True, type=Path, help="summary rows Parquet to write")
+
     report = command("report", cmd_report, "summary.parquet, figures and report.md of a study")
     config_arg(report)
     report.add_argument("--eval", type=Path, default=Path("results/eval"), help="results dir")
     report.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
     report.add_argument("--workloads", type=Path, default=Path("results/workloads"))
+    report.add_argument("--sweeps", type=Path, default=Path("results/sweeps"), help="sweeps dir")
+    report.add_argument(
+        "--agents", type=Path, default=Path("results/agents"), help="agents dir (learning curves)"
+    )
     report.add_argument("--out", type=Path, default=Path("results/report"), help="report dir")
 
     simulate = command("simulate", cmd_simulate, "run one policy on any job trace and cost tables")

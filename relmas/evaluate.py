@@ -36,6 +36,8 @@ SUMMARY_EXTRA = (
     "assignments",
     "mean_bandwidth_gbps",
 )
+# Policies that deploy a trained agent (`--agent`); their summary rows name its scenario.
+LEARNED = ("relmas", "relmas_resize")
 
 
 def evaluation_runs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -51,6 +53,43 @@ def evaluation_runs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
         for policy in config["evaluation"]["policies"]
         if policy != "ga_offline" or (spec.get("jobs") or max_jobs + 1) <= max_jobs
     ]
+
+
+def generalisation_runs(
+    config: Mapping[str, Any], source: str | Path | None = None
+) -> list[tuple[str, str, str]]:
+    """The (agent scenario, scenario, policy) runs of `evaluation.generalisation`: every learned
+    policy of `evaluation.policies`, deployed with the agent trained on another scenario.
+
+    The two scenarios must differ and have the same accelerator instances (an agent's actions
+    and features are per instance); their bandwidth, load and workload may differ.
+    """
+    runs = []
+    for index, pair in enumerate(config["evaluation"]["generalisation"]):
+        key = f"evaluation.generalisation[{index}]"
+        for role in ("agent", "scenario"):
+            if pair[role] not in config["scenarios"]:
+                known = sorted(config["scenarios"])
+                raise InputError(
+                    source, f"{key}.{role}", f"one of the scenarios {known}", pair[role]
+                )
+        if pair["agent"] == pair["scenario"]:
+            raise InputError(source, key, "two different scenarios", pair["scenario"])
+        trained = scenario_system(config, pair["agent"], source).instance_types
+        deployed = scenario_system(config, pair["scenario"], source).instance_types
+        if trained != deployed:
+            raise InputError(
+                source,
+                f"{key}.scenario",
+                f"a scenario with the accelerator instances of {pair['agent']} {list(trained)}",
+                f"{pair['scenario']} {list(deployed)}",
+            )
+        runs += [
+            (pair["agent"], pair["scenario"], policy)
+            for policy in config["evaluation"]["policies"]
+            if policy in LEARNED
+        ]
+    return runs
 
 
 def policy_options(config: Mapping[str, Any], policy: str) -> dict[str, Any]:
@@ -74,18 +113,45 @@ def simulate(
     return Engine(system, tables, jobs, static_w=static_w, record=record).run(policy)
 
 
+def agent_scenario(policy: str, agent: str | Path | None) -> str | None:
+    """The scenario a learned policy's agent was trained on (its agent.json); None otherwise."""
+    if policy not in LEARNED or agent is None:
+        return None
+    from relmas.rl.agent import read_agent_info
+
+    return read_agent_info(agent).scenario
+
+
+def policy_extra(policy: str, agent: str | Path | None, result: SimResult) -> dict[str, float]:
+    """A learned policy's own cost in this run (MACs, energy and time per decision, priced from
+    its agent.json); nothing for the others."""
+    if policy not in LEARNED or agent is None:
+        return {}
+    from relmas.rl.agent import read_agent_info
+    from relmas.rl.overhead import overhead_metrics
+
+    return overhead_metrics(read_agent_info(agent).decision_cost, result)
+
+
 def summary_row(
-    result: SimResult, scenario: str, seed: int, extra: Mapping[str, float] | None = None
+    result: SimResult,
+    scenario: str,
+    seed: int,
+    extra: Mapping[str, float] | None = None,
+    agent_scenario: str | None = None,
 ) -> pl.DataFrame:
-    """One SUMMARY_SCHEMA row (plus SUMMARY_EXTRA columns, plus the policy's `extra` metrics)."""
+    """One SUMMARY_SCHEMA row (plus SUMMARY_EXTRA columns, plus the policy's `extra` metrics),
+    and `agent_scenario`: the scenario a learned policy's agent was trained on (null without one;
+    another scenario than `scenario` in generalisation runs)."""
     metrics = result.metrics
     row: dict[str, Any] = {"scenario": scenario, "policy": result.policy, "seed": seed}
     row["jobs"] = int(metrics["jobs"])
     row.update({key: metrics[key] for key in SUMMARY_SCHEMA if key not in row})
     row.update({key: metrics[key] for key in SUMMARY_EXTRA})
     row.update(extra or {})
+    row["agent_scenario"] = agent_scenario
     schema = dict(SUMMARY_SCHEMA) | {key: pl.Float64() for key in (*SUMMARY_EXTRA, *(extra or {}))}
-    return pl.DataFrame([row], schema=schema)
+    return pl.DataFrame([row], schema=schema | {"agent_scenario": pl.String()})
 
 
 def write_results(
@@ -96,9 +162,10 @@ def write_results(
     scenario: str,
     seed: int,
     extra: Mapping[str, float] | None = None,
+    agent_scenario: str | None = None,
 ) -> None:
     """Per-job results (JOB_RESULT_SCHEMA, metrics in the file metadata), optionally the summary
-    (with the policy's `extra` metrics, e.g. RELMAS's overhead)."""
+    (with the policy's `extra` metrics, e.g. RELMAS's overhead, and its agent's scenario)."""
     metadata = {
         "relmas.scenario": scenario,
         "relmas.policy": result.policy,
@@ -108,7 +175,7 @@ def write_results(
     }
     write_parquet(result.jobs, jobs_path, metadata=metadata)
     if summary_path is not None:
-        write_parquet(summary_row(result, scenario, seed, extra), summary_path)
+        write_parquet(summary_row(result, scenario, seed, extra, agent_scenario), summary_path)
 
 
 def load_job_trace(path: str | Path, tables: CostTables) -> pl.DataFrame:

@@ -4,6 +4,10 @@ Statistics are over evaluation seeds (traces the agents never saw): means with S
 confidence intervals, and for each scenario the ratio of every learned policy's mean SLA rate to the
 best heuristic's, with a paired bootstrap 95% interval (seeds resampled together, since all
 policies ran on the same traces). Nothing is tuned or filtered: every policy evaluated is shown.
+
+Besides the per-scenario evaluation: generalisation runs (a learned policy deployed with the agent
+of another scenario: rows whose `agent_scenario` is not their scenario), sweeps (SLA rate against
+load and bandwidth, `relmas.sweep`) and the agents' learning curves (`curve.parquet`).
 """
 
 from __future__ import annotations
@@ -21,10 +25,10 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from scipy import stats  # noqa: E402
 
+from relmas.evaluate import LEARNED  # noqa: E402
 from relmas.io import read_parquet  # noqa: E402
 from relmas.schemas import SUMMARY_SCHEMA  # noqa: E402
 
-LEARNED = ("relmas", "relmas_resize")
 REFERENCES = ("ga_offline", "random")
 METRICS = ("sla_rate", "antt", "stp", "fairness", "utilization", "energy_j", "decision_us")
 BOOTSTRAP_SAMPLES = 10_000
@@ -35,7 +39,18 @@ def collect_summaries(paths: Sequence[str | Path]) -> pl.DataFrame:
     frames = [read_parquet(path, SUMMARY_SCHEMA) for path in paths]
     summary = pl.concat(frames, how="diagonal_relaxed")
     ordered = list(SUMMARY_SCHEMA) + [c for c in summary.columns if c not in SUMMARY_SCHEMA]
-    return summary.select(ordered).sort("scenario", "policy", "seed")
+    return summary.select(ordered).sort(
+        "scenario", "policy", "agent_scenario", "seed", nulls_last=True
+    )
+
+
+def split_generalisation(summary: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(rows of heuristics and of agents on their own scenario, rows of agents deployed on
+    another scenario than the one they were trained on)."""
+    moved = pl.col("agent_scenario").is_not_null() & (
+        pl.col("agent_scenario") != pl.col("scenario")
+    )
+    return summary.filter(~moved), summary.filter(moved)
 
 
 def mean_ci(values: np.ndarray) -> tuple[float, float]:
@@ -48,20 +63,37 @@ def mean_ci(values: np.ndarray) -> tuple[float, float]:
     return mean, float(half)
 
 
-def aggregate(summary: pl.DataFrame) -> pl.DataFrame:
-    """Per scenario and policy: seeds, and mean and 95% CI half-width of every metric."""
+def aggregate(summary: pl.DataFrame, by: Sequence[str] = ("scenario", "policy")) -> pl.DataFrame:
+    """Per group of `by` (scenario and policy): seeds, and mean and 95% CI half-width of every
+    metric."""
     rows = []
-    for (scenario, policy), group in summary.group_by(["scenario", "policy"], maintain_order=True):
-        row: dict[str, Any] = {"scenario": scenario, "policy": policy, "seeds": group.height}
+    for keys, group in summary.group_by(list(by), maintain_order=True):
+        row: dict[str, Any] = dict(zip(by, keys, strict=True)) | {"seeds": group.height}
         for metric in METRICS:
             row[metric], row[f"{metric}_ci95"] = mean_ci(group[metric].to_numpy())
         rows.append(row)
-    return pl.DataFrame(rows).sort("scenario", "policy")
+    return pl.DataFrame(rows).sort(*by)
 
 
 def heuristics(policies: Sequence[str]) -> list[str]:
     """The online heuristics among `policies` (not learned, not the offline bound or random)."""
     return [p for p in policies if p not in LEARNED + REFERENCES]
+
+
+def paired_ratio(
+    ours: np.ndarray, theirs: np.ndarray, rng: np.random.Generator
+) -> tuple[float, float, float]:
+    """mean(ours) / mean(theirs) and its paired bootstrap 95% interval: both means recomputed on
+    the same resamples of the seeds (element i of both arrays is the same trace)."""
+    ours, theirs = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
+    ratio = float(ours.mean() / theirs.mean()) if theirs.mean() > 0 else math.nan
+    resample = rng.integers(0, len(ours), size=(BOOTSTRAP_SAMPLES, len(ours)))
+    num, den = ours[resample].mean(axis=1), theirs[resample].mean(axis=1)
+    ratios = np.divide(num, den, out=np.full_like(num, np.nan), where=den > 0)
+    if not np.isfinite(ratios).any():
+        return ratio, math.nan, math.nan
+    low, high = np.nanpercentile(ratios, [2.5, 97.5])
+    return ratio, float(low), float(high)
 
 
 def ratio_to_best_heuristic(
@@ -83,17 +115,7 @@ def ratio_to_best_heuristic(
         best = max(candidates, key=lambda p: float(table[p].mean()))
         for learned in (p for p in LEARNED if p in policies):
             ours, theirs = table[learned].to_numpy(), table[best].to_numpy()
-            resample = rng.integers(0, len(ours), size=(BOOTSTRAP_SAMPLES, len(ours)))
-            num, den = ours[resample].mean(axis=1), theirs[resample].mean(axis=1)
-            ratios = np.divide(num, den, out=np.full_like(num, np.nan), where=den > 0)
-            low, high = (
-                np.nanpercentile(ratios, [2.5, 97.5])
-                if np.isfinite(ratios).any()
-                else (
-                    math.nan,
-                    math.nan,
-                )
-            )
+            ratio, low, high = paired_ratio(ours, theirs, rng)
             rows.append(
                 {
                     "scenario": scenario,
@@ -101,11 +123,57 @@ def ratio_to_best_heuristic(
                     "best_heuristic": best,
                     f"{metric}": float(ours.mean()),
                     f"best_{metric}": float(theirs.mean()),
-                    "ratio": float(ours.mean() / theirs.mean()) if theirs.mean() > 0 else math.nan,
-                    "ratio_ci_low": float(low),
-                    "ratio_ci_high": float(high),
+                    "ratio": ratio,
+                    "ratio_ci_low": low,
+                    "ratio_ci_high": high,
                 }
             )
+    return pl.DataFrame(rows)
+
+
+GENERALISATION_REFERENCES = ("fcfs", "sjf", "best")
+
+
+def generalisation_table(summary: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
+    """Per learned policy deployed with another scenario's agent: its mean SLA rate (95% CI), that
+    of the scenario's own agent, and its ratio to FCFS, SJF and the scenario's best heuristic
+    (`ratio_<ref>`, paired bootstrap 95% interval `ratio_<ref>_ci_low/high`; NaN if not evaluated).
+
+    `summary` holds the generalisation rows and the scenario's own rows (same seeds, same traces).
+    """
+    rng = np.random.default_rng(seed)
+    own, moved = split_generalisation(summary)
+    rows = []
+    for (agent, scenario, policy), group in moved.group_by(
+        ["agent_scenario", "scenario", "policy"], maintain_order=True
+    ):
+        base = own.filter(pl.col("scenario") == scenario)
+        table = (
+            base.pivot(on="policy", index="seed", values="sla_rate")
+            .join(group.select("seed", moved_sla=pl.col("sla_rate")), on="seed")
+            .sort("seed")
+        )
+        candidates = heuristics(base["policy"].unique().to_list())
+        best = max(candidates, key=lambda p: float(table[p].mean())) if candidates else None
+        mean, half = mean_ci(table["moved_sla"].to_numpy())
+        row: dict[str, Any] = {
+            "agent_scenario": agent,
+            "scenario": scenario,
+            "policy": policy,
+            "seeds": table.height,
+            "sla_rate": mean,
+            "sla_rate_ci95": half,
+            "own_agent_sla_rate": float(table[policy].mean()) if policy in table else math.nan,
+            "best_heuristic": best,
+        }
+        for ref, column in zip(GENERALISATION_REFERENCES, ("fcfs", "sjf", best), strict=True):
+            if column in table.columns:
+                ratio = paired_ratio(table["moved_sla"].to_numpy(), table[column].to_numpy(), rng)
+            else:
+                ratio = (math.nan, math.nan, math.nan)
+            for suffix, value in zip(("", "_ci_low", "_ci_high"), ratio, strict=True):
+                row[f"ratio_{ref}{suffix}"] = value
+        rows.append(row)
     return pl.DataFrame(rows)
 
 
@@ -192,6 +260,83 @@ def plot_tenant_sla(tenants: pl.DataFrame, scenario: str) -> plt.Figure:
     return fig
 
 
+SWEEP_AXES = {
+    "load": ("offered load (x the system's capacity)", "linear"),
+    "dram_gbps": ("shared off-chip bandwidth, GB/s", "log"),
+}
+
+
+def plot_sweep(
+    aggregated: pl.DataFrame, title: str, parameter: str, trained_at: float | None
+) -> plt.Figure:
+    """SLA rate against the swept value, one line per policy with its 95% CI band; a dotted line
+    where the learned policies' agent was trained (the base scenario's own value)."""
+    policies = _policy_order(aggregated["policy"].unique().to_list())
+    label, scale = SWEEP_AXES[parameter]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    cmap = plt.get_cmap("tab20")
+    for i, policy in enumerate(policies):
+        rows = aggregated.filter(pl.col("policy") == policy).sort("value")
+        x, mean, half = (rows[c].to_numpy() for c in ("value", "sla_rate", "sla_rate_ci95"))
+        learned = policy in LEARNED
+        color = "black" if learned else cmap(i % cmap.N)
+        ax.plot(
+            x,
+            mean,
+            marker="o",
+            label=policy,
+            color=color,
+            linewidth=2.5 if learned else 1.2,
+            zorder=3 if learned else 2,
+        )
+        ax.fill_between(x, mean - half, mean + half, color=color, alpha=0.15)
+    if trained_at is not None:
+        ax.axvline(trained_at, color="grey", linestyle=":", label="agent trained here")
+    if scale == "log":
+        ax.set_xscale("log", base=2)
+        values = sorted(aggregated["value"].unique())
+        ax.set_xticks(values, [f"{v:g}" for v in values])
+    ax.set_xlabel(label)
+    ax.set_ylabel("SLA rate (mean, 95% CI)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title)
+    ax.legend(fontsize="small", ncol=2, loc="best")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_learning_curves(
+    curves: Mapping[str, pl.DataFrame], best_heuristics: Mapping[str, tuple[str, float]]
+) -> plt.Figure:
+    """Validation SLA rate against training step, one panel per agent (`curves` by title), with
+    the best heuristic's SLA rate on the same validation traces dashed (`best_heuristics`)."""
+    titles = list(curves)
+    cols = min(len(titles), 4)
+    rows = math.ceil(len(titles) / cols)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(3.6 * cols, 2.9 * rows), squeeze=False, sharey=True
+    )
+    shown = [rate for _, rate in best_heuristics.values()]
+    for ax, title in zip(axes.flat, titles, strict=False):
+        points = curves[title].filter(pl.col("metric") == "val_sla_rate").sort("step")
+        shown += points["value"].to_list()
+        ax.plot(points["step"], points["value"], marker="o", markersize=3, label="agent")
+        name, rate = best_heuristics[title]
+        ax.axhline(rate, color="black", linestyle="--", linewidth=1, label=f"{name} (best heur.)")
+        ax.set_title(title, fontsize="medium")
+        ax.set_xlabel("training step (decisions)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="x-small", loc="lower right")
+    axes[0, 0].set_ylim(max(0.0, min(shown) - 0.05), min(1.02, max(shown) + 0.05))
+    for ax in axes[:, 0]:
+        ax.set_ylabel("validation SLA rate")
+    for ax in list(axes.flat)[len(titles) :]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
 def heuristic_ranking(config: Mapping[str, Any], aggregated: pl.DataFrame) -> pl.DataFrame:
     """Per scenario: its load, bandwidth and arrival process, and the heuristics ranked by SLA rate.
 
@@ -247,27 +392,42 @@ def write_report(
     costs_dir: Path,
     workloads_dir: Path,
     out_dir: Path,
+    *,
+    sweeps_dir: Path | None = None,
+    agents_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Write summary.parquet, the figures and report.md into `out_dir`; return what was made.
+    """Write summary.parquet, sweeps.parquet, the figures and report.md into `out_dir`; return
+    what was made.
 
     Reads `{eval_dir}/{scenario}/{policy}/seed{n}[.summary].parquet` for the configured scenarios,
-    policies and evaluation seeds. Returns the paths of the figures and headline metrics for MLflow.
+    policies and evaluation seeds, `{eval_dir}/{scenario}/{policy}/from-{agent}/...` for the
+    generalisation runs, `{sweeps_dir}/{sweep}/{value}.parquet` for the sweeps and
+    `{agents_dir}/{scenario}/{policy}/curve.parquet` (+ agent.json) for every evaluated agent.
+    Returns the paths of the figures and tables, and headline metrics, for MLflow.
     """
-    from relmas.evaluate import evaluation_runs
+    from relmas.evaluate import evaluation_runs, generalisation_runs
     from relmas.io import atomic_path, write_parquet
 
     scenarios = list(config["scenarios"])
     seeds = list(config["evaluation"]["seeds"])
     runs = [(s, p, n) for s, p in evaluation_runs(config) for n in seeds]
     base = {run: eval_dir / run[0] / run[1] / f"seed{run[2]}" for run in runs}
-    summary = collect_summaries([f"{path}.summary.parquet" for path in base.values()])
+    moved = [
+        eval_dir / scenario / policy / f"from-{agent}" / f"seed{seed}.summary.parquet"
+        for agent, scenario, policy in generalisation_runs(config, source)
+        for seed in seeds
+    ]
+    summary = collect_summaries([f"{path}.summary.parquet" for path in base.values()] + moved)
     results = {run: pl.read_parquet(f"{path}.parquet") for run, path in base.items()}
     figures_dir = out_dir / "figures"
     figures_dir.mkdir(parents=True, exist_ok=True)
     write_parquet(summary, out_dir / "summary.parquet")
+    tables = [out_dir / "summary.parquet"]
 
-    aggregated = aggregate(summary)
-    ratios = ratio_to_best_heuristic(summary)
+    own, _ = split_generalisation(summary)
+    aggregated = aggregate(own)
+    ratios = ratio_to_best_heuristic(own)
+    generalisation = generalisation_table(summary)
     tenants = tenant_sla(results)
     figures: dict[str, Path] = {}
 
@@ -288,19 +448,89 @@ def write_report(
         save(plot_metric_by_scenario(aggregated, metric, label), metric)
     for scenario in scenarios:
         save(plot_tenant_sla(tenants, scenario), f"tenants_{scenario}")
+    sweeps = collect_sweeps(config, sweeps_dir or Path("results/sweeps"))
+    if sweeps.height:
+        write_parquet(sweeps, out_dir / "sweeps.parquet")
+        tables.append(out_dir / "sweeps.parquet")
+        for name, spec in config["sweeps"].items():
+            points = aggregate(sweeps.filter(pl.col("sweep") == name), by=("value", "policy"))
+            title = f"{name}: {spec['scenario']}, every policy but ga_offline"
+            trained_at = _base_value(config, spec) if set(LEARNED) & set(points["policy"]) else None
+            save(plot_sweep(points, title, spec["parameter"], trained_at), f"sweep_{name}")
+    learning = _learning(config, agents_dir or Path("results/agents"))
+    if learning:
+        best = {title: agent["best_heuristic"] for title, agent in learning.items()}
+        curves = {title: agent["curve"] for title, agent in learning.items()}
+        save(plot_learning_curves(curves, best), "learning_curves")
     figures.update(_cost_figures(config, costs_dir, figures_dir))
     figures["gantt"] = _sample_gantt(
         config, source, scenarios[0], seeds[0], aggregated, workloads_dir, costs_dir, figures_dir
     )
 
-    text = _markdown(config, aggregated, ratios, tenants, figures, out_dir)
+    sections = _markdown(config, aggregated, ratios, tenants, figures, out_dir)
+    sections += _generalisation_markdown(config, generalisation)
+    sections += _sweeps_markdown(config, sweeps, figures, out_dir)
+    sections += _learning_markdown(learning, figures, out_dir)
     with atomic_path(out_dir / "report.md", suffix=".md") as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text("\n".join(sections) + "\n", encoding="utf-8")
+    tables.append(out_dir / "report.md")
     headline = {
         f"{row['scenario']}.{row['policy']}.sla_rate": row["sla_rate"]
         for row in aggregated.iter_rows(named=True)
     }
-    return {"figures": figures, "metrics": headline, "ratios": ratios}
+    headline |= {
+        f"{row['scenario']}.{row['policy']}.from.{row['agent_scenario']}.sla_rate": row["sla_rate"]
+        for row in generalisation.iter_rows(named=True)
+    }
+    return {"figures": figures, "tables": tables, "metrics": headline, "ratios": ratios}
+
+
+def collect_sweeps(config: Mapping[str, Any], sweeps_dir: Path) -> pl.DataFrame:
+    """The rows of every configured sweep point (`relmas sweep` outputs) in one frame; empty
+    without sweeps."""
+    from relmas.sweep import SWEEP_COLUMNS, point_label, sweep_points
+
+    schema = dict(SUMMARY_SCHEMA) | SWEEP_COLUMNS
+    frames = [
+        read_parquet(sweeps_dir / name / f"{point_label(value)}.parquet", schema)
+        for name, value in sweep_points(config)
+    ]
+    if not frames:
+        return pl.DataFrame(schema=schema)
+    return pl.concat(frames, how="diagonal_relaxed").sort("sweep", "value", "policy", "seed")
+
+
+def _base_value(config: Mapping[str, Any], spec: Mapping[str, Any]) -> float | None:
+    """The swept parameter's value in the base scenario itself (where its agent was trained)."""
+    from relmas.workload import scenario_system
+
+    if spec["parameter"] == "load":
+        return config["scenarios"][spec["scenario"]]["arrival"].get("load")
+    return scenario_system(config, spec["scenario"]).dram_gbps
+
+
+def _learning(config: Mapping[str, Any], agents_dir: Path) -> dict[str, dict[str, Any]]:
+    """Per evaluated agent (titled by scenario, and policy if not relmas): its learning curve,
+    its best validation SLA rate, the best heuristic on its validation traces and its teacher."""
+    from relmas.evaluate import evaluation_runs
+    from relmas.rl.agent import read_agent_info
+    from relmas.rl.curve import CURVE, read_curve
+
+    learning = {}
+    for scenario, policy in evaluation_runs(config):
+        if policy not in LEARNED:
+            continue
+        directory = agents_dir / scenario / policy
+        info = read_agent_info(directory)
+        heuristic = max(info.heuristics_validation, key=info.heuristics_validation.__getitem__)
+        title = scenario if policy == "relmas" else f"{scenario} ({policy})"
+        learning[title] = {
+            "curve": read_curve(directory / CURVE),
+            "best_heuristic": (heuristic, info.heuristics_validation[heuristic]),
+            "validation": info.validation.get("sla_rate", math.nan),
+            "teacher": info.teacher,
+        }
+    return learning
 
 
 def _cost_figures(config: Mapping[str, Any], costs_dir: Path, figures_dir: Path) -> dict[str, Path]:
@@ -363,9 +593,9 @@ def _markdown(
     tenants: pl.DataFrame,
     figures: Mapping[str, Path],
     out_dir: Path,
-) -> str:
+) -> list[str]:
     def image(name: str, caption: str) -> str:
-        return f"![{caption}]({figures[name].relative_to(out_dir)})\n\n*{caption}*\n"
+        return _image(figures, out_dir, name, caption)
 
     seeds = config["evaluation"]["seeds"]
     sla = aggregated.select(
@@ -424,4 +654,94 @@ def _markdown(
     parts += ["## A sample schedule\n", image("gantt", "Gantt chart of the first jobs of a trace")]
     parts += ["## Cost model: per-layer latency and energy\n"]
     parts += [image(f"costs_{m}", f"{m}: per-layer costs") for m in config["models"]]
-    return "\n".join(parts) + "\n"
+    return parts
+
+
+def _image(figures: Mapping[str, Path], out_dir: Path, name: str, caption: str) -> str:
+    return f"![{caption}]({figures[name].relative_to(out_dir)})\n\n*{caption}*\n"
+
+
+def _ratio_text(row: Mapping[str, Any], ref: str) -> str:
+    ratio = row[f"ratio_{ref}"]
+    if math.isnan(ratio):
+        return "n/a"
+    return f"{ratio:.3f} [{row[f'ratio_{ref}_ci_low']:.3f}, {row[f'ratio_{ref}_ci_high']:.3f}]"
+
+
+def _generalisation_markdown(config: Mapping[str, Any], table: pl.DataFrame) -> list[str]:
+    if not config["evaluation"]["generalisation"]:
+        return []
+    parts = [
+        "## Generalisation\n",
+        "Learned policies deployed with the agent trained on *another* scenario of the same "
+        "accelerator instances (`evaluation.generalisation`; in summary.parquet: `agent_scenario` "
+        "≠ `scenario`). SLA rate: mean ± 95% CI over the evaluation seeds; `own agent`: the "
+        "scenario's own agent; ratios: mean SLA rate over that of FCFS, SJF and the scenario's "
+        "best heuristic, paired bootstrap 95% interval.\n",
+    ]
+    if not table.height:
+        return parts + ["No learned policy is in `evaluation.policies` of this configuration.\n"]
+    rows = [
+        {
+            "agent from → scenario": f"{row['agent_scenario']} → {row['scenario']}",
+            "policy": row["policy"],
+            "SLA rate": f"{row['sla_rate']:.3f} ± {row['sla_rate_ci95']:.3f}",
+            "own agent": f"{row['own_agent_sla_rate']:.3f}",
+            "vs fcfs": _ratio_text(row, "fcfs"),
+            "vs sjf": _ratio_text(row, "sjf"),
+            "best heuristic": str(row["best_heuristic"]),
+            "vs best heuristic": _ratio_text(row, "best"),
+        }
+        for row in table.iter_rows(named=True)
+    ]
+    return parts + [markdown_table(pl.DataFrame(rows)), ""]
+
+
+def _sweeps_markdown(
+    config: Mapping[str, Any], sweeps: pl.DataFrame, figures: Mapping[str, Path], out_dir: Path
+) -> list[str]:
+    if not sweeps.height:
+        return []
+    parts = [
+        "## SLA rate vs load and bandwidth\n",
+        "Each sweep varies one parameter of one scenario (`sweeps:` in the config); every point "
+        "runs every policy but ga_offline on the evaluation seeds, the learned ones with the "
+        "agent trained on the base scenario (dotted line; not retrained per point). A load point "
+        "runs the same jobs with rescaled arrival times, a bandwidth point the base scenario's "
+        "traces on a system with that bandwidth. Mean with 95% CI band; rows in sweeps.parquet.\n",
+    ]
+    for name, spec in config["sweeps"].items():
+        caption = f"{name}: SLA rate on {spec['scenario']} against {spec['parameter']}"
+        points = aggregate(sweeps.filter(pl.col("sweep") == name), by=("value", "policy"))
+        table = points.select(
+            "policy",
+            pl.col("value").map_elements(lambda v: f"{v:g}", return_dtype=pl.String),
+            pl.format("{} ± {}", pl.col("sla_rate").round(3), pl.col("sla_rate_ci95").round(3)),
+        ).pivot(on="value", index="policy", values="sla_rate")
+        parts += [_image(figures, out_dir, f"sweep_{name}", caption), markdown_table(table), ""]
+    return parts
+
+
+def _learning_markdown(
+    learning: Mapping[str, Mapping[str, Any]], figures: Mapping[str, Path], out_dir: Path
+) -> list[str]:
+    if not learning:
+        return []
+    rows = [
+        {
+            "agent": title,
+            "best validation SLA": agent["validation"],
+            "best heuristic on validation": "{} {:.3f}".format(*agent["best_heuristic"]),
+            "warm-start teacher": str(agent["teacher"]),
+        }
+        for title, agent in learning.items()
+    ]
+    caption = "Validation SLA rate during training; dashed: the best heuristic on the same traces"
+    return [
+        "## RELMAS learning curves\n",
+        "SLA rate of the greedy agent on the validation traces (`training.validation_seeds`) "
+        "against training steps, from each agent's curve.parquet; best.pt is the highest point.\n",
+        _image(figures, out_dir, "learning_curves", caption),
+        markdown_table(pl.DataFrame(rows)),
+        "",
+    ]

@@ -178,3 +178,13 @@ def test_unknown_scenario_is_named(tmp_path: Path, quick_config: Path) -> None:
     assert (
         "--scenario: expected one of the configured scenarios ['mixed'], got 'nope'" in proc.stderr
     )
+
+
+def test_sweep_names_an_unknown_sweep(tmp_path: Path, quick_config: Path) -> None:
+    args = ("--sweep", "nope", "--value", "1", "--out", "s.parquet")
+    proc = relmas("sweep", "--config", str(quick_config), *args, cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "--sweep: expected one of the configured sweeps ['bandwidth', 'load'], got 'nope'" in (
+        proc.stderr
+    )
+    assert not (tmp_path / "s.parquet").exists()

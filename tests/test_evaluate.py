@@ -4,18 +4,40 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import polars as pl
 import pytest
+import torch
 import yaml
 
 from relmas.errors import InputError
-from relmas.evaluate import SUMMARY_EXTRA, evaluate_scenario, simulate_files, summary_row
+from relmas.evaluate import (
+    SUMMARY_EXTRA,
+    agent_scenario,
+    evaluate_scenario,
+    generalisation_runs,
+    policy_extra,
+    simulate_files,
+    summary_row,
+)
 from relmas.figures.gantt import plot_gantt
 from relmas.io import read_metadata, read_parquet, write_parquet
+from relmas.rl.agent import AgentInfo, write_agent_info
+from relmas.rl.checkpoint import BEST, save_checkpoint
+from relmas.rl.env import RewardSettings
+from relmas.rl.network import QNetwork
+from relmas.rl.observation import Layout, ObservationSettings
 from relmas.schemas import JOB_SCHEMA, SUMMARY_SCHEMA
 from relmas.sim import JOB_RESULT_SCHEMA, load_system
 from relmas.sim.costs import load_costs
 from relmas.sim.synthetic import synthetic_costs
+from relmas.sweep import (
+    point_config,
+    point_traces,
+    run_sweep_point,
+    sweep_points,
+    sweep_policies,
+)
 from relmas.workload import make_workload
 
 
@@ -66,7 +88,7 @@ def test_simulate_files_writes_per_job_results_with_metrics(inputs):
 def test_summary_row_has_the_contract_columns(inputs):
     tmp_path, _ = inputs
     row = summary_row(run(tmp_path, "sjf"), "custom", 4)
-    assert list(row.columns) == list(SUMMARY_SCHEMA) + list(SUMMARY_EXTRA)
+    assert list(row.columns) == [*SUMMARY_SCHEMA, *SUMMARY_EXTRA, "agent_scenario"]
     assert row.row(0, named=True)["policy"] == "sjf" and row["jobs"][0] == 3
     assert row.schema["seed"] == pl.Int64()
 
@@ -189,3 +211,155 @@ def test_configured_scenarios_generate_and_evaluate_end_to_end(inputs):
     assert (tmp_path / "gantt.png").stat().st_size > 10_000
     with pytest.raises(InputError, match=r"config.yaml: --scenario: expected one of"):
         make_workload(config, "other", 1, tmp_path / "costs", "config.yaml")
+
+
+# --- generalisation and sweeps: another scenario's agent, one parameter varied -------------------
+
+
+def untrained_agent(directory, scenario: str, instance_types, types) -> None:
+    """An agent directory as `relmas train` writes it, with an untrained network (no training)."""
+    settings = ObservationSettings(candidates=1, reference="sjf")
+    layout = Layout(settings.slots, len(types), len(instance_types))
+    torch.manual_seed(0)
+    net = QNetwork(layout.size, layout.actions, (8,))
+    save_checkpoint(directory / BEST, {"network": net.spec, "online": net.state_dict(), "step": 0})
+    cost = {"accelerator": types[0], "macs": 100, "energy_j": 1e-9, "latency_s": 1e-7}
+    info = AgentInfo(
+        scenario=scenario,
+        observation=settings,
+        reward=RewardSettings(),
+        instance_types=tuple(instance_types),
+        accelerator_types=tuple(types),
+        decision_cost=cost,
+        validation={"sla_rate": 0.5},
+        heuristics_validation={"sjf": 0.6},
+        teacher=None,
+        rules_validation={},
+    )
+    write_agent_info(directory, info)
+
+
+@pytest.fixture
+def study(inputs):
+    """Two scenarios of one system, a generalisation pair, two sweeps, and `small`'s agent."""
+    tmp_path, _ = inputs
+    tenants = [{"name": "u", "priority": 3, "slack": 4.0, "share": 1}]
+    config = {
+        "models": {"a": {}, "b": {}},
+        "system": {"instances": [{"name": "e", "count": 1}, {"name": "s", "count": 1}]},
+        "scenarios": {
+            "small": {
+                "models": {"a": 1, "b": 1},
+                "tenants": tenants,
+                "arrival": {"process": "poisson", "load": 0.9},
+                "jobs": 30,
+                "system": {"dram_gbps": 4.0},
+            },
+            "big": {
+                "models": {"a": 1},
+                "tenants": tenants,
+                "arrival": {"process": "mmpp", "load": 0.7},
+                "jobs": 40,
+            },
+            "other_system": {
+                "models": {"a": 1},
+                "tenants": tenants,
+                "arrival": {"process": "poisson", "load": 0.7},
+                "jobs": 10,
+                "system": {"instances": [{"name": "s", "count": 2}]},
+            },
+        },
+        "evaluation": {
+            "seeds": [1, 2],
+            "policies": ["fcfs", "sjf", "ga_offline", "relmas"],
+            "ga": {},
+            "generalisation": [{"agent": "small", "scenario": "big"}],
+        },
+        "sweeps": {
+            "load": {"scenario": "small", "parameter": "load", "values": [0.5, 1.5]},
+            "bandwidth": {"scenario": "small", "parameter": "dram_gbps", "values": [1.0, 8.0]},
+        },
+    }
+    agents = tmp_path / "agents" / "small"
+    (agents / "relmas").mkdir(parents=True)
+    untrained_agent(agents / "relmas", "small", ("e", "s"), ("e", "s"))
+    return config, tmp_path, agents
+
+
+def test_generalisation_runs_pair_scenarios_of_the_same_instances(study):
+    config, _, _ = study
+    assert generalisation_runs(config) == [("small", "big", "relmas")]
+    for pair, message in (
+        ({"agent": "small", "scenario": "nope"}, r"generalisation\[0\]\.scenario: expected one of"),
+        ({"agent": "big", "scenario": "big"}, r"generalisation\[0\]: expected two different"),
+        (
+            {"agent": "small", "scenario": "other_system"},
+            r"generalisation\[0\]\.scenario: expected a scenario with the accelerator instances "
+            r"of small \['e', 's'\], got \"other_system \['s', 's'\]\"",
+        ),
+    ):
+        config["evaluation"]["generalisation"] = [pair]
+        with pytest.raises(InputError, match=r"c\.yaml: evaluation\." + message):
+            generalisation_runs(config, "c.yaml")
+
+
+def test_an_agent_deployed_on_another_scenario_names_where_it_was_trained(study):
+    config, tmp_path, agents = study
+    trace = make_workload(config, "big", 1, tmp_path / "costs")
+    write_parquet(trace, tmp_path / "big.parquet")
+    agent = agents / "relmas"
+    result = evaluate_scenario(
+        config, "big", "relmas", 1, tmp_path / "big.parquet", tmp_path / "costs",
+        policy_options={"agent": str(agent)},
+    )  # fmt: skip
+    row = summary_row(result, "big", 1, policy_extra("relmas", agent, result), "small")
+    assert row["policy"].item() == "relmas" and row["agent_scenario"].item() == "small"
+    assert row["overhead_macs_per_decision"].item() == 100
+    assert agent_scenario("relmas", agent) == "small" and agent_scenario("sjf", None) is None
+    sjf = evaluate_scenario(config, "big", "sjf", 1, tmp_path / "big.parquet", tmp_path / "costs")
+    assert summary_row(sjf, "big", 1)["agent_scenario"].item() is None
+
+
+def test_sweep_points_change_one_parameter_of_the_same_traces(study):
+    config, tmp_path, _ = study
+    costs = tmp_path / "costs"
+    low, high = (point_traces(config, "load", v, costs)[1] for v in (0.5, 1.5))
+    assert config["scenarios"]["small"]["arrival"]["load"] == 0.9  # the config is not changed
+    traces = [low, high]
+    assert (
+        traces[0].drop("arrival_s", "deadline_s").equals(traces[1].drop("arrival_s", "deadline_s"))
+    )
+    scaled = traces[0]["arrival_s"] * 0.5 / 1.5
+    assert np.allclose(traces[1]["arrival_s"], scaled, rtol=1e-12)  # same jobs, time rescaled
+    base = make_workload(config, "small", 1, costs)
+    assert all(point_traces(config, "bandwidth", v, costs)[1].equals(base) for v in (1.0, 8.0))
+    assert point_config(config, "bandwidth", 8.0)["scenarios"]["small"]["system"]["dram_gbps"] == 8
+    assert sweep_points(config) == [
+        ("load", 0.5),
+        ("load", 1.5),
+        ("bandwidth", 1.0),
+        ("bandwidth", 8.0),
+    ]
+    with pytest.raises(InputError, match=r"c\.yaml: --sweep: expected one of the configured"):
+        point_config(config, "nope", 1.0, "c.yaml")
+    config["sweeps"]["load"]["scenario"] = "gone"
+    with pytest.raises(InputError, match=r"c\.yaml: sweeps\.load\.scenario: expected one of"):
+        sweep_points(config, "c.yaml")
+
+
+def test_a_sweep_point_runs_every_online_policy_with_the_base_agent(study):
+    config, tmp_path, agents = study
+    frame = run_sweep_point(config, "bandwidth", 1.0, tmp_path / "costs", agents)
+    assert frame.height == 2 * 3  # seeds x (fcfs, sjf, relmas): no offline bound
+    assert set(frame["policy"]) == {"fcfs", "sjf", "relmas"} == set(sweep_policies(config))
+    assert {k: frame.schema[k] for k in SUMMARY_SCHEMA} == SUMMARY_SCHEMA
+    assert set(frame["sweep"]) == {"bandwidth"} and set(frame["value"]) == {1.0}
+    assert (frame["mean_bandwidth_gbps"] <= 1.0 + 1e-9).all()  # the point's bandwidth applies
+    learned = frame.filter(pl.col("policy") == "relmas")
+    assert (
+        set(learned["agent_scenario"]) == {"small"}
+        and learned["overhead_macs_per_decision"].min() == 100
+    )
+    assert frame.filter(pl.col("policy") != "relmas")["agent_scenario"].null_count() == 4
+    with pytest.raises(InputError, match=r"--agents: expected the agents directory of small"):
+        run_sweep_point(config, "bandwidth", 1.0, tmp_path / "costs", None)

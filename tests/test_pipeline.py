@@ -17,6 +17,7 @@ import pytest
 from relmas.config import load_config
 from relmas.evaluate import evaluation_runs
 from relmas.schemas import LAYER_SCHEMA, SUMMARY_SCHEMA
+from relmas.sweep import point_label, sweep_points, sweep_policies
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
@@ -46,20 +47,34 @@ def snakemake(project: Path, *args: str, env: dict[str, str]) -> subprocess.Comp
     )
 
 
+def job_stats(text: str) -> Counter:
+    """Jobs by rule, from the "Job stats" table Snakemake prints before it runs (or plans)."""
+    table = text[text.index("Job stats:") :].splitlines()[3:]
+    jobs = Counter()
+    for line in table:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        jobs[parts[0]] = int(parts[1])
+    return jobs
+
+
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory):
+    """The quick DAG with 8 jobs at once (on any number of cores), so that many jobs log into the
+    one SQLite MLflow store at the same time; returns the project, env and jobs run by rule."""
     project = copy_project(tmp_path_factory.mktemp("project"))
     env = dict(os.environ)
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{project / 'mlflow.db'}"
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     env.pop("RELMAS_PIPELINE_ID", None)
-    proc = snakemake(project, "--cores", "2", env=env)
+    proc = snakemake(project, "--cores", "8", env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    return project, env
+    return project, env, job_stats(proc.stdout + proc.stderr)
 
 
 def test_quick_dag_writes_the_layer_table(quick_run) -> None:
-    project, _ = quick_run
+    project, _, _ = quick_run
     layers = pl.read_parquet(project / "results" / "layers.parquet")
     assert dict(layers.schema) == LAYER_SCHEMA
     assert set(layers["model"]) == {"mobilenet_v2", "alexnet", "bert_base"}
@@ -68,7 +83,7 @@ def test_quick_dag_writes_the_layer_table(quick_run) -> None:
 
 
 def test_quick_dag_writes_the_report(quick_run) -> None:
-    project, _ = quick_run
+    project, _, _ = quick_run
     config = load_config(project / "config" / "quick.yaml")
     summary = pl.read_parquet(project / "results" / "report" / "summary.parquet")
     assert {k: summary.schema[k] for k in SUMMARY_SCHEMA} == SUMMARY_SCHEMA
@@ -80,35 +95,83 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
     assert {policy for _, policy, _ in expected} == set(config["evaluation"]["policies"])
     assert set(summary.select("scenario", "policy", "seed").iter_rows()) == expected
     assert summary["sla_rate"].is_between(0, 1).all()
+    learned = summary.filter(pl.col("policy") == "relmas")
+    assert learned["agent_scenario"].to_list() == learned["scenario"].to_list()
+    sweeps = pl.read_parquet(project / "results" / "report" / "sweeps.parquet")
+    assert {k: sweeps.schema[k] for k in SUMMARY_SCHEMA} == SUMMARY_SCHEMA
+    expected_points = {
+        (name, value, policy, seed)
+        for name, value in sweep_points(config)
+        for policy in sweep_policies(config)
+        for seed in config["evaluation"]["seeds"]
+    }
+    assert set(sweeps.select("sweep", "value", "policy", "seed").iter_rows()) == expected_points
+    curve = pl.read_parquet(project / "results" / "agents" / "mixed" / "relmas" / "curve.parquet")
+    assert curve.filter(pl.col("metric") == "val_sla_rate").height >= 2
     report = (project / "results" / "report" / "report.md").read_text()
-    for figure in re.findall(r"\]\((figures/[^)]+)\)", report):
+    for section in ("## SLA rate vs load and bandwidth", "## RELMAS learning curves"):
+        assert section in report
+    figures = re.findall(r"\]\((figures/[^)]+)\)", report)
+    assert {"figures/sweep_load.png", "figures/learning_curves.png"} <= set(figures)
+    for figure in figures:
         assert (project / "results" / "report" / figure).is_file(), figure
 
 
-def test_quick_dag_logs_tagged_mlflow_runs(quick_run) -> None:
-    project, env = quick_run
-    config = load_config(project / "config" / "quick.yaml")
+# The MLflow stage (contract tag) of each rule's runs.
+RULE_STAGES = {
+    "zoo": "zoo",
+    "profile": "profile",
+    "profile_pieces": "profile",
+    "workload": "workload",
+    "train": "train",
+    "evaluate": "evaluate",
+    "evaluate_generalisation": "evaluate",
+    "sweep": "evaluate",
+    "report": "report",
+}
+
+
+def test_quick_dag_logs_one_finished_run_per_job_while_8_run_at_once(quick_run) -> None:
+    project, env, jobs = quick_run
     mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
     runs = mlflow.search_runs(experiment_names=["relmas-quick"], output_format="list")
     assert all(run.info.status == "FINISHED" for run in runs)
     assert len({run.data.tags["pipeline_id"] for run in runs}) == 1
+    expected = Counter()
+    for rule, count in jobs.items():
+        if rule != "all":
+            expected[RULE_STAGES[rule]] += count
+    assert Counter(run.data.tags["stage"] for run in runs) == expected
+    assert len(runs) == sum(jobs.values()) - jobs["all"] > 20
+
+
+def test_quick_dag_logs_tagged_mlflow_runs(quick_run) -> None:
+    project, env, _ = quick_run
+    config = load_config(project / "config" / "quick.yaml")
+    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
+    runs = mlflow.search_runs(experiment_names=["relmas-quick"], output_format="list")
     stages = Counter(run.data.tags["stage"] for run in runs)
     scenarios = len(config["scenarios"])
     assert stages["zoo"] == 1
-    assert stages["profile"] == len(config["accelerators"])
     assert stages["workload"] == scenarios * len(config["evaluation"]["seeds"])
-    assert stages["evaluate"] == len(evaluation_runs(config))
     assert stages["report"] == 1
     assert stages["train"] == scenarios  # relmas is among the quick config's policies
     zoo = next(run for run in runs if run.data.tags["stage"] == "zoo")
     assert zoo.data.metrics["alexnet.macs"] > 0
     evaluate = [run for run in runs if run.data.tags["stage"] == "evaluate"]
-    assert {run.data.tags["policy"] for run in evaluate} == set(config["evaluation"]["policies"])
-    assert all("sla_rate" in run.data.metrics for run in evaluate)
+    sweeps = [run for run in evaluate if "sweep" in run.data.tags]
+    per_policy = [run for run in evaluate if "sweep" not in run.data.tags]
+    assert len(per_policy) == len(evaluation_runs(config))
+    assert {run.data.tags["policy"] for run in per_policy} == set(config["evaluation"]["policies"])
+    assert all("sla_rate" in run.data.metrics for run in per_policy)
+    points = {(name, point_label(value)) for name, value in sweep_points(config)}
+    assert {(run.data.tags["sweep"], run.data.tags["value"]) for run in sweeps} == points
+    for run in sweeps:
+        assert {f"{p}.sla_rate" for p in sweep_policies(config)} <= set(run.data.metrics)
 
 
 def test_nothing_to_do_when_nothing_changed(quick_run) -> None:
-    project, env = quick_run
+    project, env, _ = quick_run
     proc = snakemake(project, "-n", env=env)
     assert proc.returncode == 0, proc.stderr
     assert "Nothing to be done" in proc.stdout + proc.stderr
@@ -124,15 +187,7 @@ def planned_jobs(project: Path, env: dict[str, str], configfile: str) -> Counter
         text=True,
     )
     assert proc.returncode == 0, proc.stderr
-    text = proc.stdout + proc.stderr
-    table = text[text.index("Job stats:") :].splitlines()[3:]
-    jobs = Counter()
-    for line in table:
-        parts = line.split()
-        if len(parts) != 2 or parts[0] == "total":
-            break
-        jobs[parts[0]] = int(parts[1])
-    return jobs
+    return job_stats(proc.stdout + proc.stderr)
 
 
 def variant(project: Path, name: str, old: str, new: str) -> str:
@@ -144,7 +199,7 @@ def variant(project: Path, name: str, old: str, new: str) -> str:
 
 
 def test_changing_an_accelerator_reprofiles_only_that_one(quick_run) -> None:
-    project, env = quick_run
+    project, env, _ = quick_run
     changed = variant(project, "accel.yaml", "glb_kib: 64", "glb_kib: 32")  # simba_chiplet
     jobs = planned_jobs(project, env, changed)
     assert jobs["profile"] == 1
@@ -153,15 +208,23 @@ def test_changing_an_accelerator_reprofiles_only_that_one(quick_run) -> None:
 
 
 def test_changing_a_training_setting_retrains_and_reevaluates_only(quick_run) -> None:
-    project, env = quick_run
+    project, env, _ = quick_run
     changed = variant(project, "train.yaml", "total_steps: 20000", "total_steps: 21000")
     jobs = planned_jobs(project, env, changed)
     assert jobs["train"] == 1 and jobs["evaluate"] == 1 and jobs["report"] == 1
+    config = load_config(project / "config" / "quick.yaml")
+    assert jobs["sweep"] == len(sweep_points(config))  # every point runs the retrained agent
     assert not {"zoo", "profile", "workload"} & set(jobs)
 
 
+def test_a_new_sweep_value_runs_only_that_point(quick_run) -> None:
+    project, env, _ = quick_run
+    changed = variant(project, "sweep.yaml", "values: [0.5, 1.2]", "values: [0.5, 1.2, 0.9]")
+    assert planned_jobs(project, env, changed) == Counter(sweep=1, report=1, all=1)
+
+
 def test_changing_a_scenario_regenerates_only_its_workloads(quick_run) -> None:
-    project, env = quick_run
+    project, env, _ = quick_run
     changed = variant(project, "slack.yaml", "slack: 4.0", "slack: 5.0")
     jobs = planned_jobs(project, env, changed)
     assert "zoo" not in jobs and "profile" not in jobs

@@ -2,16 +2,43 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import polars as pl
 import pytest
+import torch
 
 from relmas.config import load_config
-from relmas.report import aggregate, heuristic_ranking, mean_ci, ratio_to_best_heuristic
+from relmas.evaluate import LEARNED
+from relmas.io import write_parquet
+from relmas.report import (
+    aggregate,
+    collect_sweeps,
+    generalisation_table,
+    heuristic_ranking,
+    mean_ci,
+    plot_sweep,
+    ratio_to_best_heuristic,
+    split_generalisation,
+)
+from relmas.rl.checkpoint import load_checkpoint
+from relmas.rl.curve import CURVE, read_curve
+from relmas.rl.train import train
+from tests.test_rl_dqn import TOY, make_chain, validate_chain
 
 
-def summary(values: dict[str, list[float]], scenario: str = "mixed") -> pl.DataFrame:
+def summary(
+    values: dict[str, list[float]], scenario: str = "mixed", agent: str | None = None
+) -> pl.DataFrame:
+    """Rows of `scenario` (learned policies with `agent`'s agent, the scenario's own if None)."""
     rows = [
-        {"scenario": scenario, "policy": policy, "seed": seed, "sla_rate": value}
+        {
+            "scenario": scenario,
+            "policy": policy,
+            "seed": seed,
+            "sla_rate": value,
+            "agent_scenario": (agent or scenario) if policy in LEARNED else None,
+        }
         for policy, series in values.items()
         for seed, value in enumerate(series)
     ]
@@ -50,3 +77,76 @@ def test_ranking_orders_heuristics_by_sla_rate(quick_config) -> None:
     assert row["ranking (SLA rate)"] == "sjf 0.700, fcfs 0.300"
     assert row["spread"] == pytest.approx(0.4)
     assert row["load"] == config["scenarios"]["mixed"]["arrival"]["load"]
+
+
+def test_generalisation_rows_are_compared_with_the_scenario_they_ran_on() -> None:
+    own = summary({"fcfs": [0.2, 0.4], "sjf": [0.5, 0.5], "edf": [0.6, 0.8], "relmas": [0.9, 0.9]})
+    moved = summary({"relmas": [0.6, 0.6]}, agent="heavy")
+    both = pl.concat([own, moved])
+    kept, transferred = split_generalisation(both)
+    assert kept.equals(own) and transferred.equals(moved)
+    (row,) = generalisation_table(both).iter_rows(named=True)
+    assert (row["agent_scenario"], row["scenario"], row["policy"]) == ("heavy", "mixed", "relmas")
+    assert row["sla_rate"] == pytest.approx(0.6) and row["sla_rate_ci95"] == 0.0
+    assert row["own_agent_sla_rate"] == pytest.approx(0.9)
+    assert row["best_heuristic"] == "edf"
+    assert row["ratio_fcfs"] == pytest.approx(2.0) and row["ratio_sjf"] == pytest.approx(1.2)
+    assert row["ratio_best"] == pytest.approx(6 / 7)
+    # sjf and the moved agent are constant over seeds: every resample gives the same ratio
+    assert row["ratio_sjf_ci_low"] == pytest.approx(1.2) == row["ratio_sjf_ci_high"]
+    assert row["ratio_fcfs_ci_low"] <= 2.0 <= row["ratio_fcfs_ci_high"]
+
+
+def test_sweep_points_are_read_and_drawn_per_policy(tmp_path, quick_config) -> None:
+    config = load_config(quick_config)
+    for name, spec in config["sweeps"].items():
+        for value in spec["values"]:
+            rows = summary({"fcfs": [value / 100, 0.5], "relmas": [0.7, 0.9]}).with_columns(
+                pl.lit(1, pl.Int64).alias("jobs"),
+                pl.lit(1.0).alias("makespan_s"),
+                sweep=pl.lit(name),
+                parameter=pl.lit(spec["parameter"]),
+                value=pl.lit(float(value)),
+            )
+            write_parquet(rows, tmp_path / name / f"{value:g}.parquet")
+    sweeps = collect_sweeps(config, tmp_path)
+    assert sweeps.height == 4 * sum(len(spec["values"]) for spec in config["sweeps"].values())
+    load = aggregate(sweeps.filter(pl.col("sweep") == "load"), by=("value", "policy"))
+    assert load.filter(pl.col("policy") == "relmas")["sla_rate"].to_list() == [0.8, 0.8]
+    fig = plot_sweep(load, "load", "load", trained_at=0.8)
+    assert [line.get_label() for line in fig.axes[0].get_lines()] == [
+        "fcfs",
+        "relmas",
+        "agent trained here",
+    ]
+
+
+def test_the_curve_and_best_pt_are_rebuilt_when_a_workflow_reruns_training(tmp_path) -> None:
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(metrics: dict, step: int) -> None:
+        if step >= 200:
+            raise Interrupted
+
+    config = replace(TOY, total_steps=300, learning_starts=50, validation_every=100)
+    train(make_chain, config, tmp_path / "full", validate=validate_chain)
+    with pytest.raises(Interrupted):
+        train(make_chain, config, tmp_path / "cut", validate=validate_chain, logger=interrupt)
+    for name in (CURVE, "best.pt"):  # a workflow deletes declared outputs before a rerun
+        (tmp_path / "cut" / name).unlink()
+    resumed = train(make_chain, config, tmp_path / "cut", validate=validate_chain)
+    assert resumed.resumed_from is not None
+    full, cut = (read_curve(tmp_path / name / CURVE) for name in ("full", "cut"))
+    assert cut.equals(full)
+    for name in (CURVE, "best.pt"):  # and a rerun of a complete training rewrites them too
+        (tmp_path / "cut" / name).unlink()
+    again = train(make_chain, config, tmp_path / "cut", validate=validate_chain)
+    assert again.resumed_from == config.total_steps and read_curve(tmp_path / "cut" / CURVE).equals(
+        full
+    )
+    best = [load_checkpoint(tmp_path / name / "best.pt") for name in ("full", "cut")]
+    assert best[0]["step"] == best[1]["step"] and best[0]["metrics"] == best[1]["metrics"]
+    assert all(torch.equal(best[0]["online"][k], best[1]["online"][k]) for k in best[0]["online"])
+    assert {"val_mean_return", "loss", "epsilon", "episode_return"} <= set(full["metric"])
+    assert full["step"].is_sorted() and full["step"].max() == config.total_steps

@@ -114,7 +114,15 @@ def train_scenario(
     observation = settings.observation
     if observation.reference == BEST_REFERENCE:
         observation = replace(observation, reference=max(heuristics, key=heuristics.__getitem__))
-    stale = _stale_settings(out_dir, observation, settings)
+    # what the agent is trained on besides the training settings: resuming across a change of
+    # any of them would finish training on another problem
+    problem = {
+        "scenario": config["scenarios"][scenario],
+        "system": asdict(system),
+        "accelerators": {name: config["accelerators"][name] for name in system.accelerator_types},
+        "models": {name: config["models"][name] for name in tables.models},
+    }
+    stale = _stale_settings(out_dir, observation, settings, problem)
     restarted_because = stale if resume else []
 
     def make_env(seed: int) -> SchedulingEnv:
@@ -218,15 +226,20 @@ def _as_teacher(rule: SlotRule) -> Callable[[np.ndarray, Mapping[str, Any]], int
 
 
 def _stale_settings(
-    out_dir: Path, observation: ObservationSettings, settings: TrainingSettings
+    out_dir: Path,
+    observation: ObservationSettings,
+    settings: TrainingSettings,
+    problem: Mapping[str, Any],
 ) -> list[str]:
-    """The training settings that differ from those of the run saved in `out_dir` (none when
-    there is no saved run): resuming it would mix two experiments. Then record the current ones.
+    """The settings that differ from those of the run saved in `out_dir` (none when there is no
+    saved run): resuming it would mix two experiments. Then record the current ones.
 
-    Observation and reward are kept in their own file because a workflow may delete the declared
-    outputs (best.pt, agent.json) before rerunning a job; the learner's config is in last.pt."""
+    Observation, reward and the `problem` (scenario, system, accelerators, models) are kept in their
+    own file because a workflow may delete the declared outputs (best.pt, agent.json) before
+    rerunning a job; the learner's config is in last.pt."""
     path = out_dir / SETTINGS_FILE
-    current = {"observation": asdict(observation), "reward": asdict(settings.reward)}
+    current = {"observation": asdict(observation), "reward": asdict(settings.reward), **problem}
+    current = json.loads(json.dumps(current, sort_keys=True))  # as read back (tuples: lists)
     stale = [f"dqn.{key}" for key in changed_config_keys(out_dir, asdict(settings.dqn))]
     if (out_dir / LAST).is_file():
         previous = json.loads(path.read_text()) if path.is_file() else {}

@@ -8,7 +8,9 @@ weights on the same machine (CPU kernels may differ across instruction sets).
 
 Resuming: last.pt is written at episode boundaries (the first one after every `checkpoint_every`
 steps, and at the end), so it holds no half-finished episode: restarting from it replays exactly the
-steps an uninterrupted run would take, and gives identical weights.
+steps an uninterrupted run would take, and gives identical weights. last.pt also holds the learning
+curve so far, written beside it as curve.parquet (`relmas.rl.curve`) at every checkpoint and at the
+end, so the file is a copy that a resumed run rebuilds.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from relmas.rl.checkpoint import (
     save_checkpoint,
     save_training_state,
 )
+from relmas.rl.curve import CURVE, CurveRows, curve_rows, write_curve
 from relmas.rl.dqn import (
     CONFIG_SECTION,
     DQNConfig,
@@ -69,6 +72,10 @@ class _Progress:
     best_score: float | None = None
     best_step: int = 0
     best_metrics: dict[str, float] = field(default_factory=dict)
+    curve: CurveRows = field(default_factory=list)  # (step, metric, value) as logged
+    update_sums: dict[str, float] = field(default_factory=dict)  # since the last loss report
+    update_count: int = 0
+    best_weights: dict[str, torch.Tensor] | None = None  # best.pt's network
 
 
 def train(
@@ -89,7 +96,7 @@ def train(
     the policy with the highest `validate(...)[config.validation_metric]` is saved as best.pt
     (without `validate`, best.pt is the final policy). `logger(metrics, step)` receives loss,
     q_mean, epsilon (every `log_every` steps), episode_return / episode_length (every episode)
-    and val_<metric>.
+    and val_<metric>; the same rows go to `out_dir`/curve.parquet at every checkpoint.
     `teacher(obs, info) -> action` acts for the first `teacher_steps` steps (imitation warm start;
     its transitions feed the large-margin loss when `margin_weight` > 0, for the whole run with
     `keep_teacher`).
@@ -154,15 +161,41 @@ def _train(
             best_score=saved["best"]["score"],
             best_step=saved["best"]["step"],
             best_metrics=saved["best"]["metrics"],
+            # checkpoints written before these were recorded resume without them
+            curve=[tuple(row) for row in saved.get("curve", [])],
+            update_sums=dict(saved.get("updates", {}).get("sums", {})),
+            update_count=saved.get("updates", {}).get("count", 0),
+            best_weights=saved["best"].get("weights"),
         )
     resumed_from = saved["step"] if saved is not None else None
     # Acting uses a snapshot of the online network run by the Numba forward pass (a torch call
     # per step costs more than a simulator step); it is refreshed after every gradient update.
     acting = GreedyPolicy(to_numpy_weights(online))
 
-    def save_best(metrics: dict[str, float]) -> None:
-        payload = {"network": online.spec, "online": online.state_dict(), "step": progress.step}
-        save_checkpoint(out_dir / BEST, {**payload, "config": asdict(config), "metrics": metrics})
+    def report(metrics: dict[str, float], step: int) -> None:
+        progress.curve.extend(curve_rows(metrics, step))
+        log(metrics, step)
+
+    def save_best() -> None:
+        progress.best_weights = {k: v.detach().clone() for k, v in online.state_dict().items()}
+        write_best()
+
+    def write_best() -> None:
+        payload = {"network": online.spec, "online": progress.best_weights}
+        save_checkpoint(
+            out_dir / BEST,
+            {
+                **payload,
+                "step": progress.best_step,
+                "config": asdict(config),
+                "metrics": progress.best_metrics,
+            },
+        )
+
+    # A workflow deletes its declared outputs (best.pt, curve.parquet) before rerunning a job:
+    # last.pt holds what rewrites them, also when the rerun finds the training complete.
+    if progress.best_weights is not None and not (out_dir / BEST).is_file():
+        write_best()
 
     def run_validation(validate: Validator) -> None:
         metrics = {k: float(v) for k, v in validate(GreedyPolicy(to_numpy_weights(online))).items()}
@@ -180,8 +213,8 @@ def _train(
                 progress.step,
                 metrics,
             )
-            save_best(metrics)
-        log({f"val_{k}": v for k, v in metrics.items()}, progress.step)
+            save_best()
+        report({f"val_{k}": v for k, v in metrics.items()}, progress.step)
 
     def save_last() -> None:
         state = {
@@ -196,17 +229,19 @@ def _train(
                 "score": progress.best_score,
                 "step": progress.best_step,
                 "metrics": progress.best_metrics,
+                **({"weights": progress.best_weights} if progress.best_weights else {}),
             },
+            "curve": [list(row) for row in progress.curve],
+            "updates": {"sums": progress.update_sums, "count": progress.update_count},
             "rng": {
                 "torch": torch.get_rng_state(),
                 "explore": json.dumps(explore_rng.bit_generator.state),
             },
         }
+        write_curve(out_dir / CURVE, progress.curve)
         save_training_state(out_dir, state, buffer)
         progress.checkpoint_step = progress.step
 
-    update_sums: dict[str, float] = {}
-    update_count = 0
     while progress.step < config.total_steps:
         env = env_for_episode(progress.episode)
         obs, info = env.reset(seed=_episode_seed(config.seed, progress.episode))
@@ -242,15 +277,15 @@ def _train(
             if learning and step % config.train_frequency == 0:
                 batch = buffer.sample(config.batch_size)
                 for key, value in td_update(online, target, optimizer, batch, config).items():
-                    update_sums[key] = update_sums.get(key, 0.0) + value
-                update_count += 1
+                    progress.update_sums[key] = progress.update_sums.get(key, 0.0) + value
+                progress.update_count += 1
                 acting = GreedyPolicy(to_numpy_weights(online))
             if step % config.target_update_every == 0:
                 update_target(online, target, config.tau)
             if step % config.log_every == 0:
-                averages = {k: v / update_count for k, v in update_sums.items()}
-                log({**averages, "epsilon": linear_epsilon(step, config)}, step)
-                update_sums, update_count = {}, 0
+                averages = {k: v / progress.update_count for k, v in progress.update_sums.items()}
+                report({**averages, "epsilon": linear_epsilon(step, config)}, step)
+                progress.update_sums, progress.update_count = {}, 0
             if validate is not None and (
                 step % config.validation_every == 0
                 or step in (config.teacher_steps, config.total_steps)
@@ -259,7 +294,9 @@ def _train(
 
         progress.episode += 1
         if episode_over:
-            log({"episode_return": episode_return, "episode_length": episode_length}, progress.step)
+            report(
+                {"episode_return": episode_return, "episode_length": episode_length}, progress.step
+            )
         period = progress.step // config.checkpoint_every
         if (
             period > progress.checkpoint_step // config.checkpoint_every
@@ -269,7 +306,8 @@ def _train(
 
     if validate is None:
         progress.best_step, progress.best_metrics = progress.step, {}
-        save_best({})
+        save_best()
+    write_curve(out_dir / CURVE, progress.curve)  # also when resuming a run that was complete
     return TrainResult(
         best_path=out_dir / BEST,
         last_path=out_dir / LAST,

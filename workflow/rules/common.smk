@@ -3,9 +3,11 @@
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from relmas.config import config_hash
-from relmas.evaluate import evaluation_runs
+from relmas.evaluate import LEARNED, evaluation_runs, generalisation_runs
+from relmas.sweep import point_label, sweep_points, sweep_policies
 
 RELMAS = f"{sys.executable} -m relmas"
 CONFIG_ARGS = " ".join(f"--config {path}" for path in CONFIG_FILES)
@@ -27,6 +29,9 @@ wildcard_constraints:
     scenario="|".join(CONFIG["scenarios"]),
     policy="[a-z0-9_]+",
     seed=r"\d+",
+    agent="|".join(CONFIG["scenarios"]),
+    sweep="|".join(CONFIG["sweeps"]) or "(?!)",
+    value=r"[0-9.e+-]+",
 
 
 def scenario_accelerators(scenario):
@@ -36,11 +41,18 @@ def scenario_accelerators(scenario):
     return scenario_system(CONFIG, scenario).accelerator_types
 
 
+# Policies that may cut layers into pieces: they also need the piece tables (docs/gacer.md).
+RESIZING_POLICIES = ("gacer", "relmas_resize")
+
+
 def scenario_costs(wildcards):
-    """Cost tables of the accelerators in a scenario's system."""
-    return [
-        f"{RESULTS}/costs/{name}.parquet" for name in scenario_accelerators(wildcards.scenario)
-    ]
+    """Cost tables of the accelerators in a scenario's system (and their piece tables for the
+    jobs of a resizing policy)."""
+    names = scenario_accelerators(wildcards.scenario)
+    tables = [f"{RESULTS}/costs/{name}.parquet" for name in names]
+    if getattr(wildcards, "policy", None) in RESIZING_POLICIES:
+        tables += [f"{RESULTS}/costs/{name}.pieces.parquet" for name in names]
+    return tables
 
 
 def scenario_trace_file(wildcards):
@@ -54,8 +66,52 @@ EVAL_SEEDS = CONFIG["evaluation"]["seeds"]
 EVAL_RUNS = evaluation_runs(CONFIG)
 
 
-def policy_agent(wildcards):
-    """The trained agent a learned policy needs (nothing for heuristics)."""
-    if wildcards.policy in ("relmas", "relmas_resize"):
-        return [f"{RESULTS}/agents/{wildcards.scenario}/{wildcards.policy}/best.pt"]
+def agent_files(scenario, policy):
+    """The trained agent of `scenario` that a learned policy needs (nothing for heuristics)."""
+    if policy in LEARNED:
+        return [f"{RESULTS}/agents/{scenario}/{policy}/best.pt"]
     return []
+
+
+def policy_agent(wildcards):
+    """The agent of an evaluation job: the scenario's own, or wildcards.agent's (generalisation)."""
+    return agent_files(getattr(wildcards, "agent", wildcards.scenario), wildcards.policy)
+
+
+# Generalisation runs (agent's scenario, scenario, policy) and sweep points (sweep, value); both
+# check their scenario references here, so that a bad one fails before any job runs.
+try:
+    GENERALISATION_RUNS = generalisation_runs(CONFIG, ", ".join(CONFIG_FILES))
+    SWEEP_POINTS = sweep_points(CONFIG, ", ".join(CONFIG_FILES))
+except InputError as error:
+    raise WorkflowError(f"invalid configuration: {error}")
+
+
+def sweep_base(wildcards):
+    """The base scenario of a sweep."""
+    return CONFIG["sweeps"][wildcards.sweep]["scenario"]
+
+
+def sweep_point_spec(sweep):
+    """A sweep's base scenario and parameter as canonical JSON (a point's rerun trigger)."""
+    spec = CONFIG["sweeps"][sweep]
+    return json.dumps({key: spec[key] for key in ("scenario", "parameter")}, sort_keys=True)
+
+
+def sweep_costs(wildcards):
+    """Cost tables a sweep point needs: those of its base scenario for every swept policy."""
+    base = sweep_base(wildcards)
+    policies = sweep_policies(CONFIG)
+    return sorted(
+        {
+            table
+            for policy in policies
+            for table in scenario_costs(SimpleNamespace(scenario=base, policy=policy))
+        }
+    )
+
+
+def sweep_agents(wildcards):
+    """The base scenario's agents, for the learned policies among the swept ones."""
+    base = sweep_base(wildcards)
+    return [path for policy in sweep_policies(CONFIG) for path in agent_files(base, policy)]

@@ -17,7 +17,8 @@ rule evaluate:
         agent=lambda wildcards, input: f"--agent {Path(input.agent[0]).parent}" if input.agent else "",
         scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
         system=slice_hash("system"),
-        evaluation=slice_hash("evaluation"),
+        # what one policy's run reads of `evaluation:` (not the policy list or generalisation pairs)
+        evaluation=config_hash({key: CONFIG["evaluation"][key] for key in ("seeds", "ga")}),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
         # one results file per seed: the command fills in {seed}
         out=lambda wildcards, output: Path(output.results[0]).with_name("seed{seed}.parquet"),
@@ -29,3 +30,21 @@ rule evaluate:
         "{RELMAS} evaluate {CONFIG_ARGS} --scenario {wildcards.scenario}"
         " --policy {wildcards.policy} {params.seeds} {params.agent} --costs {params.costs}"
         " --out {params.out} > {log} 2>&1"
+
+
+use rule evaluate as evaluate_generalisation with:
+    # A learned policy on one scenario with the agent trained on another ({agent}; pairs from
+    # evaluation.generalisation). Same command; policy_agent() picks wildcards.agent's agent.
+    output:
+        results=expand(
+            f"{RESULTS}/eval/{{{{scenario}}}}/{{{{policy}}}}/from-{{{{agent}}}}/seed{{seed}}.parquet",
+            seed=EVAL_SEEDS,
+        ),
+        summaries=expand(
+            f"{RESULTS}/eval/{{{{scenario}}}}/{{{{policy}}}}/from-{{{{agent}}}}/seed{{seed}}.summary.parquet",
+            seed=EVAL_SEEDS,
+        ),
+    log:
+        f"{RESULTS}/logs/evaluate/{{scenario}}/{{policy}}-from-{{agent}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/evaluate/{{scenario}}/{{policy}}-from-{{agent}}.tsv"

@@ -1,0 +1,159 @@
+"""Sweeps: how every online policy's SLA rate moves as one parameter of one scenario moves.
+
+Config `sweeps.<name> = {scenario, parameter, values}` (parameter `load`: the arrival load;
+`dram_gbps`: the shared off-chip bandwidth). A *point* is the base scenario with that one value
+changed, and its traces are the base scenario's with that one change:
+
+- a load point generates the scenario at that load under the base scenario's name, so from the same
+  random stream: the very same jobs, with arrival times rescaled (deadline windows unchanged);
+- a bandwidth point replays the base scenario's own traces (arrival times and deadlines in seconds,
+  as `relmas workload` writes them) on the system with that bandwidth. Regenerating them at that
+  bandwidth would also move the arrivals and deadlines (both are defined from latencies at the
+  system's bandwidth), and the curve would no longer show what bandwidth alone does to one workload.
+
+A point runs every evaluated policy except the offline bound (`ga_offline`) on the evaluation
+seeds, in one process. Learned policies deploy the agent trained on the base scenario, without
+retraining per point: the agent sees bandwidth only as shares of the system's capacity and load only
+through its queue, so it runs at any point of a system with the same instances, and every point
+other than the training one measures how well it holds up off its training distribution.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from relmas.errors import InputError
+from relmas.evaluate import (
+    LEARNED,
+    agent_scenario,
+    policy_extra,
+    policy_options,
+    simulate,
+    summary_row,
+)
+from relmas.policies import make_policy
+from relmas.sim.costs import load_costs
+from relmas.workload import generate_trace, parse_scenario, scenario_system
+
+SWEEP_PARAMETERS = ("load", "dram_gbps")
+SWEEP_COLUMNS: dict[str, pl.DataType] = {
+    "sweep": pl.String(),
+    "parameter": pl.String(),
+    "value": pl.Float64(),
+}
+
+
+def sweep_points(
+    config: Mapping[str, Any], source: str | Path | None = None
+) -> list[tuple[str, float]]:
+    """Every configured (sweep, value), in config order, after checking each base scenario."""
+    for name in config["sweeps"]:
+        _base_scenario(config, name, source)
+    return [(name, float(v)) for name, sweep in config["sweeps"].items() for v in sweep["values"]]
+
+
+def _base_scenario(config: Mapping[str, Any], sweep: str, source: str | Path | None) -> str:
+    if sweep not in config["sweeps"]:
+        known = sorted(config["sweeps"])
+        raise InputError(source, "--sweep", f"one of the configured sweeps {known}", sweep)
+    scenario = config["sweeps"][sweep]["scenario"]
+    if scenario not in config["scenarios"]:
+        known = sorted(config["scenarios"])
+        raise InputError(source, f"sweeps.{sweep}.scenario", f"one of {known}", scenario)
+    return scenario
+
+
+def point_label(value: float) -> str:
+    """A sweep value as it appears in file names (`0.4`, `16`)."""
+    return f"{value:g}"
+
+
+def sweep_policies(config: Mapping[str, Any]) -> list[str]:
+    """The policies of a sweep point: the evaluated ones without the offline bound."""
+    return [p for p in config["evaluation"]["policies"] if p != "ga_offline"]
+
+
+def point_config(
+    config: Mapping[str, Any], sweep: str, value: float, source: str | Path | None = None
+) -> dict[str, Any]:
+    """A copy of `config` whose base scenario of `sweep` has its swept parameter set to `value`."""
+    base = _base_scenario(config, sweep, source)
+    if not value > 0:
+        raise InputError(source, "--value", "a positive number", value)
+    spec = config["sweeps"][sweep]
+    changed = copy.deepcopy(dict(config))
+    scenario = changed["scenarios"][base]
+    if spec["parameter"] == "load":
+        scenario["arrival"]["load"] = value
+    else:
+        scenario["system"] = {**scenario.get("system", {}), "dram_gbps": value}
+    return changed
+
+
+def point_traces(
+    config: Mapping[str, Any],
+    sweep: str,
+    value: float,
+    costs_dir: str | Path,
+    source: str | Path | None = None,
+) -> dict[int, pl.DataFrame]:
+    """The job trace of every evaluation seed at one point (see the module docstring)."""
+    spec = config["sweeps"][sweep]
+    base = spec["scenario"]
+    workload = point_config(config, sweep, value, source) if spec["parameter"] == "load" else config
+    models = tuple(config["models"])
+    system = scenario_system(workload, base, source)
+    tables = load_costs(costs_dir, system, source, models=models)
+    scenario = parse_scenario(base, workload["scenarios"][base], list(models), source)
+    return {
+        seed: generate_trace(base, scenario, system, tables, seed, source)
+        for seed in config["evaluation"]["seeds"]
+    }
+
+
+def run_sweep_point(
+    config: Mapping[str, Any],
+    sweep: str,
+    value: float,
+    costs_dir: str | Path,
+    agents_dir: str | Path | None,
+    *,
+    static_w: Mapping[str, float] | None = None,
+    source: str | Path | None = None,
+    progress: Callable[[str, int, float], None] | None = None,
+) -> pl.DataFrame:
+    """Summary rows (plus `sweep`, `parameter`, `value`) of every sweep policy on every evaluation
+    seed at one point. Learned policies load `agents_dir`/{policy} (the base scenario's agents).
+    `progress(policy, seed, sla_rate)` is called after each simulation."""
+    changed = point_config(config, sweep, value, source)
+    base = config["sweeps"][sweep]["scenario"]
+    system = scenario_system(changed, base, source)
+    tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
+    rows = []
+    for seed, jobs in point_traces(config, sweep, value, costs_dir, source).items():
+        for policy in sweep_policies(config):
+            options = policy_options(config, policy)
+            agent = None
+            if policy in LEARNED:
+                if agents_dir is None:
+                    raise InputError(source, "--agents", f"the agents directory of {base}")
+                agent = Path(agents_dir) / policy
+                options["agent"] = str(agent)
+            chosen = make_policy(policy, seed=seed, source=source, key="policy", **options)
+            result = simulate(system, jobs, tables, chosen, static_w=static_w)
+            extra = policy_extra(policy, agent, result)
+            row = summary_row(result, base, seed, extra, agent_scenario(policy, agent))
+            rows.append(row)
+            if progress is not None:
+                progress(policy, seed, float(result.metrics["sla_rate"]))
+    spec = config["sweeps"][sweep]
+    return pl.concat(rows, how="diagonal_relaxed").with_columns(
+        pl.lit(sweep, pl.String()).alias("sweep"),
+        pl.lit(spec["parameter"], pl.String()).alias("parameter"),
+        pl.lit(float(value), pl.Float64()).alias("value"),
+    )

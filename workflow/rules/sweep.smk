@@ -1,0 +1,28 @@
+rule sweep:
+    """One point of a sweep (relmas.sweep): the base scenario with one parameter changed, every
+    policy but ga_offline on the evaluation seeds in one process and one MLflow run (a job's
+    start-up costs more than the point's simulations); learned policies use the base scenario's
+    agents. Traces are generated in the job, from the same generator as `relmas workload`."""
+    input:
+        costs=sweep_costs,
+        agents=sweep_agents,
+    output:
+        f"{RESULTS}/sweeps/{{sweep}}/{{value}}.parquet",
+    params:
+        # what a point depends on (not the other values: adding one runs only the new point)
+        sweep=lambda wildcards: sweep_point_spec(wildcards.sweep),
+        scenario=lambda wildcards: slice_of("scenarios", sweep_base(wildcards)),
+        system=slice_hash("system"),
+        evaluation=config_hash({key: CONFIG["evaluation"][key] for key in ("seeds", "policies")}),
+        costs=lambda wildcards, input: Path(input.costs[0]).parent,
+        # the base scenario's agents directory: results/agents/{scenario}/{policy}/best.pt
+        agents=lambda wildcards, input: (
+            f"--agents {Path(input.agents[0]).parents[1]}" if input.agents else ""
+        ),
+    log:
+        f"{RESULTS}/logs/sweep/{{sweep}}/{{value}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/sweep/{{sweep}}/{{value}}.tsv"
+    shell:
+        "{RELMAS} sweep {CONFIG_ARGS} --sweep {wildcards.sweep} --value {wildcards.value}"
+        " --costs {params.costs} {params.agents} --out {output} > {log} 2>&1"
