@@ -142,7 +142,7 @@ def test_quick_dag_logs_one_finished_run_per_job_while_8_run_at_once(quick_run) 
         if rule != "all":
             expected[RULE_STAGES[rule]] += count
     assert Counter(run.data.tags["stage"] for run in runs) == expected
-    assert len(runs) == sum(jobs.values()) - jobs["all"] > 20
+    assert len(runs) == sum(jobs.values()) - jobs["all"] >= 16  # evaluate and sweep jobs overlap
 
 
 def test_quick_dag_logs_tagged_mlflow_runs(quick_run) -> None:
