@@ -14,19 +14,8 @@ from relmas.schemas import LAYER_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
 from relmas.sim.costs import PIECE_SCHEMA, load_costs
 from relmas.sim.synthetic import cost_frame
+from tests.test_hw import EYERISS_168
 from tests.test_sim import trace
-
-QUICK_EYERISS = {
-    "kind": "eyeriss",
-    "clock_ghz": 1.0,
-    "pe_rows": 12,
-    "pe_cols": 14,
-    "glb_kib": 108,
-    "ifmap_spad": 12,
-    "filter_spad": 224,
-    "psum_spad": 24,
-    "word_bits": 16,
-}
 
 
 def layer_table() -> pl.DataFrame:
@@ -113,7 +102,7 @@ def test_pieces_conserve_macs_and_never_read_less_than_the_layer():
 
 
 def test_piece_costs_come_from_the_cost_model_and_pay_for_the_split():
-    spec = parse_spec("e", QUICK_EYERISS, None)
+    spec = parse_spec("e", EYERISS_168, None)
     layers = layer_table()
     pieces, stats = profile_pieces(layers, "e", spec, [2, 4], ["K", "Y"])
     assert dict(pieces.schema) == PIECE_SCHEMA
@@ -142,7 +131,7 @@ def test_piece_costs_come_from_the_cost_model_and_pay_for_the_split():
 
 
 def write_tables(directory, layers, spec_name: str = "e") -> None:
-    spec = parse_spec(spec_name, QUICK_EYERISS, None)
+    spec = parse_spec(spec_name, EYERISS_168, None)
     table, _ = profile_layers(layers, spec_name, spec)
     write_cost_table(table, directory / f"{spec_name}.parquet", spec_name, spec, "hash-a")
     pieces, _ = profile_pieces(layers, spec_name, spec, [2], ["K"])
@@ -161,7 +150,7 @@ def test_piece_tables_load_beside_the_cost_tables_and_stale_ones_are_refused(tmp
     assert pieces.count[: layers.height].tolist() == [[1, 2]] * layers.height
     assert np.array_equal(pieces.latency_s[:, 0, :], tables.latency_s)
     # A piece table of another layer table (other hash) is stale.
-    spec = parse_spec("e", QUICK_EYERISS, None)
+    spec = parse_spec("e", EYERISS_168, None)
     table, _ = profile_layers(layers, "e", spec)
     write_cost_table(table, tmp_path / "e.parquet", "e", spec, "hash-b")
     with pytest.raises(InputError, match=r"e.pieces.parquet: metadata.relmas.layers_hash"):
