@@ -19,6 +19,7 @@ from relmas.report import (
     mean_ci,
     plot_sweep,
     ratio_to_best_heuristic,
+    shortfalls,
     split_generalisation,
 )
 from relmas.rl.checkpoint import load_checkpoint
@@ -68,6 +69,19 @@ def test_ratio_is_against_the_best_heuristic_not_random_or_the_offline_bound() -
     assert row["ratio"] == pytest.approx(1.1)
     # the per-seed ratio is 1.1 on both seeds, so every bootstrap resample gives 1.1
     assert row["ratio_ci_low"] == pytest.approx(1.1) and row["ratio_ci_high"] == pytest.approx(1.1)
+    assert row["offline_ratio"] == pytest.approx(0.605)
+    (line,) = shortfalls(ratio_to_best_heuristic(frame))
+    assert line.startswith("On mixed, relmas reaches 60% [55%, 66%] of ga_offline's SLA rate")
+
+
+def test_shortfalls_name_where_the_heuristic_wins() -> None:
+    frame = summary({"sjf": [0.5, 0.6], "prema": [0.5, 0.5], "relmas": [0.5, 0.59]})
+    ratios = ratio_to_best_heuristic(frame)
+    assert ratios["offline_ratio"].to_list() == [None]
+    assert shortfalls(ratios) == [
+        "On mixed, sjf beats relmas: 0.5500 against 0.5450 (ratio 0.9909 [0.983, 1.000])."
+    ]
+    assert shortfalls(ratio_to_best_heuristic(summary({"sjf": [0.5], "relmas": [0.5]}))) == []
 
 
 def test_ranking_orders_heuristics_by_sla_rate(quick_config) -> None:
