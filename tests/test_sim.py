@@ -47,6 +47,21 @@ def finish_times(result) -> dict[int, float]:
 # ----------------------------------------------------------------------------- closed form
 
 
+def recorded_tasks(timeline: pl.DataFrame, out: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """One row per task (`keys`) of a recorded timeline: its span, bytes moved and busy time,
+    with its job's model, arrival and finish (from the per-job results `out`)."""
+    return (
+        timeline.group_by(keys)
+        .agg(
+            pl.col("start_s").min(),
+            pl.col("end_s").max(),
+            (pl.col("bandwidth_bps") * (pl.col("end_s") - pl.col("start_s"))).sum().alias("bytes"),
+            (pl.col("end_s") - pl.col("start_s")).sum().alias("busy"),
+        )
+        .join(out.select("job_id", "model", "arrival_s", "finish_s"), on="job_id")
+    )
+
+
 @pytest.mark.parametrize(
     ("dram_gbps", "isolated"),
     [
@@ -255,16 +270,7 @@ def test_simulation_invariants(case):
     assert (out["finish_s"] > out["arrival_s"]).all() and (out["start_s"] >= out["arrival_s"]).all()
 
     timeline = result.timeline
-    tasks = (
-        timeline.group_by(["accelerator", "job_id", "layer"])
-        .agg(
-            pl.col("start_s").min(),
-            pl.col("end_s").max(),
-            (pl.col("bandwidth_bps") * (pl.col("end_s") - pl.col("start_s"))).sum().alias("bytes"),
-            (pl.col("end_s") - pl.col("start_s")).sum().alias("busy"),
-        )
-        .join(out.select("job_id", "model", "arrival_s", "finish_s"), on="job_id")
-    )
+    tasks = recorded_tasks(timeline, out, ["accelerator", "job_id", "layer"])
     # Each layer runs exactly once, as one uninterrupted task.
     assert tasks.select("job_id", "layer").is_unique().all()
     assert np.allclose(tasks["busy"], tasks["end_s"] - tasks["start_s"], rtol=1e-9, atol=1e-15)
@@ -361,15 +367,8 @@ def test_simulation_invariants_with_splitting(case, use_gacer):
 
     assert sorted(engine.state.done_log.tolist()) == list(range(jobs.height))
     assert (out["finish_s"] > out["arrival_s"]).all() and (out["start_s"] >= out["arrival_s"]).all()
-    tasks = (
-        result.timeline.group_by(["accelerator", "job_id", "layer", "split", "piece"])
-        .agg(
-            pl.col("start_s").min(),
-            pl.col("end_s").max(),
-            (pl.col("bandwidth_bps") * (pl.col("end_s") - pl.col("start_s"))).sum().alias("bytes"),
-            (pl.col("end_s") - pl.col("start_s")).sum().alias("busy"),
-        )
-        .join(out.select("job_id", "model", "arrival_s", "finish_s"), on="job_id")
+    tasks = recorded_tasks(
+        result.timeline, out, ["accelerator", "job_id", "layer", "split", "piece"]
     )
     # Each piece runs once, uninterrupted; a layer runs whole or as all pieces of one variant.
     assert tasks.select("job_id", "layer", "split", "piece").is_unique().all()
