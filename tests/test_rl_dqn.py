@@ -437,6 +437,16 @@ def test_same_seed_same_weights(tmp_path):
         assert_same_weights(
             online_weights(tmp_path / "a" / name), online_weights(tmp_path / "b" / name)
         )
+    # byte for byte too, so that checksums (md5sum best.pt) can compare two runs
+    files = sorted(path.name for path in (tmp_path / "a").iterdir())
+    assert files == sorted(path.name for path in (tmp_path / "b").iterdir())
+    assert {"best.pt", "last.pt", "curve.parquet"} <= set(files)
+    differing = [
+        name
+        for name in files
+        if (tmp_path / "a" / name).read_bytes() != (tmp_path / "b" / name).read_bytes()
+    ]
+    assert differing == []
     assert first.steps == TOY.total_steps and first.resumed_from is None
     logged = {key for metrics, _ in logs for key in metrics}
     assert {"loss", "q_mean", "epsilon", "episode_return", "val_mean_return"} <= logged

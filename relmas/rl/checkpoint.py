@@ -9,7 +9,8 @@ Both .pt files hold plain dicts of tensors and Python scalars/strings (no pickle
 dict), `step`; best.pt adds `metrics` (the validation result); last.pt adds `target`,
 `optimizer`, `episode`, `best` (score, step, metrics), `rng` (torch and numpy generator states)
 and `replay_file`. Every write is atomic, and the replay file is written under a new name before the
-last.pt that points to it, so an interruption at any moment leaves a consistent pair.
+last.pt that points to it, so an interruption at any moment leaves a consistent pair. A payload
+gives the same bytes whatever the file's name: two runs of one config compare by checksum.
 """
 
 from __future__ import annotations
@@ -30,9 +31,13 @@ LAST = "last.pt"
 
 
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
-    """Atomically write `payload` (plus the format tag) with torch.save."""
-    with atomic_path(path, suffix=".pt") as tmp:
-        torch.save({"format": FORMAT, **payload}, tmp)
+    """Atomically write `payload` (plus the format tag) with torch.save.
+
+    torch.save names the records of its zip archive after the file it is given, here a random
+    temporary name; writing through an open stream names them `archive/` instead, so that the
+    same payload gives the same bytes (two runs compare by checksum)."""
+    with atomic_path(path, suffix=".pt") as tmp, open(tmp, "wb") as stream:
+        torch.save({"format": FORMAT, **payload}, stream)
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
