@@ -38,6 +38,8 @@ SUMMARY_EXTRA = (
 )
 # Policies that deploy a trained agent (`--agent`); their summary rows name its scenario.
 LEARNED = ("relmas", "relmas_resize")
+# Policies with settings in `evaluation:`: policy -> its section (the policy's constructor options).
+POLICY_SETTINGS = {"ga_offline": "ga", "gacer": "gacer"}
 
 
 def evaluation_runs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -93,8 +95,10 @@ def generalisation_runs(
 
 
 def policy_options(config: Mapping[str, Any], policy: str) -> dict[str, Any]:
-    """Configured options of a policy (the genetic algorithm's settings for ga_offline)."""
-    return dict(config["evaluation"]["ga"]) if policy == "ga_offline" else {}
+    """Configured constructor options of a policy: its section of `evaluation:` (POLICY_SETTINGS),
+    none for the others."""
+    section = POLICY_SETTINGS.get(policy)
+    return dict(config["evaluation"][section]) if section else {}
 
 
 def simulate(

@@ -53,6 +53,7 @@ def _mutated(path: list, value) -> dict:
             "one of [1, 3, 9]",
         ),
         (["scenarios", "mixed", "jobs"], 0, "scenarios.mixed.jobs", "a value > 0"),
+        (["evaluation", "gacer"], {"window": 0}, "evaluation.gacer.window", "a value >= 1"),
         (
             ["scenarios", "mixed", "models"],
             {"resnet9000": 1},

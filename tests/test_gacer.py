@@ -5,54 +5,35 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+import yaml
 
+from relmas.config import validate_config
 from relmas.errors import InputError
+from relmas.evaluate import policy_options
 from relmas.hw.spec import parse_spec
 from relmas.policies import make_policy
+from relmas.policies.gacer import Gacer
 from relmas.profile import profile_layers, profile_pieces, split_layers, write_cost_table
 from relmas.schemas import LAYER_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
 from relmas.sim.costs import PIECE_SCHEMA, load_costs
 from relmas.sim.synthetic import cost_frame
+from tests.layers import layer
 from tests.test_hw import EYERISS_168
 from tests.test_sim import trace
 
 
 def layer_table() -> pl.DataFrame:
-    """A conv (with halo), a depthwise conv, a strided 1x1 conv, a linear layer and a matmul."""
+    """A conv (with halo), a depthwise conv, a strided 1x1 conv, a linear layer and a matmul; the
+    strided layers read even inputs (14 x 14, 10 x 10), as in the zoo."""
     rows = [
-        # op, K, C, Y, X, R, S, stride, groups, in, w
-        ("conv", 32, 16, 14, 14, 3, 3, 1, 1, 16 * 14 * 14, 32 * 16 * 9),
-        ("dwconv", 24, 1, 7, 7, 3, 3, 2, 24, 24 * 14 * 14, 24 * 9),
-        ("conv", 10, 8, 5, 5, 1, 1, 2, 1, 8 * 10 * 10, 10 * 8),
-        ("linear", 30, 64, 9, 1, 1, 1, 1, 1, 9 * 64, 30 * 64),
-        ("matmul", 9, 16, 9, 1, 1, 1, 1, 4, 4 * 9 * 16, 4 * 16 * 9),
+        layer("m", 0, "conv", k=32, c=16, y=14, x=14, r=3, s=3, pad=1),
+        layer("m", 1, "dwconv", k=24, y=7, x=7, r=3, s=3, stride=2, groups=24, size_in=(14, 14)),
+        layer("m", 2, "conv", k=10, c=8, y=5, x=5, stride=2, size_in=(10, 10)),
+        layer("m", 3, "linear", k=30, c=64, y=9),
+        layer("m", 4, "matmul", k=9, c=16, y=9, groups=4),
     ]
-    frame = pl.DataFrame(
-        [
-            {
-                "model": "m",
-                "layer": i,
-                "name": f"l{i}",
-                "op": op,
-                "N": 1,
-                "K": k,
-                "C": c,
-                "Y": y,
-                "X": x,
-                "R": r,
-                "S": s,
-                "stride": stride,
-                "groups": g,
-                "macs": k * c * y * x * r * s * (g if op == "matmul" else 1),
-                "in_elems": inputs,
-                "w_elems": weights,
-                "out_elems": k * y * x * (g if op == "matmul" else 1),
-            }
-            for i, (op, k, c, y, x, r, s, stride, g, inputs, weights) in enumerate(rows)
-        ]
-    )
-    return frame.cast({name: dtype for name, dtype in LAYER_SCHEMA.items()})
+    return pl.DataFrame(rows, schema=LAYER_SCHEMA)
 
 
 # ----------------------------------------------------------------------------- piece shapes
@@ -253,3 +234,27 @@ def test_assign_rejects_a_second_variant_for_a_split_layer():
     engine.assign(0, 1, 1)  # the second piece; the job has no piece left and is no longer ready
     with pytest.raises(ValueError, match="not ready"):
         engine.assign(0, 2, 1)
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+def test_the_configured_window_reaches_the_search(quick_config):
+    raw = yaml.safe_load(quick_config.read_text())
+    assert policy_options(validate_config(raw), "gacer") == {"window": 6, "max_evaluations": 64}
+    raw["evaluation"]["gacer"] = {"window": 1}
+    options = policy_options(validate_config(raw), "gacer")
+    assert options == {"window": 1, "max_evaluations": 64}  # the other one from the schema
+    # Two jobs, one big layer each, two idle instances: a window of one plans job 0 alone and cuts
+    # it over both instances; a window of two plans both jobs and runs them whole side by side.
+    costs, pieces = one_layer(1.0, 0, 0.55, 0)
+    system = load_system({"instances": [{"name": "x", "count": 2}]})
+    tables = CostTables.from_frame(costs, ["x"]).with_pieces(pieces)
+    decisions = {}
+    for settings in (options, dict(options, window=2)):
+        policy = make_policy("gacer", seed=0, **settings)
+        assert isinstance(policy, Gacer) and policy.window == settings["window"]
+        engine = Engine(system, tables, trace([("big", 0, 1.0, 9), ("big", 0, 1.0, 9)]))
+        policy.reset(engine)
+        decisions[policy.window] = policy.decide(engine.next_decision())
+    assert decisions == {1: [(0, 0, 1), (0, 1, 1)], 2: [(0, 0, 0), (1, 1, 0)]}

@@ -21,6 +21,7 @@ from relmas.profile import (
     write_cost_table,
 )
 from relmas.schemas import COST_SCHEMA, LAYER_SCHEMA
+from tests.layers import layer
 
 EYERISS_RAW = {
     "kind": "eyeriss",
@@ -48,31 +49,6 @@ SIMBA_RAW = {
 }
 EYERISS = parse_spec("eyeriss_168", EYERISS_RAW, None)
 SIMBA = parse_spec("simba_chiplet", SIMBA_RAW, None)
-
-
-def layer(model, index, op, *, n=1, k=1, c=1, y=1, x=1, r=1, s=1, stride=1, groups=1, pad=0):
-    """One LAYER_SCHEMA row with the zoo's conventions (conv: K total, C per group)."""
-    h_in, w_in = (y - 1) * stride + r - 2 * pad, (x - 1) * stride + s - 2 * pad
-    per_product = 1 if op != "matmul" else groups
-    return {
-        "model": model,
-        "layer": index,
-        "name": f"{op}{index}",
-        "op": op,
-        "N": n,
-        "K": k,
-        "C": c,
-        "Y": y,
-        "X": x,
-        "R": r,
-        "S": s,
-        "stride": stride,
-        "groups": groups,
-        "macs": n * k * c * y * x * r * s * per_product,
-        "in_elems": n * c * (groups if op != "linear" else 1) * h_in * w_in,
-        "w_elems": (k * c * r * s) * per_product,
-        "out_elems": n * k * y * x * per_product,
-    }
 
 
 LAYERS = pl.DataFrame(

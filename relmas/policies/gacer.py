@@ -262,8 +262,9 @@ class Gacer(Policy):
         self._jobs = np.zeros(count, dtype=np.int64)
         self._accelerators = np.zeros(count, dtype=np.int64)
         self._splits = np.zeros(count, dtype=np.int64)
-        self._regulate = entry_point(
-            regulate,
+        # The engine's kernel tables and state live as long as the engine, and `regulate` writes
+        # its decision into the output arrays: one argument tuple compiles it and feeds every call.
+        self._arguments = (
             engine.kernel_tables,
             engine.kernel_pieces,
             engine.state,
@@ -273,21 +274,13 @@ class Gacer(Policy):
             self._accelerators,
             self._splits,
         )
+        self._regulate = entry_point(regulate, *self._arguments)
         self.evaluations = 0
         self.split_layers = 0
 
     def decide(self, view: DecisionView) -> list[tuple[int, int, int]]:
         engine = view.engine
-        count, evaluations = self._regulate(
-            engine.kernel_tables,
-            engine.kernel_pieces,
-            engine.state,
-            self.window,
-            self.max_evaluations,
-            self._jobs,
-            self._accelerators,
-            self._splits,
-        )
+        count, evaluations = self._regulate(*self._arguments)
         self.evaluations += evaluations
         jobs = self._jobs[:count]
         new_cut = (self._splits[:count] > 0) & (engine.state.ji[jobs, JI_PIECES_LEFT] == 0)

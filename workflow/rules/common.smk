@@ -6,7 +6,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from relmas.config import config_hash
-from relmas.evaluate import LEARNED, evaluation_runs, generalisation_runs
+from relmas.evaluate import LEARNED, evaluation_runs, generalisation_runs, policy_options
 from relmas.sweep import point_label, sweep_points, sweep_policies
 
 RELMAS = f"{sys.executable} -m relmas"

@@ -17,8 +17,11 @@ rule evaluate:
         agent=lambda wildcards, input: f"--agent {Path(input.agent[0]).parent}" if input.agent else "",
         scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
         system=slice_hash("system"),
-        # what one policy's run reads of `evaluation:` (not the policy list or generalisation pairs)
-        evaluation=config_hash({key: CONFIG["evaluation"][key] for key in ("seeds", "ga")}),
+        # what one policy's run reads of `evaluation:`: the seeds and its own settings (not the
+        # policy list, the generalisation pairs or another policy's settings)
+        evaluation=lambda wildcards: config_hash(
+            {"seeds": EVAL_SEEDS, "options": policy_options(CONFIG, wildcards.policy)}
+        ),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
         # one results file per seed: the command fills in {seed}
         out=lambda wildcards, output: Path(output.results[0]).with_name("seed{seed}.parquet"),

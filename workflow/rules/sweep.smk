@@ -13,7 +13,9 @@ rule sweep:
         sweep=lambda wildcards: sweep_point_spec(wildcards.sweep),
         scenario=lambda wildcards: slice_of("scenarios", sweep_base(wildcards)),
         system=slice_hash("system"),
-        evaluation=config_hash({key: CONFIG["evaluation"][key] for key in ("seeds", "policies")}),
+        evaluation=config_hash(
+            {key: CONFIG["evaluation"][key] for key in ("seeds", "policies", "gacer")}
+        ),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
         # the base scenario's agents directory: results/agents/{scenario}/{policy}/best.pt
         agents=lambda wildcards, input: (
