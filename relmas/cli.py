@@ -161,7 +161,8 @@ def cmd_workload(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    """Train the RELMAS agent of one scenario; one MLflow run with its learning curves."""
+    """Train the RELMAS agent of one scenario (`--policy relmas_resize`: one that also cuts
+    layers); one MLflow run with its learning curves."""
     from relmas import tracking
     from relmas.rl.run import train_scenario
     from relmas.rl.settings import parse_training
@@ -174,8 +175,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     with tracking.stage_run(
         "train",
         config,
-        tags={"scenario": args.scenario, "policy": "relmas"},
-        params={"scenario": args.scenario, "training": config["training"]},
+        tags={"scenario": args.scenario, "policy": args.policy},
+        params={"scenario": args.scenario, "policy": args.policy, "training": config["training"]},
     ) as run:
 
         def logger(metrics: Mapping[str, float], step: int) -> None:
@@ -190,6 +191,7 @@ def cmd_train(args: argparse.Namespace) -> None:
             source=source,
             logger=logger,
             resume=not args.fresh,
+            policy=args.policy,
         )
         run.log_metrics(result.metrics())
         for name in ("best.pt", "agent.json"):
@@ -516,6 +518,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", required=True, type=Path, help="agent directory to write")
     train.add_argument(
         "--fresh", action="store_true", help="start over instead of resuming from OUT/last.pt"
+    )
+    train.add_argument(
+        "--policy",
+        default="relmas",
+        choices=("relmas", "relmas_resize"),
+        help="relmas, or relmas_resize: actions also cut layers (needs the piece tables)",
     )
 
     evaluate = command("evaluate", cmd_evaluate, "run one policy on a scenario's traces")

@@ -161,6 +161,59 @@ def shortfalls(ratios: pl.DataFrame, offline_share: float = OFFLINE_SHARE) -> li
     return lines
 
 
+RESIZING = ("relmas_resize", "relmas", "gacer")  # the resizing agent, its base, the regulator
+
+
+def resizing_table(summary: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
+    """Per scenario where both learned policies ran: relmas_resize's mean SLA rate and ANTT beside
+    relmas's and gacer's, and its SLA ratio to each (paired bootstrap 95% interval): where letting
+    the agent cut layers pays off, and how it compares with the regulator built for cutting."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for (scenario,), group in summary.group_by(["scenario"], maintain_order=True):
+        if not {"relmas_resize", "relmas"} <= set(group["policy"]):
+            continue
+        sla = group.pivot(on="policy", index="seed", values="sla_rate").sort("seed")
+        antt = group.pivot(on="policy", index="seed", values="antt")
+        row: dict[str, Any] = {"scenario": scenario}
+        for policy in RESIZING:
+            present = policy in sla.columns
+            row[f"{policy}_sla_rate"] = float(sla[policy].mean()) if present else math.nan
+            row[f"{policy}_antt"] = float(antt[policy].mean()) if present else math.nan
+        ours = sla["relmas_resize"].to_numpy()
+        for policy in RESIZING[1:]:
+            ratio = (math.nan,) * 3
+            if policy in sla.columns:
+                ratio = paired_ratio(ours, sla[policy].to_numpy(), rng)
+            row |= dict(
+                zip(
+                    (f"ratio_{policy}", f"ratio_{policy}_ci_low", f"ratio_{policy}_ci_high"),
+                    ratio,
+                    strict=True,
+                )
+            )
+        rows.append(row)
+    return pl.DataFrame(rows)
+
+
+def resizing_verdicts(table: pl.DataFrame) -> list[str]:
+    """One sentence per scenario: resizing pays (interval above 1), costs (below 1) or makes no
+    measurable difference, for relmas_resize against relmas."""
+    lines = []
+    for row in table.iter_rows(named=True):
+        low, high = row["ratio_relmas_ci_low"], row["ratio_relmas_ci_high"]
+        verdict = (
+            "pays off" if low > 1 else "costs SLA" if high < 1 else "makes no measurable difference"
+        )
+        lines.append(
+            f"On {row['scenario']}, letting the agent cut layers {verdict}: relmas_resize "
+            f"{row['relmas_resize_sla_rate']:.4f} against relmas {row['relmas_sla_rate']:.4f} "
+            f"({_ratio_text(row, 'relmas')}), ANTT {row['relmas_resize_antt']:.2f} against "
+            f"{row['relmas_antt']:.2f}."
+        )
+    return lines
+
+
 GENERALISATION_REFERENCES = ("fcfs", "sjf", "best")
 
 
@@ -458,6 +511,7 @@ def write_report(
     aggregated = aggregate(own)
     ratios = ratio_to_best_heuristic(own)
     generalisation = generalisation_table(summary)
+    resizing = resizing_table(own)
     tenants = tenant_sla(results)
     figures: dict[str, Path] = {}
 
@@ -499,6 +553,7 @@ def write_report(
 
     sections = _markdown(config, aggregated, ratios, tenants, figures, out_dir)
     sections += _generalisation_markdown(config, generalisation)
+    sections += _resizing_markdown(resizing, learning)
     sections += _sweeps_markdown(config, sweeps, figures, out_dir)
     sections += _learning_markdown(learning, figures, out_dir)
     with atomic_path(out_dir / "report.md", suffix=".md") as tmp:
@@ -559,6 +614,7 @@ def _learning(config: Mapping[str, Any], agents_dir: Path) -> dict[str, dict[str
             "best_heuristic": (heuristic, info.heuristics_validation[heuristic]),
             "validation": info.validation.get("sla_rate", math.nan),
             "teacher": info.teacher,
+            "share_split": info.validation.get("share_split"),
         }
     return learning
 
@@ -729,6 +785,42 @@ def _generalisation_markdown(config: Mapping[str, Any], table: pl.DataFrame) -> 
         for row in table.iter_rows(named=True)
     ]
     return parts + [markdown_table(pl.DataFrame(rows)), ""]
+
+
+def _resizing_markdown(table: pl.DataFrame, learning: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    if not table.height:
+        return []
+    rows = []
+    for row in table.iter_rows(named=True):
+        agent = learning.get(f"{row['scenario']} (relmas_resize)", {})
+        cuts = agent.get("share_split")
+        rows.append(
+            {
+                "scenario": row["scenario"],
+                "relmas": f"{row['relmas_sla_rate']:.3f}",
+                "relmas_resize": f"{row['relmas_resize_sla_rate']:.3f}",
+                "vs relmas": _ratio_text(row, "relmas"),
+                "gacer": f"{row['gacer_sla_rate']:.3f}",
+                "vs gacer": _ratio_text(row, "gacer"),
+                "ANTT relmas / resize / gacer": "{:.2f} / {:.2f} / {:.2f}".format(
+                    row["relmas_antt"], row["relmas_resize_antt"], row["gacer_antt"]
+                ),
+                "teacher": str(agent.get("teacher")),
+                "cuts (validation)": "n/a" if cuts is None else f"{cuts:.1%}",
+            }
+        )
+    return [
+        "## Operator resizing: relmas_resize against relmas and gacer\n",
+        "`relmas_resize` is RELMAS whose action also chooses how to cut the chosen layer (split "
+        "variants of the piece tables, `resizing:`); `gacer` cuts and reorders by search. SLA "
+        "rates are means over the evaluation seeds, ratios paired bootstrap 95% intervals; "
+        "`teacher`: the warm-start rule chosen on validation (`_cut`: cuts onto spare "
+        "instances); `cuts`: share of its decisions on validation that cut a layer.\n",
+        markdown_table(pl.DataFrame(rows)),
+        "",
+        "\n".join(f"- {line}" for line in resizing_verdicts(table)),
+        "",
+    ]
 
 
 def _sweeps_markdown(

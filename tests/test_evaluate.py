@@ -230,6 +230,7 @@ def untrained_agent(directory, scenario: str, instance_types, types) -> None:
         reward=RewardSettings(),
         instance_types=tuple(instance_types),
         accelerator_types=tuple(types),
+        split_variants=("whole",),
         decision_cost=cost,
         validation={"sla_rate": 0.5},
         heuristics_validation={"sjf": 0.6},

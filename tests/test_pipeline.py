@@ -95,7 +95,8 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
     assert {policy for _, policy, _ in expected} == set(config["evaluation"]["policies"])
     assert set(summary.select("scenario", "policy", "seed").iter_rows()) == expected
     assert summary["sla_rate"].is_between(0, 1).all()
-    learned = summary.filter(pl.col("policy") == "relmas")
+    learned = summary.filter(pl.col("policy").is_in(["relmas", "relmas_resize"]))
+    assert learned.height == 2 * len(config["evaluation"]["seeds"])
     assert learned["agent_scenario"].to_list() == learned["scenario"].to_list()
     sweeps = pl.read_parquet(project / "results" / "report" / "sweeps.parquet")
     assert {k: sweeps.schema[k] for k in SUMMARY_SCHEMA} == SUMMARY_SCHEMA
@@ -109,7 +110,12 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
     curve = pl.read_parquet(project / "results" / "agents" / "mixed" / "relmas" / "curve.parquet")
     assert curve.filter(pl.col("metric") == "val_sla_rate").height >= 2
     report = (project / "results" / "report" / "report.md").read_text()
-    for section in ("## SLA rate vs load and bandwidth", "## RELMAS learning curves"):
+    sections = (
+        "## SLA rate vs load and bandwidth",
+        "## RELMAS learning curves",
+        "## Operator resizing",
+    )
+    for section in sections:
         assert section in report
     figures = re.findall(r"\]\((figures/[^)]+)\)", report)
     assert {"figures/sweep_load.png", "figures/learning_curves.png"} <= set(figures)
@@ -155,7 +161,10 @@ def test_quick_dag_logs_tagged_mlflow_runs(quick_run) -> None:
     assert stages["zoo"] == 1
     assert stages["workload"] == scenarios * len(config["evaluation"]["seeds"])
     assert stages["report"] == 1
-    assert stages["train"] == scenarios  # relmas is among the quick config's policies
+    trains = [run for run in runs if run.data.tags["stage"] == "train"]
+    # relmas and relmas_resize are among the quick config's policies: one agent each
+    assert sorted(run.data.tags["policy"] for run in trains) == ["relmas", "relmas_resize"]
+    assert len(trains) == 2 * scenarios
     zoo = next(run for run in runs if run.data.tags["stage"] == "zoo")
     assert zoo.data.metrics["alexnet.macs"] > 0
     evaluate = [run for run in runs if run.data.tags["stage"] == "evaluate"]
@@ -211,10 +220,24 @@ def test_changing_a_training_setting_retrains_and_reevaluates_only(quick_run) ->
     project, env, _ = quick_run
     changed = variant(project, "train.yaml", "total_steps: 20000", "total_steps: 21000")
     jobs = planned_jobs(project, env, changed)
-    assert jobs["train"] == 1 and jobs["evaluate"] == 1 and jobs["report"] == 1
+    # both learned policies (relmas, relmas_resize) of the one scenario
+    assert jobs["train"] == 2 and jobs["evaluate"] == 2 and jobs["report"] == 1
     config = load_config(project / "config" / "quick.yaml")
     assert jobs["sweep"] == len(sweep_points(config))  # every point runs the retrained agent
     assert not {"zoo", "profile", "workload"} & set(jobs)
+
+
+def test_changing_the_cuts_reprofiles_pieces_and_retrains_only_the_resizing_agent(
+    quick_run,
+) -> None:
+    project, env, _ = quick_run
+    changed = variant(project, "cuts.yaml", "dims: [K]", "dims: [K, Y]")
+    jobs = planned_jobs(project, env, changed)
+    accelerators = len(load_config(project / "config" / "quick.yaml")["accelerators"])
+    assert jobs["profile_pieces"] == accelerators and "profile" not in jobs
+    assert jobs["train"] == 1  # relmas_resize; relmas never reads the piece tables
+    assert jobs["evaluate"] == 2  # gacer and relmas_resize
+    assert not {"zoo", "workload"} & set(jobs)
 
 
 def test_a_new_sweep_value_runs_only_that_point(quick_run) -> None:

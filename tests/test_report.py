@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import polars as pl
@@ -19,6 +20,8 @@ from relmas.report import (
     mean_ci,
     plot_sweep,
     ratio_to_best_heuristic,
+    resizing_table,
+    resizing_verdicts,
     shortfalls,
     split_generalisation,
 )
@@ -82,6 +85,35 @@ def test_shortfalls_name_where_the_heuristic_wins() -> None:
         "On mixed, sjf beats relmas: 0.5500 against 0.5450 (ratio 0.9909 [0.983, 1.000])."
     ]
     assert shortfalls(ratio_to_best_heuristic(summary({"sjf": [0.5], "relmas": [0.5]}))) == []
+
+
+def test_resizing_is_judged_against_relmas_by_its_interval() -> None:
+    frame = pl.concat(
+        [
+            summary(
+                {
+                    "sjf": [0.5, 0.5],
+                    "gacer": [0.6, 0.6],
+                    "relmas": [0.5, 0.6],
+                    "relmas_resize": [0.6, 0.72],
+                },
+                scenario="light",
+            ),
+            summary({"relmas": [0.5, 0.6], "relmas_resize": [0.45, 0.55]}, scenario="heavy"),
+            summary({"relmas": [0.5, 0.6], "relmas_resize": [0.4, 0.7]}, scenario="tie"),
+            summary({"relmas": [0.5, 0.6]}, scenario="no_resize"),
+        ]
+    )
+    table = resizing_table(frame)
+    assert table["scenario"].to_list() == ["light", "heavy", "tie"]
+    light = table.row(0, named=True)
+    assert light["ratio_relmas"] == pytest.approx(1.2) == light["ratio_relmas_ci_low"]
+    assert light["ratio_gacer"] == pytest.approx(1.1)
+    assert math.isnan(table.row(1, named=True)["gacer_sla_rate"])  # gacer did not run there
+    verdicts = resizing_verdicts(table)
+    assert verdicts[0].startswith("On light, letting the agent cut layers pays off: ")
+    assert verdicts[1].startswith("On heavy, letting the agent cut layers costs SLA: ")
+    assert "makes no measurable difference" in verdicts[2]
 
 
 def test_ranking_orders_heuristics_by_sla_rate(quick_config) -> None:

@@ -32,9 +32,10 @@ from relmas.rl.overhead import overhead_metrics
 from relmas.rl.rules import slot_rules
 from relmas.rl.run import rollout, train_scenario
 from relmas.rl.settings import parse_training
+from relmas.sim import kernels as K
 from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
-from relmas.sim.synthetic import synthetic_costs
+from relmas.sim.synthetic import synthetic_costs, synthetic_pieces
 from relmas.sim.system import load_system
 from relmas.workload import generate_trace, make_workload, scenario_system
 
@@ -75,7 +76,7 @@ def random_rollout(env: SchedulingEnv, seed: int):
         mask = info["action_mask"]
         assert mask.any() and env.observation_space.contains(obs)
         action = int(rng.choice(np.flatnonzero(mask)))
-        for job, acc in env.observer.assignments(action):
+        for job, acc, _ in env.observer.assignments(action):
             state = env.engine.state
             assert job in state.ready[: state.si[6]] and state.ai[acc, 1] < 0  # ready, idle
         obs, reward, done, truncated, info = env.step(action)
@@ -174,7 +175,7 @@ def test_environment_is_deterministic(tables):
 def test_reference_slot_reproduces_its_heuristic(tables, reference):
     settings = ObservationSettings(2, reference)
     env = make_env(tables, 3, observation=settings)
-    rollout(env, slot_rules(settings)["reference"])
+    rollout(env, slot_rules(settings, env.layout)["reference"])
     heuristic = simulate(SYSTEM, env.jobs, tables, reference)
     finish = env.engine.result("relmas").jobs["finish_s"]
     assert finish.to_list() == heuristic.jobs["finish_s"].to_list()
@@ -185,7 +186,7 @@ def test_feasible_rules_serve_feasible_jobs_first(tables):
     env = make_env(tables, 4, observation=settings)
     width = env.layout.slot_features
     for name, first in (("shortest_feasible", 1), ("earliest_feasible", 3)):
-        rule = slot_rules(settings)[name]
+        rule = slot_rules(settings, env.layout)[name]
         obs, info = env.reset()
         done = False
         while not done:
@@ -195,7 +196,10 @@ def test_feasible_rules_serve_feasible_jobs_first(tables):
             if action < env.layout.slots:
                 assert info["action_mask"][action]
             obs, _, done, _, info = env.step(action)
-    sla = {name: rollout(env, rule)["sla_rate"] for name, rule in slot_rules(settings).items()}
+    sla = {
+        name: rollout(env, rule)["sla_rate"]
+        for name, rule in slot_rules(settings, env.layout).items()
+    }
     assert sla["shortest_feasible"] > sla["reference"]  # triage pays under overload (load 1.2)
 
 
@@ -397,3 +401,154 @@ def test_greedy_policy_of_a_fresh_network_only_picks_valid_actions(tables):
         obs, _, done, _, info = env.step(action)
         assert not info["invalid_action"]
     assert isinstance(env.engine.result("x").jobs, pl.DataFrame)
+
+
+# ----------------------------------------------------------------------------- relmas_resize
+
+RESIZE = ObservationSettings(2, "sjf", resize=True)
+
+
+@pytest.fixture(scope="module")
+def cut_tables(tables) -> CostTables:
+    """`tables` with synthetic pieces: variants whole, K2, K4, Y2, Y4."""
+    costs = synthetic_costs({"a": 5, "b": 8, "c": 3}, ["x", "y"], seed=3)
+    return tables.with_pieces(synthetic_pieces(costs, splits=(2, 4), seed=1))
+
+
+def test_check_env_accepts_the_resizing_environment(cut_tables, tables):
+    env = make_env(cut_tables, observation=RESIZE)
+    assert env.layout.variants == 5 and env.layout.actions == 6 * 5 + 1
+    assert env.observation_space.shape == (6 * (9 + 2 * 2 + 1 + 2 * 4) + 3 * 3 + 7,)
+    check_env(env, skip_render_check=True)
+    with pytest.raises(ValueError, match="piece tables"):
+        make_env(tables, observation=RESIZE)
+
+
+def expected_potential(env: SchedulingEnv) -> float:
+    """Phi recomputed job by job (weights 1): each unpenalized job once, its layer done once all
+    its pieces started (a job with pieces still to start is ready)."""
+    S, T, observer = env.engine.state, env.engine.tables, env.observer
+    ready = S.ready[: S.si[K.SI_READY_N]].tolist()
+    running = {int(job) for job in S.ai[:, K.AI_JOB] if job >= 0} - set(ready)
+    potential = 0.0
+    for job, done in [(job, 0) for job in ready] + [(job, 1) for job in running]:
+        if not observer.penalized[job]:
+            left = T.remaining_work_s[S.ji[job, K.JI_CURSOR] + done]
+            potential += 1.0 - left / observer.initial_work[job]
+    return potential
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_resizing_rollouts_cut_only_unstarted_layers_and_count_each_job_once(cut_tables, seed):
+    env = make_env(cut_tables, seed, observation=RESIZE)
+    layout = env.layout
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset()
+    done, cuts = False, 0
+    while not done:
+        S, mask = env.engine.state, info["action_mask"]
+        count = env.engine.kernel_pieces.count
+        assert env.potential == pytest.approx(expected_potential(env))
+        for action in np.flatnonzero(mask[:-1]):
+            job = env.observer.slots[layout.slot_of(action)]
+            variant = layout.variant_of(action)
+            ongoing = S.ji[job, K.JI_PIECES_LEFT] > 0
+            row = S.ji[job, K.JI_CURSOR]
+            assert variant == 0 or (not ongoing and count[row, variant] > 1)
+        action = int(rng.choice(np.flatnonzero(mask)))
+        cuts += layout.variant_of(action) > 0
+        obs, _, done, _, info = env.step(action)
+        assert not info["invalid_action"]
+    assert cuts > 0 and env.met + env.missed == env.jobs.height
+
+
+def test_resizing_without_cuts_reproduces_the_whole_layer_schedule(cut_tables):
+    env = make_env(cut_tables, 3, observation=RESIZE)
+    rollout(env, slot_rules(RESIZE, env.layout)["reference"])
+    heuristic = simulate(SYSTEM, env.jobs, cut_tables, "sjf")
+    finish = env.engine.result("relmas_resize").jobs["finish_s"]
+    assert finish.to_list() == heuristic.jobs["finish_s"].to_list()
+
+
+def test_cut_rules_cut_only_onto_spare_instances_by_the_fastest_first_piece(cut_tables):
+    env = make_env(cut_tables, 2, observation=RESIZE)
+    layout = env.layout
+    variants = cut_tables.pieces.variants
+    pieces = [1 if v == "whole" else int(v[1:]) for v in variants]
+    rule = slot_rules(RESIZE, layout, variants)["shortest_feasible_cut"]
+    obs, info = env.reset()
+    done, cuts = False, 0
+    while not done:
+        action = rule(obs, info["action_mask"])
+        variant = layout.variant_of(action)
+        if variant:
+            cuts += 1
+            spare = len(np.flatnonzero(env.engine.state.ai[:, K.AI_JOB] < 0)) - int(
+                env.engine.state.si[K.SI_READY_N]
+            )
+            assert pieces[variant] <= 1 + spare
+            slot = layout.slot_of(action)
+            allowed = [
+                v
+                for v in range(1, layout.variants)
+                if info["action_mask"][layout.action(slot, v)] and pieces[v] <= 1 + spare
+            ]
+            latency = [obs[layout.cut_latency_feature(slot, v)] for v in allowed]
+            assert variant == allowed[int(np.argmin(latency))] and min(latency) < 0
+        obs, _, done, _, info = env.step(action)
+    assert cuts > 0
+
+
+@pytest.fixture(scope="module")
+def resized(quick):
+    """A relmas_resize agent trained on the quick config's synthetic costs with K2/Y2 pieces."""
+    config, root = quick
+    costs = pl.concat(
+        [pl.read_parquet(path) for path in sorted((root / "costs").glob("*.parquet"))]
+    )
+    pieces = synthetic_pieces(costs, splits=(2,), seed=2)
+    for (name,), part in costs.group_by("accelerator"):
+        write_parquet(part, root / "cut_costs" / f"{name}.parquet")
+    for (name,), part in pieces.group_by("accelerator"):
+        write_parquet(part, root / "cut_costs" / f"{name}.pieces.parquet")
+    result = train_scenario(
+        config, "mixed", root / "resize", root / "cut_costs", policy="relmas_resize"
+    )
+    return result, root
+
+
+def test_resize_training_gives_an_agent_that_acts_as_in_its_environment(quick, resized):
+    config, _ = quick
+    result, root = resized
+    info = read_agent_info(root / "resize")
+    assert info.observation.resize and info.split_variants == ("whole", "K2", "Y2")
+    assert set(result.rules_validation) == {
+        f"{name}{suffix}"
+        for name in ("reference", "shortest_feasible", "earliest_feasible")
+        for suffix in ("", "_cut")
+    }
+    system = scenario_system(config, "mixed")
+    tables = load_costs(root / "cut_costs", system, models=tuple(config["models"]))
+    jobs = generate_trace("mixed", config["scenarios"]["mixed"], system, tables, 7)
+    env = SchedulingEnv(system, tables, jobs, info.observation, info.reward)
+    metrics = rollout(env, load_policy(root / "resize"))
+    assert 0.0 <= metrics["share_split"] <= 1.0
+    policy = make_policy("relmas_resize", agent=root / "resize")
+    simulated = simulate(system, jobs, tables, policy)
+    assert simulated.jobs["finish_s"].to_list() == env.engine.result("x").jobs["finish_s"].to_list()
+
+
+def test_learned_policies_refuse_each_others_agents_and_missing_pieces(quick, trained, resized):
+    config, root = quick
+    with pytest.raises(InputError, match="observation.resize"):
+        make_policy("relmas", agent=root / "resize")
+    with pytest.raises(InputError, match="relmas train --policy relmas_resize"):
+        make_policy("relmas_resize", agent=root / "agent")
+    system = scenario_system(config, "mixed")
+    tables = load_costs(root / "costs", system, models=tuple(config["models"]))
+    jobs = generate_trace("mixed", config["scenarios"]["mixed"], system, tables, 7)
+    policy = make_policy("relmas_resize", agent=root / "resize")
+    with pytest.raises(InputError, match="split_variants"):
+        policy.reset(Engine(system, tables, jobs))  # no piece tables: whole layers only
+    with pytest.raises(InputError, match="resizing"):
+        train_scenario(config, "mixed", root / "nocut", root / "costs", policy="relmas_resize")

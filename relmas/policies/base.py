@@ -48,6 +48,7 @@ PROVIDERS: dict[str, str] = {
     "ga_offline": "relmas.policies.ga_offline",
     "gacer": "relmas.policies.gacer",
     "relmas": "relmas.rl.policy",
+    "relmas_resize": "relmas.rl.policy",
 }
 
 

@@ -3,7 +3,7 @@ what the network was trained to see (observation settings, the resolved referenc
 system layout) and what one decision costs (MACs, energy on the configured accelerator).
 
     agent.json = {"format", "scenario", "observation": {candidates, reference}, "reward": {...},
-                  "instance_types": [...], "accelerator_types": [...],
+                  "instance_types": [...], "accelerator_types": [...], "split_variants": [...],
                   "decision_cost": {accelerator, macs, energy_j, latency_s},
                   "validation": {...}, "heuristics_validation": {...},
                   "teacher", "rules_validation": {...}}
@@ -23,6 +23,7 @@ from relmas.rl.checkpoint import BEST, load_policy
 from relmas.rl.env import RewardSettings
 from relmas.rl.network import GreedyPolicy
 from relmas.rl.observation import ObservationSettings
+from relmas.sim.costs import WHOLE
 
 AGENT_FILE = "agent.json"
 FORMAT = "relmas-agent/1"
@@ -35,6 +36,7 @@ class AgentInfo:
     reward: RewardSettings
     instance_types: tuple[str, ...]
     accelerator_types: tuple[str, ...]
+    split_variants: tuple[str, ...]  # the cuts its actions choose among (whole only: relmas)
     decision_cost: dict[str, Any]
     validation: dict[str, float]
     heuristics_validation: dict[str, float]  # SLA rate of each heuristic on validation
@@ -67,6 +69,7 @@ def read_agent_info(directory: str | Path) -> AgentInfo:
             reward=RewardSettings(**raw["reward"]),
             instance_types=tuple(raw["instance_types"]),
             accelerator_types=tuple(raw["accelerator_types"]),
+            split_variants=tuple(raw.get("split_variants", [WHOLE])),  # absent before resizing
             decision_cost=dict(raw["decision_cost"]),
             validation=dict(raw["validation"]),
             heuristics_validation=dict(raw["heuristics_validation"]),

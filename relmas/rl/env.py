@@ -1,8 +1,9 @@
 """The scheduling problem as a Gymnasium environment: one episode = one job trace, simulated.
 
 A step is one decision of the engine's stepping API: start one candidate job on the fastest idle
-instance for its next layer, or wait for the next event (candidates, features and mask:
-`relmas.rl.observation`). The episode ends when every job has finished (`terminated`).
+instance for its next layer (whole, or for a resizing agent possibly cut into pieces), or wait for
+the next event (candidates, features and mask: `relmas.rl.observation`). The episode ends when
+every job has finished (`terminated`).
 
 Reward (docs/relmas.md), for jobs weighted w_i = p_i^e / mean_j(p_j^e) by priority p_i (e = 0:
 every job counts alike, as in the SLA rate):
@@ -13,9 +14,10 @@ every job counts alike, as in the SLA rate):
   `met` x (weight of the met jobs) - `missed` x (weight of the missed jobs);
 - *progress shaping*, potential-based (Ng et al. 1999, so it leaves the optimal policy unchanged):
   gamma x Phi(s') - Phi(s), with Phi = `progress` x the weighted fraction of work done of every job
-  that can still meet its deadline (a started layer counts as done). Starting a layer of a feasible
-  job pays at once; the payment is taken back when the job finishes (and earns its credit) or
-  becomes hopeless. Without it the only signal of a decision arrives hundreds of decisions later.
+  that can still meet its deadline (a layer counts as done once all its pieces started). Starting a
+  layer of a feasible job pays at once; the payment is taken back when the job finishes (and earns
+  its credit) or becomes hopeless. Without it the only signal of a decision arrives hundreds of
+  decisions later.
 """
 
 from __future__ import annotations
@@ -28,8 +30,13 @@ import gymnasium as gym
 import numpy as np
 import polars as pl
 
-from relmas.rl.observation import FEATURE_BOUND, Layout, ObservationSettings, Observer
-from relmas.sim.costs import CostTables
+from relmas.rl.observation import (
+    FEATURE_BOUND,
+    ObservationSettings,
+    Observer,
+    observation_layout,
+)
+from relmas.sim.costs import WHOLE, CostTables
 from relmas.sim.engine import Engine
 from relmas.sim.kernels import SI_DONE
 from relmas.sim.system import System
@@ -77,8 +84,9 @@ class SchedulingEnv(gym.Env):
         self.observation_settings = observation or ObservationSettings()
         self.reward_settings = reward or RewardSettings()
         self.gamma = gamma
-        self.layout = Layout(
-            self.observation_settings.slots, len(tables.types), len(system.instance_types)
+        variants = tables.pieces.variants if tables.pieces is not None else (WHOLE,)
+        self.layout = observation_layout(
+            self.observation_settings, len(tables.types), len(system.instance_types), variants
         )
         self.observation_space = gym.spaces.Box(
             -FEATURE_BOUND, FEATURE_BOUND, (self.layout.size,), np.float32

@@ -20,6 +20,14 @@ of its own fastest type — waiting is for holding work back from slow instances
 fast one (an agent free to wait learned, on a light scenario, to idle four instances in six while
 a burst's queue grew to over a hundred jobs).
 
+With `resize` (the `relmas_resize` policy, docs/gacer.md) an action also picks how to cut the
+chosen job's next layer: one action per (slot, split variant of the piece tables), variant 0 the
+whole layer. A cut is offered only for a layer not started yet that the variant really cuts; a job
+whose layer is already cut offers only variant 0, which starts its next piece. Each slot then also
+shows the pieces its layer still has to start and, per variant, the first piece's latency and the
+whole cut's DRAM traffic relative to the uncut layer on the target instance — what GACER's search
+weighs: parallelism gained against traffic added.
+
 Features (docs/relmas.md lists them all) are computed by one Numba kernel from the engine's state
 arrays, a few microseconds per decision, and normalised by two time scales of the system: tau, the
 mean isolated latency of the configured models, and tau_layer, the mean best latency of a layer.
@@ -50,9 +58,13 @@ from relmas.sim.kernels import (
     JF_PRIORITY,
     JF_READY_SINCE,
     JI_CURSOR,
+    JI_PENDING,
+    JI_PIECES_LEFT,
+    JI_SPLIT,
     SF_BW_IN_USE,
     SF_NOW,
     SI_READY_N,
+    Pieces,
     State,
     Tables,
     refresh_rates,
@@ -67,32 +79,37 @@ MISS_TOLERANCE = 1e-9  # relative: a miss is certain only beyond rounding of eve
 
 @dataclass(frozen=True)
 class ObservationSettings:
-    """`candidates` jobs per ranking (shortest, earliest feasible); `reference` heuristic name."""
+    """`candidates` jobs per ranking (shortest, earliest feasible); `reference` heuristic name;
+    `resize`: actions also choose a split variant of the next layer (relmas_resize)."""
 
     candidates: int = 2
     reference: str = "sjf"
+    resize: bool = False
 
     @property
     def slots(self) -> int:
         return 2 + 2 * self.candidates
 
-    def action_groups(self) -> tuple[str, ...]:
-        """What each action stands for: its candidate ranking, or wait."""
+    def slot_groups(self) -> tuple[str, ...]:
+        """What each slot stands for (its candidate ranking), then wait."""
         k = self.candidates
         return ("reference", *["shortest"] * k, *["earliest"] * k, "hopeless", "wait")
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Sizes of the observation of one system: slots, accelerator types and instances."""
+    """Sizes of the observation of one system: slots, accelerator types and instances, and the
+    split variants an action chooses among (1: whole layers only)."""
 
     slots: int
     types: int
     instances: int
+    variants: int = 1
 
     @property
     def slot_features(self) -> int:
-        return SLOT_BASE_FEATURES + 2 * self.types
+        resizing = 1 + 2 * (self.variants - 1) if self.variants > 1 else 0
+        return SLOT_BASE_FEATURES + 2 * self.types + resizing
 
     @property
     def size(self) -> int:
@@ -102,7 +119,34 @@ class Layout:
 
     @property
     def actions(self) -> int:
-        return self.slots + 1  # the last one waits
+        return self.slots * self.variants + 1  # the last one waits
+
+    def action(self, slot: int, variant: int = 0) -> int:
+        """The action that starts `slot`'s job with split `variant`."""
+        return slot * self.variants + variant
+
+    def slot_of(self, action: int) -> int:
+        return action // self.variants
+
+    def variant_of(self, action: int) -> int:
+        """Split variant of `action` (0 for whole layers and for wait)."""
+        return 0 if action == self.actions - 1 else action % self.variants
+
+    def cut_latency_feature(self, slot: int, variant: int) -> int:
+        """Index of `slot`'s feature: log latency of the first piece of split `variant` >= 1."""
+        return (slot + 1) * self.slot_features - 2 * self.variants + 2 * variant
+
+    def queue_length(self, obs: np.ndarray) -> int:
+        """Ready jobs, read back from the global features of `obs`."""
+        return round(float(np.expm1(obs[self._global_features])))
+
+    def idle_instances(self, obs: np.ndarray) -> int:
+        """Idle instances, read back from the global features of `obs`."""
+        return round(float(obs[self._global_features + 5]) * self.instances)
+
+    @property
+    def _global_features(self) -> int:
+        return self.slots * self.slot_features + self.instances * INSTANCE_FEATURES
 
 
 @njit(cache=True)
@@ -151,6 +195,7 @@ def _share(value: float, capacity: float) -> float:
 @njit(cache=True)
 def observe(
     T: Tables,
+    P: Pieces,
     S: State,
     scales: np.ndarray,
     reference: int,
@@ -165,10 +210,12 @@ def observe(
 ) -> tuple[float, float]:
     """Fill `obs`, the job of each slot (`slots`, -1 = empty), the instance it would go to
     (`targets`) and the action `mask` (wait only if `can_wait` and no candidate could start on an
-    instance of its fastest type); mark the ready jobs that have certainly missed their
+    instance of its fastest type; one action per slot and split variant of `P`, as many variants
+    as `mask` has room for); mark the ready jobs that have certainly missed their
     deadline in `penalized`. Returns (sum of `weight` of the newly marked jobs, progress
     potential = sum over the ready and running jobs not marked of weight x fraction of their work
-    done, a running layer counting as done; work = remaining work from `initial_work`).
+    done, a layer counting as done once all its pieces started; work = remaining work from
+    `initial_work`).
 
     `scales` = (tau, tau_layer, bandwidth capacity in B/s).
     """
@@ -178,6 +225,7 @@ def observe(
     n_slots = slots.shape[0]
     k = (n_slots - 2) // 2
     n_types = T.latency.shape[1]
+    variants = (mask.shape[0] - 1) // n_slots
     short_key = np.full(k, np.inf)
     short_job = np.full(k, -1, dtype=np.int64)
     early_key = np.full(k, np.inf)
@@ -210,14 +258,15 @@ def observe(
     slots[n_slots - 1] = hopeless_job[0]
 
     obs[:] = 0.0
-    width = SLOT_BASE_FEATURES + 2 * n_types
+    width = SLOT_BASE_FEATURES + 2 * n_types + (1 + 2 * (variants - 1) if variants > 1 else 0)
     best_type_idle = False
+    mask[:] = False
     for s in range(n_slots):
         job = slots[s]
-        mask[s] = job >= 0
         targets[s] = -1
         if job < 0:
             continue
+        mask[s * variants] = True
         row = S.ji[job, JI_CURSOR]
         target = _fastest_idle(T, S, row)
         targets[s] = target
@@ -239,7 +288,12 @@ def observe(
         for t in range(n_types):
             obs[base + SLOT_BASE_FEATURES + t] = np.log1p(T.latency[row, t] / tau_layer)
             obs[base + SLOT_BASE_FEATURES + n_types + t] = _share(T.demand[row, t], capacity)
-    mask[n_slots] = can_wait and not best_type_idle
+        if variants > 1:
+            cuts_at = base + width - 2 * variants + 1
+            _observe_cuts(T, P, S, job, S.ai[target, AI_TYPE], variants, obs, cuts_at)
+            for v in range(1, variants):
+                mask[s * variants + v] = S.ji[job, JI_PIECES_LEFT] == 0 and P.count[row, v] > 1
+    mask[n_slots * variants] = can_wait and not best_type_idle
 
     base = n_slots * width
     instances = S.ai.shape[0]
@@ -250,9 +304,12 @@ def observe(
             obs[base] = 1.0
             idle += 1
         else:
-            if penalized[job] == 0:
+            if penalized[job] == 0 and S.ji[job, JI_PIECES_LEFT] == 0:
+                # counted once over the pieces of its layer running; a job with pieces still to
+                # start is ready, and counted there
                 after = T.remaining_work[S.ji[job, JI_CURSOR] + 1]
-                potential += weight[job] * (1.0 - after / initial_work[job])
+                pieces = S.ji[job, JI_PENDING]
+                potential += weight[job] * (1.0 - after / initial_work[job]) / pieces
             rate = S.af[a, AF_RATE]
             obs[base + 1] = np.log1p(S.af[a, AF_WORK] / rate / tau_layer)
             obs[base + 2] = _share(S.af[a, AF_DEMAND] * rate, capacity)
@@ -267,6 +324,31 @@ def observe(
     for i in range(obs.shape[0]):
         obs[i] = min(max(obs[i], -FEATURE_BOUND), FEATURE_BOUND)
     return penalty, potential
+
+
+@njit(cache=True)
+def _observe_cuts(
+    T: Tables, P: Pieces, S: State, job: int, kind: int, variants: int, obs: np.ndarray, at: int
+) -> None:
+    """The resizing features of `job`'s slot from `obs[at]`: share of its layer's pieces not
+    started yet, then per split variant 1 <= v < `variants` the log latency of its first piece
+    and the relative extra DRAM traffic of the whole cut, against the uncut layer on accelerator
+    type `kind`."""
+    row = S.ji[job, JI_CURSOR]
+    left = S.ji[job, JI_PIECES_LEFT]
+    if left > 0:
+        obs[at] = left / P.count[row, S.ji[job, JI_SPLIT]]
+    whole_latency = T.latency[row, kind]
+    whole_bytes = max(whole_latency * T.demand[row, kind], 1.0)
+    for v in range(1, variants):
+        column = P.offset[v]
+        if P.count[row, v] < 2:
+            continue
+        obs[at + 2 * v - 1] = np.log(P.latency[row, column, kind] / whole_latency)
+        cut_bytes = 0.0
+        for piece in range(P.count[row, v]):
+            cut_bytes += P.latency[row, column + piece, kind] * P.demand[row, column + piece, kind]
+        obs[at + 2 * v] = cut_bytes / whole_bytes - 1.0
 
 
 # The cached kernel embeds the engine's column constants: recompile when either source changes.
@@ -287,6 +369,18 @@ def time_scales(engine: Engine) -> tuple[float, float]:
     return float(tables.isolated_s.mean()), float(tables.best_latency_s[layers].mean())
 
 
+def observation_layout(
+    settings: ObservationSettings, types: int, instances: int, split_variants: tuple[str, ...]
+) -> Layout:
+    """The layout of `settings` on a system of `types` and `instances` whose piece tables have
+    `split_variants` (variant 0 = whole layer; only a resizing agent chooses among them)."""
+    if settings.resize and len(split_variants) < 2:
+        raise ValueError(
+            "a resizing agent needs piece tables with cuts (relmas profile --pieces, resizing:)"
+        )
+    return Layout(settings.slots, types, instances, len(split_variants) if settings.resize else 1)
+
+
 class Observation(NamedTuple):
     obs: np.ndarray  # float32 features
     mask: np.ndarray  # bool, valid actions
@@ -304,7 +398,9 @@ class Observer:
     def __init__(self, engine: Engine, settings: ObservationSettings, weight: np.ndarray):
         self.engine = engine
         self.settings = settings
-        self.layout = Layout(settings.slots, len(engine.tables.types), engine.state.ai.shape[0])
+        self.layout = observation_layout(
+            settings, len(engine.tables.types), engine.state.ai.shape[0], engine.split_variants
+        )
         self.weight = np.ascontiguousarray(weight, dtype=np.float64)
         self.penalized = np.zeros(engine.jobs.height, dtype=np.int8)
         tables = engine.tables
@@ -319,6 +415,7 @@ class Observer:
         self._observe = engine_kernels.entry_point(
             observe,
             T,
+            engine.kernel_pieces,
             S,
             self.scales,
             0,
@@ -341,6 +438,7 @@ class Observer:
         mask = np.empty(self.layout.actions, dtype=bool)
         hopeless, potential = self._observe(
             engine.kernel_tables,
+            engine.kernel_pieces,
             engine.state,
             self.scales,
             reference,
@@ -355,8 +453,11 @@ class Observer:
         )
         return Observation(obs, mask, hopeless, potential)
 
-    def assignments(self, action: int) -> list[tuple[int, int]]:
-        """The (job, instance) pair that `action` starts ([] = wait), for the last observation."""
-        if action == self.layout.slots:
+    def assignments(self, action: int) -> list[tuple[int, int, int]]:
+        """The (job, instance, split variant) that `action` starts ([] = wait), for the last
+        observation."""
+        layout = self.layout
+        if action == layout.actions - 1:
             return []
-        return [(int(self.slots[action]), int(self.targets[action]))]
+        slot = layout.slot_of(action)
+        return [(int(self.slots[slot]), int(self.targets[slot]), layout.variant_of(action))]

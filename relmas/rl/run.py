@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from relmas.errors import InputError
-from relmas.evaluate import simulate
+from relmas.evaluate import LEARNED, simulate
 from relmas.hw.spec import Spec, parse_spec
 from relmas.io import atomic_path
 from relmas.rl.agent import AgentInfo, write_agent_info
@@ -39,11 +39,12 @@ from relmas.rl.settings import (
     reference_heuristics,
 )
 from relmas.rl.train import Logger, TrainResult, train
-from relmas.sim.costs import CostTables, load_costs
+from relmas.sim.costs import WHOLE, CostTables, load_costs
 from relmas.sim.system import System
 from relmas.workload import generate_trace, parse_scenario, scenario_system
 
 Policy = Callable[[np.ndarray, np.ndarray], int]  # (observation, mask) -> action
+RESIZING = "relmas_resize"  # the learned policy that also cuts layers
 SETTINGS_FILE = "training.json"  # observation and reward settings of the run, for resuming
 
 
@@ -85,8 +86,12 @@ def train_scenario(
     source: str | Path | None = None,
     logger: Logger | None = None,
     resume: bool = True,
+    policy: str = "relmas",
 ) -> ScenarioTrainResult:
     """Train the agent of `scenario` into `out_dir` (best.pt, last.pt, agent.json).
+
+    `policy` `relmas_resize` trains an agent whose actions also cut layers into pieces: it needs
+    the piece tables beside the cost tables (`relmas profile --pieces`).
 
     `logger(metrics, step)` receives the learner's curves and the validation scores;
     `resume` continues from `out_dir`/last.pt when present; when the training settings changed
@@ -104,6 +109,12 @@ def train_scenario(
         parsed = replace(parsed, jobs=settings.jobs)
     system = scenario_system(config, scenario, source)
     tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
+    if policy not in LEARNED:
+        raise InputError(source, "--policy", f"one of the learned policies {list(LEARNED)}", policy)
+    resize = policy == RESIZING
+    if resize and (tables.pieces is None or len(tables.pieces.variants) < 2):
+        expected = "piece tables {accelerator}.pieces.parquet with cuts (relmas profile --pieces)"
+        raise InputError(costs_dir, "resizing", expected, "none")
 
     def trace(seed: int) -> pl.DataFrame:
         return generate_trace(scenario, parsed, system, tables, seed, source)
@@ -111,9 +122,10 @@ def train_scenario(
     validation_traces = [trace(seed) for seed in settings.validation_seeds]
     heuristics = heuristic_scores(system, tables, validation_traces)
     log({f"val_heuristic_{name}_sla_rate": rate for name, rate in heuristics.items()}, 0)
-    observation = settings.observation
+    observation = replace(settings.observation, resize=resize)
     if observation.reference == BEST_REFERENCE:
         observation = replace(observation, reference=max(heuristics, key=heuristics.__getitem__))
+    split_variants = tables.pieces.variants if resize else (WHOLE,)
     # what the agent is trained on besides the training settings: resuming across a change of
     # any of them would finish training on another problem
     problem = {
@@ -121,6 +133,7 @@ def train_scenario(
         "system": asdict(system),
         "accelerators": {name: config["accelerators"][name] for name in system.accelerator_types},
         "models": {name: config["models"][name] for name in tables.models},
+        **({"split_variants": split_variants} if resize else {}),
     }
     stale = _stale_settings(out_dir, observation, settings, problem)
     restarted_because = stale if resume else []
@@ -142,7 +155,8 @@ def train_scenario(
     rules: dict[str, float] = {}
     teacher = None
     if settings.dqn.teacher_steps > 0:
-        candidates = slot_rules(observation)
+        layout = validation_envs[0].layout
+        candidates = slot_rules(observation, layout, split_variants)
         rules = {name: validate(rule)["sla_rate"] for name, rule in candidates.items()}
         log({f"val_rule_{name}_sla_rate": rate for name, rate in rules.items()}, 0)
         teacher = max(rules, key=rules.__getitem__)
@@ -164,6 +178,7 @@ def train_scenario(
         reward=settings.reward,
         instance_types=system.instance_types,
         accelerator_types=tables.types,
+        split_variants=split_variants,
         decision_cost=cost,
         validation=learner.best_metrics,
         heuristics_validation=heuristics,
@@ -205,18 +220,23 @@ def cheapest_decision(network: QNetwork, specs: Mapping[str, Spec]) -> dict[str,
 
 
 def rollout(env: SchedulingEnv, policy: Policy) -> dict[str, float]:
-    """Run `policy(obs, mask)` greedily through one episode of `env`: its episode metrics and the
-    share of its decisions that went to each kind of action (`share_<group>`)."""
-    groups = env.observation_settings.action_groups()
+    """Run `policy(obs, mask)` greedily through one episode of `env`: its episode metrics, the
+    share of its decisions that went to each kind of slot or waited (`share_<group>`) and, for a
+    resizing agent, the share that cut a layer (`share_split`)."""
+    groups = env.observation_settings.slot_groups()
     counts = dict.fromkeys(groups, 0)
+    splits = 0
     obs, info = env.reset()
     done = False
     while not done:
         action = policy(obs, info["action_mask"])
-        counts[groups[action]] += 1
+        counts[groups[env.layout.slot_of(action)]] += 1
+        splits += env.layout.variant_of(action) > 0
         obs, _, done, _, info = env.step(action)
     total = sum(counts.values())
     shares = {f"share_{group}": count / total for group, count in counts.items()}
+    if env.layout.variants > 1:
+        shares["share_split"] = splits / total
     return {**env.episode_metrics(), **shares}
 
 
@@ -238,7 +258,10 @@ def _stale_settings(
     own file because a workflow may delete the declared outputs (best.pt, agent.json) before
     rerunning a job; the learner's config is in last.pt."""
     path = out_dir / SETTINGS_FILE
-    current = {"observation": asdict(observation), "reward": asdict(settings.reward), **problem}
+    seen = asdict(observation)
+    if not observation.resize:
+        del seen["resize"]  # recorded only when set: runs saved before resizing existed resume
+    current = {"observation": seen, "reward": asdict(settings.reward), **problem}
     current = json.loads(json.dumps(current, sort_keys=True))  # as read back (tuples: lists)
     stale = [f"dqn.{key}" for key in changed_config_keys(out_dir, asdict(settings.dqn))]
     if (out_dir / LAST).is_file():

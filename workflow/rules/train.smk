@@ -1,5 +1,7 @@
 rule train:
-    """Train the RELMAS agent of one scenario on its training seeds (validated on others).
+    """Train the agent of one learned policy (relmas, or relmas_resize: its actions also cut
+    layers, so it reads the piece tables) for one scenario on its training seeds (validated on
+    others).
 
     Only best.pt, agent.json and curve.parquet are declared: Snakemake removes declared outputs
     before a job, so last.pt and the replay buffer of an interrupted training survive and the
@@ -8,20 +10,22 @@ rule train:
     input:
         costs=scenario_costs,
     output:
-        agent=f"{RESULTS}/agents/{{scenario}}/relmas/best.pt",
-        info=f"{RESULTS}/agents/{{scenario}}/relmas/agent.json",
-        curve=f"{RESULTS}/agents/{{scenario}}/relmas/curve.parquet",
+        agent=f"{RESULTS}/agents/{{scenario}}/{{policy}}/best.pt",
+        info=f"{RESULTS}/agents/{{scenario}}/{{policy}}/agent.json",
+        curve=f"{RESULTS}/agents/{{scenario}}/{{policy}}/curve.parquet",
     params:
         training=slice_hash("training"),
         scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
         system=slice_hash("system"),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
         out=lambda wildcards, output: Path(output.agent).parent,
+    wildcard_constraints:
+        policy="|".join(LEARNED),
     threads: 1
     log:
-        f"{RESULTS}/logs/train/{{scenario}}.log",
+        f"{RESULTS}/logs/train/{{scenario}}/{{policy}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/train/{{scenario}}.tsv"
+        f"{RESULTS}/benchmarks/train/{{scenario}}/{{policy}}.tsv"
     shell:
-        "{RELMAS} train {CONFIG_ARGS} --scenario {wildcards.scenario} --costs {params.costs}"
-        " --out {params.out} > {log} 2>&1"
+        "{RELMAS} train {CONFIG_ARGS} --scenario {wildcards.scenario} --policy {wildcards.policy}"
+        " --costs {params.costs} --out {params.out} > {log} 2>&1"
