@@ -71,6 +71,11 @@ def mlflow_server(tmp_path: Path):
 
 def test_quick_dag_on_cluster_generic_with_tracking_server(tmp_path: Path, mlflow_server: str):
     project = copy_project(tmp_path / "project")
+    # Every rule, but three policies: the executor and the tracking server are under test here,
+    # the policies in test_pipeline (the suite must stay under 15 minutes on 2 cores).
+    (project / "config" / "cluster.yaml").write_text(
+        "evaluation: {policies: [fcfs, gacer, relmas]}\n"
+    )
     env = dict(os.environ, MLFLOW_TRACKING_URI=mlflow_server)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     env.pop("RELMAS_PIPELINE_ID", None)
@@ -79,6 +84,7 @@ def test_quick_dag_on_cluster_generic_with_tracking_server(tmp_path: Path, mlflo
             str(SNAKEMAKE),
             "--configfile",
             "config/quick.yaml",
+            "config/cluster.yaml",
             "--executor",
             "cluster-generic",
             "--cluster-generic-submit-cmd",
@@ -98,7 +104,7 @@ def test_quick_dag_on_cluster_generic_with_tracking_server(tmp_path: Path, mlflo
     mlflow.set_tracking_uri(mlflow_server)
     runs = mlflow.search_runs(experiment_names=["relmas-quick"], output_format="list")
     stages = {run.data.tags["stage"] for run in runs}
-    assert "zoo" in stages
+    assert stages == {"zoo", "profile", "workload", "train", "evaluate", "report"}
     assert all(run.info.status == "FINISHED" for run in runs)
     assert len({run.data.tags["pipeline_id"] for run in runs}) == 1
     assert all(run.info.artifact_uri.startswith("mlflow-artifacts:") for run in runs)
