@@ -470,7 +470,7 @@ def test_resizing_without_cuts_reproduces_the_whole_layer_schedule(cut_tables):
     assert finish.to_list() == heuristic.jobs["finish_s"].to_list()
 
 
-def test_cut_rules_cut_only_onto_spare_instances_by_the_fastest_first_piece(cut_tables):
+def test_cut_rules_cut_only_onto_spare_instances_by_the_first_finishing_cut(cut_tables):
     env = make_env(cut_tables, 2, observation=RESIZE)
     layout = env.layout
     variants = cut_tables.pieces.variants
@@ -493,10 +493,30 @@ def test_cut_rules_cut_only_onto_spare_instances_by_the_fastest_first_piece(cut_
                 for v in range(1, layout.variants)
                 if info["action_mask"][layout.action(slot, v)] and pieces[v] <= 1 + spare
             ]
-            latency = [obs[layout.cut_latency_feature(slot, v)] for v in allowed]
-            assert variant == allowed[int(np.argmin(latency))] and min(latency) < 0
+            finish = [obs[layout.cut_finish_feature(slot, v)] for v in allowed]
+            assert variant == allowed[int(np.argmin(finish))] and min(finish) < 0
         obs, _, done, _, info = env.step(action)
     assert cuts > 0
+
+
+def test_cut_finish_is_a_list_schedule_of_the_pieces_on_the_idle_instances(cut_tables):
+    env = make_env(cut_tables, 0, observation=RESIZE)
+    obs, info = env.reset()
+    S, pieces, layout = env.engine.state, cut_tables.pieces, env.layout
+    job, target = env.observer.slots[0], env.observer.targets[0]
+    row, kind = S.ji[job, K.JI_CURSOR], S.ai[target, K.AI_TYPE]
+    idle_types = [S.ai[a, K.AI_TYPE] for a in range(S.ai.shape[0]) if S.ai[a, K.AI_JOB] < 0]
+    assert len(idle_types) == 3  # the first job arrives on an idle system
+    for variant in range(1, layout.variants):
+        busy = [0.0] * len(idle_types)
+        for piece in range(pieces.count[row, variant]):
+            column = pieces.offset[variant] + piece
+            ends = [
+                b + pieces.latency_s[row, column, t] for b, t in zip(busy, idle_types, strict=True)
+            ]
+            busy[int(np.argmin(ends))] = min(ends)
+        expected = np.log(max(busy) / cut_tables.latency_s[row, kind])
+        assert obs[layout.cut_finish_feature(0, variant)] == pytest.approx(expected, rel=1e-5)
 
 
 @pytest.fixture(scope="module")

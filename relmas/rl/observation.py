@@ -24,9 +24,9 @@ With `resize` (the `relmas_resize` policy, docs/gacer.md) an action also picks h
 chosen job's next layer: one action per (slot, split variant of the piece tables), variant 0 the
 whole layer. A cut is offered only for a layer not started yet that the variant really cuts; a job
 whose layer is already cut offers only variant 0, which starts its next piece. Each slot then also
-shows the pieces its layer still has to start and, per variant, the first piece's latency and the
-whole cut's DRAM traffic relative to the uncut layer on the target instance — what GACER's search
-weighs: parallelism gained against traffic added.
+shows the pieces its layer still has to start and, per variant, when the cut layer would finish on
+the idle instances and the cut's extra DRAM traffic, both against the uncut layer on the target
+instance — what GACER's search weighs: parallelism gained against traffic added.
 
 Features (docs/relmas.md lists them all) are computed by one Numba kernel from the engine's state
 arrays, a few microseconds per decision, and normalised by two time scales of the system: tau, the
@@ -132,8 +132,9 @@ class Layout:
         """Split variant of `action` (0 for whole layers and for wait)."""
         return 0 if action == self.actions - 1 else action % self.variants
 
-    def cut_latency_feature(self, slot: int, variant: int) -> int:
-        """Index of `slot`'s feature: log latency of the first piece of split `variant` >= 1."""
+    def cut_finish_feature(self, slot: int, variant: int) -> int:
+        """Index of `slot`'s feature: log finish of its layer cut by `variant` >= 1, against the
+        whole layer."""
         return (slot + 1) * self.slot_features - 2 * self.variants + 2 * variant
 
     def queue_length(self, obs: np.ndarray) -> int:
@@ -331,23 +332,43 @@ def _observe_cuts(
     T: Tables, P: Pieces, S: State, job: int, kind: int, variants: int, obs: np.ndarray, at: int
 ) -> None:
     """The resizing features of `job`'s slot from `obs[at]`: share of its layer's pieces not
-    started yet, then per split variant 1 <= v < `variants` the log latency of its first piece
-    and the relative extra DRAM traffic of the whole cut, against the uncut layer on accelerator
-    type `kind`."""
+    started yet, then per split variant 1 <= v < `variants` the log of when the cut layer would
+    finish against the whole layer on accelerator type `kind` (its target), and the cut's relative
+    extra DRAM traffic there.
+
+    The finish is a list schedule of the pieces on the instances idle now, each piece on the one
+    where it ends first: a cut pays only if its pieces find fast enough instances, and a piece on
+    a slow one can end after the whole layer on a fast one."""
     row = S.ji[job, JI_CURSOR]
     left = S.ji[job, JI_PIECES_LEFT]
     if left > 0:
         obs[at] = left / P.count[row, S.ji[job, JI_SPLIT]]
+    idle_types = np.empty(S.ai.shape[0], dtype=np.int64)
+    idle = 0
+    for a in range(S.ai.shape[0]):
+        if S.ai[a, AI_JOB] < 0:
+            idle_types[idle] = S.ai[a, AI_TYPE]
+            idle += 1
+    busy_until = np.empty(idle)
     whole_latency = T.latency[row, kind]
     whole_bytes = max(whole_latency * T.demand[row, kind], 1.0)
     for v in range(1, variants):
         column = P.offset[v]
         if P.count[row, v] < 2:
             continue
-        obs[at + 2 * v - 1] = np.log(P.latency[row, column, kind] / whole_latency)
+        busy_until[:] = 0.0
+        finish = 0.0
         cut_bytes = 0.0
         for piece in range(P.count[row, v]):
+            best, best_end = 0, np.inf
+            for i in range(idle):
+                end = busy_until[i] + P.latency[row, column + piece, idle_types[i]]
+                if end < best_end:
+                    best, best_end = i, end
+            busy_until[best] = best_end
+            finish = max(finish, best_end)
             cut_bytes += P.latency[row, column + piece, kind] * P.demand[row, column + piece, kind]
+        obs[at + 2 * v - 1] = np.log(finish / whole_latency)
         obs[at + 2 * v] = cut_bytes / whole_bytes - 1.0
 
 

@@ -8,11 +8,11 @@ can still meet their deadline (the reference when none can); `earliest_feasible`
 restricted.
 
 For a resizing agent each rule also comes as `<rule>_cut`, GACER's use of resizing on this system:
-when more instances are idle than jobs are ready, an idle instance has nothing else to do, so the
-chosen layer is cut into as many pieces as the spare instances can take at once (at most
-1 + idle - ready), by the variant whose first piece is fastest; otherwise it runs whole. The
-warm start scores every rule on validation and imitates the best, so cutting is taught only where
-it pays.
+when more instances are idle than jobs are ready, the spare ones have nothing else to do, so the
+chosen layer is cut — into at most 1 + idle - ready pieces, by the variant whose pieces would
+finish first on the idle instances, and only if that is sooner than the whole layer on its
+instance; otherwise it runs whole. The warm start scores every rule on validation and imitates the
+best, so cutting is taught only where it pays.
 """
 
 from __future__ import annotations
@@ -46,19 +46,20 @@ class SlotRule:
         return int(np.flatnonzero(mask)[0])
 
     def _cut(self, obs: np.ndarray, mask: np.ndarray, slot: int) -> int:
-        """`slot`'s action with the fastest first piece among the cuts the spare instances take."""
+        """`slot`'s action, cut by the variant that finishes first if that beats the whole layer
+        and the spare instances take its pieces."""
         layout = self.layout
         chosen = layout.action(slot)
         if self.cut_pieces is None:
             return chosen
         spare = layout.idle_instances(obs) - layout.queue_length(obs)
-        best = 0.0
+        best = 0.0  # log(cut finish / whole finish): cut only if below
         for variant in range(1, layout.variants):
             action = layout.action(slot, variant)
             if mask[action] and self.cut_pieces[variant] <= 1 + spare:
-                latency = obs[layout.cut_latency_feature(slot, variant)]
-                if latency < best:
-                    best, chosen = latency, action
+                finish = obs[layout.cut_finish_feature(slot, variant)]
+                if finish < best:
+                    best, chosen = finish, action
         return chosen
 
 
