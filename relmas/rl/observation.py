@@ -260,6 +260,15 @@ def observe(
 
     obs[:] = 0.0
     width = SLOT_BASE_FEATURES + 2 * n_types + (1 + 2 * (variants - 1) if variants > 1 else 0)
+    # types of the idle instances (the first `idle_count`) and a work array, for the cut features
+    idle_types = np.empty(S.ai.shape[0], dtype=np.int64)
+    idle_count = 0
+    if variants > 1:
+        for a in range(S.ai.shape[0]):
+            if S.ai[a, AI_JOB] < 0:
+                idle_types[idle_count] = S.ai[a, AI_TYPE]
+                idle_count += 1
+    busy_until = np.empty(idle_count)
     best_type_idle = False
     mask[:] = False
     for s in range(n_slots):
@@ -291,7 +300,8 @@ def observe(
             obs[base + SLOT_BASE_FEATURES + n_types + t] = _share(T.demand[row, t], capacity)
         if variants > 1:
             cuts_at = base + width - 2 * variants + 1
-            _observe_cuts(T, P, S, job, S.ai[target, AI_TYPE], variants, obs, cuts_at)
+            kind = S.ai[target, AI_TYPE]
+            _observe_cuts(T, P, S, job, kind, variants, idle_types, busy_until, obs, cuts_at)
             for v in range(1, variants):
                 mask[s * variants + v] = S.ji[job, JI_PIECES_LEFT] == 0 and P.count[row, v] > 1
     mask[n_slots * variants] = can_wait and not best_type_idle
@@ -329,27 +339,31 @@ def observe(
 
 @njit(cache=True)
 def _observe_cuts(
-    T: Tables, P: Pieces, S: State, job: int, kind: int, variants: int, obs: np.ndarray, at: int
+    T: Tables,
+    P: Pieces,
+    S: State,
+    job: int,
+    kind: int,
+    variants: int,
+    idle_types: np.ndarray,
+    busy_until: np.ndarray,
+    obs: np.ndarray,
+    at: int,
 ) -> None:
     """The resizing features of `job`'s slot from `obs[at]`: share of its layer's pieces not
     started yet, then per split variant 1 <= v < `variants` the log of when the cut layer would
     finish against the whole layer on accelerator type `kind` (its target), and the cut's relative
     extra DRAM traffic there.
 
-    The finish is a list schedule of the pieces on the instances idle now, each piece on the one
-    where it ends first: a cut pays only if its pieces find fast enough instances, and a piece on
-    a slow one can end after the whole layer on a fast one."""
+    The finish is a list schedule of the pieces on the instances idle now (of `idle_types`, one
+    entry of the work array `busy_until` each), each piece on the one where it ends first: a cut
+    pays only if its pieces find fast enough instances, and a piece on a slow one can end after
+    the whole layer on a fast one."""
     row = S.ji[job, JI_CURSOR]
     left = S.ji[job, JI_PIECES_LEFT]
     if left > 0:
         obs[at] = left / P.count[row, S.ji[job, JI_SPLIT]]
-    idle_types = np.empty(S.ai.shape[0], dtype=np.int64)
-    idle = 0
-    for a in range(S.ai.shape[0]):
-        if S.ai[a, AI_JOB] < 0:
-            idle_types[idle] = S.ai[a, AI_TYPE]
-            idle += 1
-    busy_until = np.empty(idle)
+    idle = busy_until.shape[0]
     whole_latency = T.latency[row, kind]
     whole_bytes = max(whole_latency * T.demand[row, kind], 1.0)
     for v in range(1, variants):
