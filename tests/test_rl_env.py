@@ -473,9 +473,9 @@ def test_resizing_without_cuts_reproduces_the_whole_layer_schedule(cut_tables):
 def test_cut_rules_cut_only_onto_spare_instances_by_the_first_finishing_cut(cut_tables):
     env = make_env(cut_tables, 2, observation=RESIZE)
     layout = env.layout
-    variants = cut_tables.pieces.variants
-    pieces = [1 if v == "whole" else int(v[1:]) for v in variants]
-    rule = slot_rules(RESIZE, layout, variants)["shortest_feasible_cut"]
+    pieces = cut_tables.pieces.most_pieces
+    assert pieces == (1, 2, 4, 2, 4)  # whole, K2, K4, Y2, Y4
+    rule = slot_rules(RESIZE, layout, pieces)["shortest_feasible_cut"]
     obs, info = env.reset()
     done, cuts = False, 0
     while not done:
@@ -552,10 +552,12 @@ def test_resize_training_gives_an_agent_that_acts_as_in_its_environment(quick, r
     jobs = generate_trace("mixed", config["scenarios"]["mixed"], system, tables, 7)
     env = SchedulingEnv(system, tables, jobs, info.observation, info.reward)
     metrics = rollout(env, load_policy(root / "resize"))
-    assert 0.0 <= metrics["share_split"] <= 1.0
     policy = make_policy("relmas_resize", agent=root / "resize")
-    simulated = simulate(system, jobs, tables, policy)
+    simulated = simulate(system, jobs, tables, policy, record=True)
     assert simulated.jobs["finish_s"].to_list() == env.engine.result("x").jobs["finish_s"].to_list()
+    # one cutting decision per cut layer (its further pieces are "next piece" decisions)
+    cut_layers = simulated.timeline.filter(pl.col("split") > 0).select("job_id", "layer").unique()
+    assert metrics["share_split"] == cut_layers.height / simulated.metrics["decisions"]
 
 
 def test_learned_policies_refuse_each_others_agents_and_missing_pieces(quick, trained, resized):

@@ -17,7 +17,6 @@ best, so cutting is taught only where it pays.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,10 +63,11 @@ class SlotRule:
 
 
 def slot_rules(
-    settings: ObservationSettings, layout: Layout, variants: tuple[str, ...] = ()
+    settings: ObservationSettings, layout: Layout, cut_pieces: tuple[int, ...] = ()
 ) -> dict[str, SlotRule]:
     """The rules expressible with the candidate slots of `settings` on `layout`, with their
-    `_cut` forms when the layout offers cuts (`variants`: labels of the split variants)."""
+    `_cut` forms when the layout offers cuts (`cut_pieces`: the pieces of each split variant,
+    `PieceTables.most_pieces`)."""
     k = settings.candidates
     hopeless, wait = 2 * k + 1, 2 * k + 2
     preferences = {
@@ -77,9 +77,8 @@ def slot_rules(
     }
     rules = {name: SlotRule(order, layout) for name, order in preferences.items()}
     if layout.variants > 1:
-        pieces = tuple(int(re.sub(r"\D", "", label) or 1) for label in variants)
         rules |= {
-            name + CUT_SUFFIX: SlotRule(order, layout, pieces)
+            name + CUT_SUFFIX: SlotRule(order, layout, cut_pieces)
             for name, order in preferences.items()
         }
     return rules

@@ -156,7 +156,8 @@ def train_scenario(
     teacher = None
     if settings.dqn.teacher_steps > 0:
         layout = validation_envs[0].layout
-        candidates = slot_rules(observation, layout, split_variants)
+        cut_pieces = tables.pieces.most_pieces if resize else ()
+        candidates = slot_rules(observation, layout, cut_pieces)
         rules = {name: validate(rule)["sla_rate"] for name, rule in candidates.items()}
         log({f"val_rule_{name}_sla_rate": rate for name, rate in rules.items()}, 0)
         teacher = max(rules, key=rules.__getitem__)

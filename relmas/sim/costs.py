@@ -74,6 +74,11 @@ class PieceTables:
     demand_bps: np.ndarray  # float64[rows, columns, types]
     energy_j: np.ndarray  # float64[rows, columns, types]
 
+    @property
+    def most_pieces(self) -> tuple[int, ...]:
+        """The most pieces each variant makes of any layer (its split factor; 1 for whole)."""
+        return tuple(int(n) for n in self.count.max(axis=0))
+
     @classmethod
     def whole(cls, tables: CostTables) -> PieceTables:
         """Only variant 0: every layer in one piece (what a system without resizing runs)."""
