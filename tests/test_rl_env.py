@@ -42,6 +42,7 @@ from relmas.workload import generate_trace, make_workload, scenario_system
 SYSTEM = load_system(
     {"instances": [{"name": "x", "count": 2}, {"name": "y", "count": 1}], "dram_gbps": 8.0}
 )
+SCARCE = load_system({**SYSTEM.to_dict(), "dram_gbps": 2.0})
 SCENARIO = {
     "models": {"a": 1, "b": 1, "c": 1},
     "tenants": [
@@ -60,9 +61,9 @@ def tables() -> CostTables:
     return CostTables.from_frame(costs, SYSTEM.accelerator_types)
 
 
-def make_env(tables, seed=0, **kwargs) -> SchedulingEnv:
-    jobs = generate_trace("synthetic", SCENARIO, SYSTEM, tables, seed)
-    return SchedulingEnv(SYSTEM, tables, jobs, **kwargs)
+def make_env(tables, seed=0, system=SYSTEM, **kwargs) -> SchedulingEnv:
+    jobs = generate_trace("synthetic", SCENARIO, system, tables, seed)
+    return SchedulingEnv(system, tables, jobs, **kwargs)
 
 
 def random_rollout(env: SchedulingEnv, seed: int):
@@ -101,22 +102,36 @@ def test_masked_random_rollouts_only_make_legal_assignments(tables, seed, candid
     assert env.engine.finished and env.met + env.missed == env.jobs.height
 
 
-def test_wait_is_valid_only_when_safe_and_no_candidate_could_start_on_its_fastest_type(tables):
-    env = make_env(tables, 5)
+def test_wait_is_valid_only_when_safe_and_no_candidate_could_start_on_its_fastest_type_or_fit(
+    tables,
+):
+    """Waiting is allowed when no candidate's target is of its fastest type, or when every
+    candidate would push the running layers' demand (recomputed from the engine) past the
+    bandwidth; both cases occur."""
+    env = make_env(tables, 5, system=SCARCE)
     rng = np.random.default_rng(0)
-    width = env.layout.slot_features
+    layout = env.layout
+    width = layout.slot_features
     obs, info = env.reset()
-    done, waits = False, 0
+    done, waits, reasons = False, 0, set()
     while not done:
         state = env.engine.state
         can_wait = state.si[4] > 0 or state.si[0] < env.jobs.height  # running, or to arrive
-        present = obs[0 : env.layout.slots * width : width] == 1.0
-        placement_loss = obs[8 : env.layout.slots * width : width][present]
-        assert info["action_mask"][-1] == (can_wait and bool(np.all(placement_loss > 0)))
+        present = np.flatnonzero(obs[0 : layout.slots * width : width] == 1.0)
+        slow = bool(np.all(obs[present * width + 8] > 0))
+        running = state.ai[:, K.AI_JOB] >= 0
+        demand = state.af[running, K.AF_DEMAND].sum()
+        capacity = state.sf[K.SF_CAPACITY]
+        assert obs[layout.size - 1] == pytest.approx(demand / capacity, rel=1e-6)
+        target_demand = obs[present * width + 9] * capacity
+        full = demand > 0 and bool(np.all(demand + target_demand > capacity * (1 + 1e-6)))
+        assert info["action_mask"][-1] == (can_wait and (slow or full))
+        reasons |= {"slow"} if can_wait and slow else set()
+        reasons |= {"full"} if can_wait and full and not slow else set()
         action = int(rng.choice(np.flatnonzero(info["action_mask"])))
-        waits += action == env.layout.slots
+        waits += action == layout.actions - 1
         obs, _, done, _, info = env.step(action)
-    assert waits > 0
+    assert waits > 0 and reasons == {"slow", "full"}
     lone = SchedulingEnv(SYSTEM, tables, env.jobs.head(1))
     _, info = lone.reset()
     assert not info["action_mask"][-1] and info["action_mask"][0]  # nothing runs or will arrive
@@ -207,7 +222,7 @@ def test_observation_scales_and_slots(tables):
     env = make_env(tables, 4, observation=ObservationSettings(3, "sjf"))
     layout = env.layout
     assert layout.slots == 8 and layout.actions == 9
-    assert env.observation_space.shape == (8 * (9 + 2 * 2) + 3 * 3 + 7,)
+    assert env.observation_space.shape == (8 * (10 + 2 * 2) + 3 * 3 + 8,)
     _, _, observations = random_rollout(env, 5)
     assert np.isfinite(observations).all()
     assert np.abs(observations).max() <= env.observation_space.high[0]
@@ -266,7 +281,11 @@ def test_quick_training_gives_an_agent_that_evaluation_runs(quick, trained):
         result.heuristics_validation.values()
     )
     assert info.decision_cost == result.decision_cost
-    assert set(result.rules_validation) == {"reference", "shortest_feasible", "earliest_feasible"}
+    assert set(result.rules_validation) == {
+        f"{name}{gate}"
+        for name in ("reference", "shortest_feasible", "earliest_feasible")
+        for gate in ("", "_gated")
+    }
     assert result.teacher == max(result.rules_validation, key=result.rules_validation.get)
     assert info.teacher == result.teacher
     validated_at = [step for metrics, step in logs if "val_sla_rate" in metrics]
@@ -418,7 +437,7 @@ def cut_tables(tables) -> CostTables:
 def test_check_env_accepts_the_resizing_environment(cut_tables, tables):
     env = make_env(cut_tables, observation=RESIZE)
     assert env.layout.variants == 5 and env.layout.actions == 6 * 5 + 1
-    assert env.observation_space.shape == (6 * (9 + 2 * 2 + 1 + 2 * 4) + 3 * 3 + 7,)
+    assert env.observation_space.shape == (6 * (10 + 2 * 2 + 1 + 2 * 4) + 3 * 3 + 8,)
     check_env(env, skip_render_check=True)
     with pytest.raises(ValueError, match="piece tables"):
         make_env(tables, observation=RESIZE)
@@ -545,7 +564,7 @@ def test_resize_training_gives_an_agent_that_acts_as_in_its_environment(quick, r
     assert set(result.rules_validation) == {
         f"{name}{suffix}"
         for name in ("reference", "shortest_feasible", "earliest_feasible")
-        for suffix in ("", "_cut")
+        for suffix in ("", "_cut", "_gated", "_gated_cut")
     }
     system = scenario_system(config, "mixed")
     tables = load_costs(root / "cut_costs", system, models=tuple(config["models"]))

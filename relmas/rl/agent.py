@@ -22,11 +22,11 @@ from relmas.io import atomic_path
 from relmas.rl.checkpoint import BEST, load_policy
 from relmas.rl.env import RewardSettings
 from relmas.rl.network import GreedyPolicy
-from relmas.rl.observation import ObservationSettings
+from relmas.rl.observation import FEATURES_VERSION, ObservationSettings
 from relmas.sim.costs import WHOLE
 
 AGENT_FILE = "agent.json"
-FORMAT = "relmas-agent/1"
+FORMAT = f"relmas-agent/{FEATURES_VERSION}"  # an agent sees the features it was trained on
 
 
 @dataclass(frozen=True)

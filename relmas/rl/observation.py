@@ -16,9 +16,13 @@ which is also when the reward charges its miss. A chosen job goes to the *fastes
 for its next layer (the heuristics' rule; choosing the instance type as well changed the SLA rate by
 under 1% with hand-written rules, not worth multiplying the actions). The last action is "wait":
 start nothing until the next event. It is valid only when no candidate could start on an instance
-of its own fastest type — waiting is for holding work back from slow instances, never for idling a
-fast one (an agent free to wait learned, on a light scenario, to idle four instances in six while
-a burst's queue grew to over a hundred jobs).
+of its own fastest type, or when every candidate would push the running layers' bandwidth demand
+above the shared bandwidth — waiting is for holding work back from slow instances and from a
+saturated memory, never for idling a fast instance that has bandwidth to run (an agent free to wait
+learned, on a light scenario, to idle four instances in six while a burst's queue grew to over a
+hundred jobs). Oversubscribed bandwidth slows every running layer alike under proportional sharing,
+compute-bound ones too: SJF that holds back such starts meets 0.69 of the deadlines of mixed_small
+instead of 0.40 (docs/relmas.md).
 
 With `resize` (the `relmas_resize` policy, docs/gacer.md) an action also picks how to cut the
 chosen job's next layer: one action per (slot, split variant of the piece tables), variant 0 the
@@ -70,9 +74,11 @@ from relmas.sim.kernels import (
     refresh_rates,
 )
 
-SLOT_BASE_FEATURES = 9  # per slot, before the per-type latency and demand
+# Version of the feature set below: agents and resumable runs of another version are refused.
+FEATURES_VERSION = 2  # 2: bandwidth demand of each slot on its target and of the running layers
+SLOT_BASE_FEATURES = 10  # per slot, before the per-type latency and demand
 INSTANCE_FEATURES = 3
-GLOBAL_FEATURES = 7
+GLOBAL_FEATURES = 8
 FEATURE_BOUND = 30.0  # features are clipped to [-FEATURE_BOUND, FEATURE_BOUND]
 MISS_TOLERANCE = 1e-9  # relative: a miss is certain only beyond rounding of event times
 
@@ -145,6 +151,12 @@ class Layout:
         """Idle instances, read back from the global features of `obs`."""
         return round(float(obs[self._global_features + 5]) * self.instances)
 
+    def oversubscribes(self, obs: np.ndarray, slot: int) -> bool:
+        """Whether starting `slot`'s job would push the running layers' bandwidth demand above
+        the shared bandwidth (read back from `obs`; never while nothing runs)."""
+        running = float(obs[self._global_features + 7])
+        return running > 0.0 and running + float(obs[slot * self.slot_features + 9]) > 1.0
+
     @property
     def _global_features(self) -> int:
         return self.slots * self.slot_features + self.instances * INSTANCE_FEATURES
@@ -211,12 +223,12 @@ def observe(
 ) -> tuple[float, float]:
     """Fill `obs`, the job of each slot (`slots`, -1 = empty), the instance it would go to
     (`targets`) and the action `mask` (wait only if `can_wait` and no candidate could start on an
-    instance of its fastest type; one action per slot and split variant of `P`, as many variants
-    as `mask` has room for); mark the ready jobs that have certainly missed their
-    deadline in `penalized`. Returns (sum of `weight` of the newly marked jobs, progress
-    potential = sum over the ready and running jobs not marked of weight x fraction of their work
-    done, a layer counting as done once all its pieces started; work = remaining work from
-    `initial_work`).
+    instance of its fastest type or each would oversubscribe the bandwidth; one action per slot
+    and split variant of `P`, as many variants as `mask` has room for); mark the ready jobs that
+    have certainly missed their deadline in `penalized`. Returns (sum of `weight` of the newly
+    marked jobs, progress potential = sum over the ready and running jobs not marked of weight x
+    fraction of their work done, a layer counting as done once all its pieces started; work =
+    remaining work from `initial_work`).
 
     `scales` = (tau, tau_layer, bandwidth capacity in B/s).
     """
@@ -259,6 +271,10 @@ def observe(
     slots[n_slots - 1] = hopeless_job[0]
 
     obs[:] = 0.0
+    running_demand = 0.0  # full-speed bandwidth demand of the running layers
+    for a in range(S.ai.shape[0]):
+        if S.ai[a, AI_JOB] >= 0:
+            running_demand += S.af[a, AF_DEMAND]
     width = SLOT_BASE_FEATURES + 2 * n_types + (1 + 2 * (variants - 1) if variants > 1 else 0)
     # types of the idle instances (the first `idle_count`) and a work array, for the cut features
     idle_types = np.empty(S.ai.shape[0], dtype=np.int64)
@@ -270,6 +286,7 @@ def observe(
                 idle_count += 1
     busy_until = np.empty(idle_count)
     best_type_idle = False
+    fits = False  # some candidate starts without oversubscribing the bandwidth
     mask[:] = False
     for s in range(n_slots):
         job = slots[s]
@@ -295,6 +312,9 @@ def observe(
         latency = T.latency[row, S.ai[target, AI_TYPE]]
         best_type_idle = best_type_idle or latency <= T.best_latency[row]
         obs[base + 8] = np.log(latency / T.best_latency[row])
+        demand = T.demand[row, S.ai[target, AI_TYPE]]
+        obs[base + 9] = _share(demand, capacity)
+        fits = fits or running_demand == 0.0 or running_demand + demand <= capacity
         for t in range(n_types):
             obs[base + SLOT_BASE_FEATURES + t] = np.log1p(T.latency[row, t] / tau_layer)
             obs[base + SLOT_BASE_FEATURES + n_types + t] = _share(T.demand[row, t], capacity)
@@ -304,7 +324,7 @@ def observe(
             _observe_cuts(T, P, S, job, kind, variants, idle_types, busy_until, obs, cuts_at)
             for v in range(1, variants):
                 mask[s * variants + v] = S.ji[job, JI_PIECES_LEFT] == 0 and P.count[row, v] > 1
-    mask[n_slots * variants] = can_wait and not best_type_idle
+    mask[n_slots * variants] = can_wait and (not best_type_idle or not fits)
 
     base = n_slots * width
     instances = S.ai.shape[0]
@@ -332,6 +352,7 @@ def observe(
     obs[base + 4] = _share(S.sf[SF_BW_IN_USE], capacity)
     obs[base + 5] = idle / instances
     obs[base + 6] = 1.0 if can_wait else 0.0
+    obs[base + 7] = _share(running_demand, capacity)
     for i in range(obs.shape[0]):
         obs[i] = min(max(obs[i], -FEATURE_BOUND), FEATURE_BOUND)
     return penalty, potential

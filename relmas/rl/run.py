@@ -29,7 +29,7 @@ from relmas.rl.agent import AgentInfo, write_agent_info
 from relmas.rl.checkpoint import BEST, LAST, changed_config_keys, load_network
 from relmas.rl.env import SchedulingEnv
 from relmas.rl.network import QNetwork
-from relmas.rl.observation import ObservationSettings
+from relmas.rl.observation import FEATURES_VERSION, ObservationSettings
 from relmas.rl.overhead import decision_cost
 from relmas.rl.rules import SlotRule, slot_rules
 from relmas.rl.settings import (
@@ -255,14 +255,19 @@ def _stale_settings(
     """The settings that differ from those of the run saved in `out_dir` (none when there is no
     saved run): resuming it would mix two experiments. Then record the current ones.
 
-    Observation, reward and the `problem` (scenario, system, accelerators, models) are kept in their
-    own file because a workflow may delete the declared outputs (best.pt, agent.json) before
-    rerunning a job; the learner's config is in last.pt."""
+    Observation (settings and feature version), reward and the `problem` (scenario, system,
+    accelerators, models) are kept in their own file because a workflow may delete the declared
+    outputs (best.pt, agent.json) before rerunning a job; the learner's config is in last.pt."""
     path = out_dir / SETTINGS_FILE
     seen = asdict(observation)
     if not observation.resize:
         del seen["resize"]  # recorded only when set: runs saved before resizing existed resume
-    current = {"observation": seen, "reward": asdict(settings.reward), **problem}
+    current = {
+        "observation": seen,
+        "features": FEATURES_VERSION,
+        "reward": asdict(settings.reward),
+        **problem,
+    }
     current = json.loads(json.dumps(current, sort_keys=True))  # as read back (tuples: lists)
     stale = [f"dqn.{key}" for key in changed_config_keys(out_dir, asdict(settings.dqn))]
     if (out_dir / LAST).is_file():
