@@ -29,7 +29,7 @@ from relmas.rl.network import (
 )
 from relmas.rl.observation import ObservationSettings
 from relmas.rl.overhead import overhead_metrics
-from relmas.rl.rules import slot_rules
+from relmas.rl.rules import cut_form, slot_rules
 from relmas.rl.run import rollout, train_scenario
 from relmas.rl.settings import parse_training
 from relmas.sim import kernels as K
@@ -211,18 +211,65 @@ def test_feasible_rules_serve_feasible_jobs_first(tables):
             if action < env.layout.slots:
                 assert info["action_mask"][action]
             obs, _, done, _, info = env.step(action)
-    sla = {
-        name: rollout(env, rule)["sla_rate"]
-        for name, rule in slot_rules(settings, env.layout).items()
-    }
-    assert sla["shortest_feasible"] > sla["reference"]  # triage pays under overload (load 1.2)
+    rules = slot_rules(settings, env.layout)
+    shortest, reference = (
+        rollout(env, rules[n])["sla_rate"] for n in ("shortest_feasible", "reference")
+    )
+    assert shortest > reference  # triage pays under overload (load 1.2)
+
+
+def held_back(env: SchedulingEnv, patient: bool, gated: bool) -> np.ndarray:
+    """Per slot, whether a holding rule must skip it, recomputed from the engine: (`patient`) its
+    layer would end sooner on a busy instance once that one's task ends, or (`gated`) starting
+    it would push the running layers' demand above the bandwidth."""
+    state, tables, observer = env.engine.state, env.engine.tables, env.observer
+    running = state.ai[:, K.AI_JOB] >= 0
+    rates = np.where(running, state.af[:, K.AF_RATE], 1.0)
+    busy_left = np.where(running, state.af[:, K.AF_WORK] / rates, 0.0)
+    rows = state.ji[observer.slots, K.JI_CURSOR]
+    latency = tables.latency_s[rows][:, state.ai[:, K.AI_TYPE]]  # [slot, instance]
+    on_target = latency[np.arange(rows.size), observer.targets]
+    sooner = (busy_left + latency).min(axis=1) < on_target * (1 - 1e-5)
+    demand = state.af[running, K.AF_DEMAND].sum()
+    target_demand = tables.demand_bps[rows, state.ai[observer.targets, K.AI_TYPE]]
+    over = (demand > 0) & (demand + target_demand > state.sf[K.SF_CAPACITY] * (1 + 1e-5))
+    return (patient & sooner) | (gated & over)
+
+
+@pytest.mark.parametrize("name", ["reference", "shortest_feasible", "earliest_feasible"])
+@pytest.mark.parametrize("patient, gated", [(True, False), (True, True)])
+def test_holding_rules_skip_what_they_hold_back_and_wait_only_when_they_hold_all(
+    tables, name, patient, gated
+):
+    """While waiting is allowed, a holding rule never starts a slot it must hold back (recomputed
+    from the engine); it waits only when it holds back every offered slot. Both happen."""
+    settings = ObservationSettings(2, "sjf")
+    env = make_env(tables, 5, observation=settings)
+    layout = env.layout
+    rule = slot_rules(settings, layout)[name + ("_patient_gated" if gated else "_patient")]
+    obs, info = env.reset()
+    done, waits, held_starts = False, 0, 0
+    while not done:
+        mask = info["action_mask"]
+        action = rule(obs, mask)
+        assert mask[action]
+        held = held_back(env, patient, gated)
+        offered = env.observer.slots >= 0
+        if action == layout.actions - 1:
+            waits += 1
+            assert held[offered].all()
+        elif mask[-1]:
+            assert not held[layout.slot_of(action)]
+            held_starts += held[offered].any()  # it passed over a held slot
+        obs, _, done, _, info = env.step(action)
+    assert waits > 0 and held_starts > 0
 
 
 def test_observation_scales_and_slots(tables):
     env = make_env(tables, 4, observation=ObservationSettings(3, "sjf"))
     layout = env.layout
     assert layout.slots == 8 and layout.actions == 9
-    assert env.observation_space.shape == (8 * (10 + 2 * 2) + 3 * 3 + 8,)
+    assert env.observation_space.shape == (8 * (11 + 2 * 2) + 3 * 3 + 8,)
     _, _, observations = random_rollout(env, 5)
     assert np.isfinite(observations).all()
     assert np.abs(observations).max() <= env.observation_space.high[0]
@@ -284,7 +331,7 @@ def test_quick_training_gives_an_agent_that_evaluation_runs(quick, trained):
     assert set(result.rules_validation) == {
         f"{name}{gate}"
         for name in ("reference", "shortest_feasible", "earliest_feasible")
-        for gate in ("", "_gated")
+        for gate in ("", "_patient", "_patient_gated")
     }
     assert result.teacher == max(result.rules_validation, key=result.rules_validation.get)
     assert info.teacher == result.teacher
@@ -437,7 +484,7 @@ def cut_tables(tables) -> CostTables:
 def test_check_env_accepts_the_resizing_environment(cut_tables, tables):
     env = make_env(cut_tables, observation=RESIZE)
     assert env.layout.variants == 5 and env.layout.actions == 6 * 5 + 1
-    assert env.observation_space.shape == (6 * (10 + 2 * 2 + 1 + 2 * 4) + 3 * 3 + 8,)
+    assert env.observation_space.shape == (6 * (11 + 2 * 2 + 1 + 2 * 4) + 3 * 3 + 8,)
     check_env(env, skip_render_check=True)
     with pytest.raises(ValueError, match="piece tables"):
         make_env(tables, observation=RESIZE)
@@ -494,7 +541,7 @@ def test_cut_rules_cut_only_onto_spare_instances_by_the_first_finishing_cut(cut_
     layout = env.layout
     pieces = cut_tables.pieces.most_pieces
     assert pieces == (1, 2, 4, 2, 4)  # whole, K2, K4, Y2, Y4
-    rule = slot_rules(RESIZE, layout, pieces)["shortest_feasible_cut"]
+    rule = cut_form(slot_rules(RESIZE, layout)["shortest_feasible"], pieces)
     obs, info = env.reset()
     done, cuts = False, 0
     while not done:
@@ -561,11 +608,13 @@ def test_resize_training_gives_an_agent_that_acts_as_in_its_environment(quick, r
     result, root = resized
     info = read_agent_info(root / "resize")
     assert info.observation.resize and info.split_variants == ("whole", "K2", "Y2")
-    assert set(result.rules_validation) == {
+    whole = {
         f"{name}{suffix}"
         for name in ("reference", "shortest_feasible", "earliest_feasible")
-        for suffix in ("", "_cut", "_gated", "_gated_cut")
+        for suffix in ("", "_patient", "_patient_gated")
     }
+    best = max(whole, key=result.rules_validation.__getitem__)
+    assert set(result.rules_validation) == whole | {best + "_cut"}  # the best rule, cut
     system = scenario_system(config, "mixed")
     tables = load_costs(root / "cut_costs", system, models=tuple(config["models"]))
     jobs = generate_trace("mixed", config["scenarios"]["mixed"], system, tables, 7)

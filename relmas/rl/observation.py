@@ -75,11 +75,12 @@ from relmas.sim.kernels import (
 )
 
 # Version of the feature set below: agents and resumable runs of another version are refused.
-FEATURES_VERSION = 2  # 2: bandwidth demand of each slot on its target and of the running layers
-SLOT_BASE_FEATURES = 10  # per slot, before the per-type latency and demand
+FEATURES_VERSION = 2  # 2: bandwidth demands and the finish on a busy instance (holding back)
+SLOT_BASE_FEATURES = 11  # per slot, before the per-type latency and demand
 INSTANCE_FEATURES = 3
 GLOBAL_FEATURES = 8
 FEATURE_BOUND = 30.0  # features are clipped to [-FEATURE_BOUND, FEATURE_BOUND]
+HOLD_TOLERANCE = 1e-6  # log ratio: a busy instance must win beyond float32 rounding
 MISS_TOLERANCE = 1e-9  # relative: a miss is certain only beyond rounding of event times
 
 
@@ -151,6 +152,11 @@ class Layout:
         """Idle instances, read back from the global features of `obs`."""
         return round(float(obs[self._global_features + 5]) * self.instances)
 
+    def waits_for_busy(self, obs: np.ndarray, slot: int) -> bool:
+        """Whether `slot`'s layer would end sooner on a busy instance, once its task ends, than
+        on the idle instance it would get (read back from `obs`)."""
+        return float(obs[slot * self.slot_features + 10]) > HOLD_TOLERANCE
+
     def oversubscribes(self, obs: np.ndarray, slot: int) -> bool:
         """Whether starting `slot`'s job would push the running layers' bandwidth demand above
         the shared bandwidth (read back from `obs`; never while nothing runs)."""
@@ -190,6 +196,17 @@ def _fastest_idle(T: Tables, S: State, row: int) -> int:
             best < 0 or T.latency[row, S.ai[a, AI_TYPE]] < T.latency[row, S.ai[best, AI_TYPE]]
         ):
             best = a
+    return best
+
+
+@njit(cache=True)
+def _earliest_finish(T: Tables, S: State, row: int) -> float:
+    """When layer `row` would end at the earliest on any instance, a busy one starting it once its
+    running task ends (at current rates)."""
+    best = np.inf
+    for a in range(S.ai.shape[0]):
+        start = 0.0 if S.ai[a, AI_JOB] < 0 else S.af[a, AF_WORK] / S.af[a, AF_RATE]
+        best = min(best, start + T.latency[row, S.ai[a, AI_TYPE]])
     return best
 
 
@@ -314,6 +331,7 @@ def observe(
         obs[base + 8] = np.log(latency / T.best_latency[row])
         demand = T.demand[row, S.ai[target, AI_TYPE]]
         obs[base + 9] = _share(demand, capacity)
+        obs[base + 10] = np.log(latency / _earliest_finish(T, S, row))
         fits = fits or running_demand == 0.0 or running_demand + demand <= capacity
         for t in range(n_types):
             obs[base + SLOT_BASE_FEATURES + t] = np.log1p(T.latency[row, t] / tau_layer)

@@ -7,40 +7,48 @@ every non-terminal state has one of them valid. `reference` replays the referenc
 can still meet their deadline (the reference when none can); `earliest_feasible` is EDF so
 restricted.
 
-Each rule also comes as `<rule>_gated`, which holds back a start that would push the running
-layers' bandwidth demand above the shared bandwidth (oversubscription slows every running layer
-alike): it takes the first slot of its preference, then of the other candidates, that fits, and
-waits when none does.
+Each rule also comes in two forms that hold work back (docs/relmas.md, "Holding back"):
 
-For a resizing agent each rule also comes as `<rule>_cut` (and `<rule>_gated_cut`), GACER's use
-of resizing on this system: when more instances are idle than jobs are ready, the spare ones
-have nothing else to do, so the chosen layer is cut — into at most 1 + idle - ready pieces, by
-the variant whose pieces would finish first on the idle instances, and only if that is sooner
-than the whole layer on its instance; otherwise it runs whole. The warm start scores every rule
-on validation and imitates the best, so gating and cutting are taught only where they pay.
+- `<rule>_patient` skips a candidate whose layer would end sooner on a busy instance, once its
+  running task ends, than on the idle instance it would get (a slow instance can lose more time
+  than the wait for a fast one);
+- `<rule>_patient_gated` also skips a candidate whose start would push the running layers'
+  bandwidth demand above the shared bandwidth (oversubscription slows every running layer alike).
+
+A holding rule takes the first slot of its preference, then of the other candidates, that it does
+not skip, and waits when it skips them all (the mask allows exactly that wait).
+
+For a resizing agent the best rule on validation is also scored cut (`<rule>_cut`, `cut_form`),
+GACER's use of resizing on this system: when more instances are idle than jobs are ready, the
+spare ones have nothing else to do, so the chosen layer is cut — into at most 1 + idle - ready
+pieces, by the variant whose pieces would finish first on the idle instances, and only if that is
+sooner than the whole layer on its instance; otherwise it runs whole. The warm start imitates the
+best rule on validation, so holding back and cutting are taught only where they pay.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from relmas.rl.observation import Layout, ObservationSettings
 
 CUT_SUFFIX = "_cut"
-GATED_SUFFIX = "_gated"
+HOLDING_FORMS = {"": (False, False), "_patient": (True, False), "_patient_gated": (True, True)}
 
 
 @dataclass(frozen=True)
 class SlotRule:
     """Act by `preference` (slots; the last entry is wait) on `layout`'s actions, whole layers
-    only unless `cut_pieces` (pieces of each split variant, 1 for the whole layer) is given;
-    `gated`: skip the slots whose start would oversubscribe the bandwidth."""
+    only unless `cut_pieces` (pieces of each split variant, 1 for the whole layer) is given.
+    `patient`: skip the slots whose layer would end sooner on a busy instance; `gated`: skip the
+    slots whose start would oversubscribe the bandwidth."""
 
     preference: tuple[int, ...]
     layout: Layout
     cut_pieces: tuple[int, ...] | None = None
+    patient: bool = False
     gated: bool = False
 
     def __call__(self, obs: np.ndarray, mask: np.ndarray) -> int:
@@ -48,16 +56,20 @@ class SlotRule:
         wait = layout.actions - 1
         for slot in self.preference:
             action = wait if slot == layout.slots else layout.action(slot)
-            if not mask[action] or (
-                self.gated and action != wait and layout.oversubscribes(obs, slot)
-            ):
+            if not mask[action] or (action != wait and self._holds(obs, slot)):
                 continue
             return self._cut(obs, mask, slot) if action != wait else action
-        # gated, and waiting is not allowed: the first valid slot of the preference
+        # holding back everything, and waiting is not allowed: the first valid slot
         for slot in self.preference[:-1]:
             if mask[layout.action(slot)]:
                 return self._cut(obs, mask, slot)
         return int(np.flatnonzero(mask)[0])
+
+    def _holds(self, obs: np.ndarray, slot: int) -> bool:
+        layout = self.layout
+        return (self.patient and layout.waits_for_busy(obs, slot)) or (
+            self.gated and layout.oversubscribes(obs, slot)
+        )
 
     def _cut(self, obs: np.ndarray, mask: np.ndarray, slot: int) -> int:
         """`slot`'s action, cut by the variant that finishes first if that beats the whole layer
@@ -77,12 +89,9 @@ class SlotRule:
         return chosen
 
 
-def slot_rules(
-    settings: ObservationSettings, layout: Layout, cut_pieces: tuple[int, ...] = ()
-) -> dict[str, SlotRule]:
-    """The rules expressible with the candidate slots of `settings` on `layout`, with their
-    `_gated` forms and, when the layout offers cuts, their `_cut` forms (`cut_pieces`: the pieces
-    of each split variant, `PieceTables.most_pieces`)."""
+def slot_rules(settings: ObservationSettings, layout: Layout) -> dict[str, SlotRule]:
+    """The whole-layer rules expressible with the candidate slots of `settings` on `layout`, each
+    in its holding forms."""
     k = settings.candidates
     hopeless, wait = 2 * k + 1, 2 * k + 2
     preferences = {
@@ -91,12 +100,17 @@ def slot_rules(
         "earliest_feasible": (1 + k, 0, hopeless, wait),
     }
     rules: dict[str, SlotRule] = {}
-    for cut in (None, cut_pieces) if layout.variants > 1 else (None,):
-        for name, order in preferences.items():
-            # gated: when the preferred slots do not fit, any other candidate that does
-            others = tuple(s for s in range(2 * k + 2) if s not in order)
-            gated = (*order[:-2], *others, *order[-2:]) if len(order) > 2 else (0, *others, wait)
-            suffix = "" if cut is None else CUT_SUFFIX
-            rules[name + suffix] = SlotRule(order, layout, cut)
-            rules[name + GATED_SUFFIX + suffix] = SlotRule(gated, layout, cut, gated=True)
+    for name, order in preferences.items():
+        # holding back the preferred slots, a rule tries the other candidates in slot order
+        others = tuple(s for s in range(2 * k + 2) if s not in order)
+        held = (*order[:-2], *others, *order[-2:]) if len(order) > 2 else (0, *others, wait)
+        for suffix, (patient, gated) in HOLDING_FORMS.items():
+            preference = held if patient or gated else order
+            rules[name + suffix] = SlotRule(preference, layout, patient=patient, gated=gated)
     return rules
+
+
+def cut_form(rule: SlotRule, cut_pieces: tuple[int, ...]) -> SlotRule:
+    """`rule` cutting its chosen layers onto spare idle instances (`cut_pieces`: the pieces of
+    each split variant, `PieceTables.most_pieces`)."""
+    return replace(rule, cut_pieces=cut_pieces)

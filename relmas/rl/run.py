@@ -4,8 +4,9 @@ Training traces come from `training.seeds`, validation traces from `training.val
 both disjoint from `evaluation.seeds`, so evaluation is on unseen traces. Before training, every
 heuristic is scored on the validation traces and the best one becomes the reference slot of the
 observation (with `reference: best`). With a warm start (`training.dqn.teacher_steps` > 0) the
-slot rules (`relmas.rl.rules`: the reference, SJF and EDF among feasible jobs) are scored too and
-the best one is the teacher. The agent is validated after the warm start and every
+slot rules (`relmas.rl.rules`: the reference, SJF and EDF among feasible jobs, each also holding
+back work; for relmas_resize the best of them cut too) are scored too and the best one is the
+teacher. The agent is validated after the warm start and every
 `training.dqn.validation_every` steps (SLA rate on the validation traces); the best is best.pt.
 """
 
@@ -31,7 +32,7 @@ from relmas.rl.env import SchedulingEnv
 from relmas.rl.network import QNetwork
 from relmas.rl.observation import FEATURES_VERSION, ObservationSettings
 from relmas.rl.overhead import decision_cost
-from relmas.rl.rules import SlotRule, slot_rules
+from relmas.rl.rules import CUT_SUFFIX, SlotRule, cut_form, slot_rules
 from relmas.rl.settings import (
     BEST_REFERENCE,
     TrainingSettings,
@@ -155,10 +156,14 @@ def train_scenario(
     rules: dict[str, float] = {}
     teacher = None
     if settings.dqn.teacher_steps > 0:
-        layout = validation_envs[0].layout
-        cut_pieces = tables.pieces.most_pieces if resize else ()
-        candidates = slot_rules(observation, layout, cut_pieces)
+        candidates = slot_rules(observation, validation_envs[0].layout)
         rules = {name: validate(rule)["sla_rate"] for name, rule in candidates.items()}
+        if resize:  # cutting is tried on the best whole-layer rule only
+            best = max(rules, key=rules.__getitem__)
+            cut = candidates[best + CUT_SUFFIX] = cut_form(
+                candidates[best], tables.pieces.most_pieces
+            )
+            rules[best + CUT_SUFFIX] = validate(cut)["sla_rate"]
         log({f"val_rule_{name}_sla_rate": rate for name, rate in rules.items()}, 0)
         teacher = max(rules, key=rules.__getitem__)
     learner = train(
