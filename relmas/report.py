@@ -614,6 +614,7 @@ def _learning(config: Mapping[str, Any], agents_dir: Path) -> dict[str, dict[str
             "best_heuristic": (heuristic, info.heuristics_validation[heuristic]),
             "validation": info.validation.get("sla_rate", math.nan),
             "teacher": info.teacher,
+            "teacher_validation": info.rules_validation.get(info.teacher or "", math.nan),
             "share_split": info.validation.get("share_split"),
         }
     return learning
@@ -859,6 +860,7 @@ def _learning_markdown(
             "best validation SLA": agent["validation"],
             "best heuristic on validation": "{} {:.3f}".format(*agent["best_heuristic"]),
             "warm-start teacher": str(agent["teacher"]),
+            "teacher on validation": agent["teacher_validation"],
         }
         for title, agent in learning.items()
     ]
@@ -866,7 +868,11 @@ def _learning_markdown(
     return [
         "## RELMAS learning curves\n",
         "SLA rate of the greedy agent on the validation traces (`training.validation_seeds`) "
-        "against training steps, from each agent's curve.parquet; best.pt is the highest point.\n",
+        "against training steps, from each agent's curve.parquet; best.pt is the highest point. "
+        "The teacher is the slot rule (docs/relmas.md) with the best SLA rate on validation: "
+        "`_patient` waits for a busy faster instance rather than start on a slow one, `_gated` "
+        "also holds back starts that would oversubscribe the DRAM bandwidth, `_cut` cuts layers "
+        "onto spare instances.\n",
         _image(figures, out_dir, "learning_curves", caption),
         markdown_table(pl.DataFrame(rows)),
         "",
