@@ -7,7 +7,8 @@ every non-terminal state has one of them valid. `reference` replays the referenc
 can still meet their deadline (the reference when none can); `earliest_feasible` is EDF so
 restricted.
 
-Each rule also comes in two forms that hold work back (docs/relmas.md, "Holding back"):
+The two feasible rankings also come in two forms that hold work back (docs/relmas.md, "Holding
+back"):
 
 - `<rule>_patient` skips a candidate whose layer would end sooner on a busy instance, once its
   running task ends, than on the idle instance it would get (a slow instance can lose more time
@@ -35,7 +36,7 @@ import numpy as np
 from relmas.rl.observation import Layout, ObservationSettings
 
 CUT_SUFFIX = "_cut"
-HOLDING_FORMS = {"": (False, False), "_patient": (True, False), "_patient_gated": (True, True)}
+HOLDING_FORMS = {"_patient": (True, False), "_patient_gated": (True, True)}
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,9 @@ class SlotRule:
 
 
 def slot_rules(settings: ObservationSettings, layout: Layout) -> dict[str, SlotRule]:
-    """The whole-layer rules expressible with the candidate slots of `settings` on `layout`, each
-    in its holding forms."""
+    """The whole-layer rules expressible with the candidate slots of `settings` on `layout`, the
+    two feasible rankings also in their holding forms (the reference replays its heuristic as
+    is)."""
     k = settings.candidates
     hopeless, wait = 2 * k + 1, 2 * k + 2
     preferences = {
@@ -99,14 +101,14 @@ def slot_rules(settings: ObservationSettings, layout: Layout) -> dict[str, SlotR
         "shortest_feasible": (1, 0, hopeless, wait),
         "earliest_feasible": (1 + k, 0, hopeless, wait),
     }
-    rules: dict[str, SlotRule] = {}
-    for name, order in preferences.items():
+    rules = {name: SlotRule(order, layout) for name, order in preferences.items()}
+    for name in ("shortest_feasible", "earliest_feasible"):
+        order = preferences[name]
         # holding back the preferred slots, a rule tries the other candidates in slot order
         others = tuple(s for s in range(2 * k + 2) if s not in order)
-        held = (*order[:-2], *others, *order[-2:]) if len(order) > 2 else (0, *others, wait)
+        held = (*order[:-2], *others, *order[-2:])
         for suffix, (patient, gated) in HOLDING_FORMS.items():
-            preference = held if patient or gated else order
-            rules[name + suffix] = SlotRule(preference, layout, patient=patient, gated=gated)
+            rules[name + suffix] = SlotRule(held, layout, patient=patient, gated=gated)
     return rules
 
 
