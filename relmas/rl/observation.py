@@ -21,8 +21,8 @@ above the shared bandwidth — waiting is for holding work back from slow instan
 saturated memory, never for idling a fast instance that has bandwidth to run (an agent free to wait
 learned, on a light scenario, to idle four instances in six while a burst's queue grew to over a
 hundred jobs). Oversubscribed bandwidth slows every running layer alike under proportional sharing,
-compute-bound ones too: SJF that holds back such starts meets 0.69 of the deadlines of mixed_small
-instead of 0.40 (docs/relmas.md).
+compute-bound ones too: SJF among feasible jobs that also holds back such starts meets 0.725 of
+mixed_small's validation deadlines instead of 0.625 (docs/relmas.md, "Holding back").
 
 With `resize` (the `relmas_resize` policy, docs/gacer.md) an action also picks how to cut the
 chosen job's next layer: one action per (slot, split variant of the piece tables), variant 0 the

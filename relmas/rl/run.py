@@ -4,10 +4,10 @@ Training traces come from `training.seeds`, validation traces from `training.val
 both disjoint from `evaluation.seeds`, so evaluation is on unseen traces. Before training, every
 heuristic is scored on the validation traces and the best one becomes the reference slot of the
 observation (with `reference: best`). With a warm start (`training.dqn.teacher_steps` > 0) the
-slot rules (`relmas.rl.rules`: the reference, SJF and EDF among feasible jobs, each also holding
-back work; for relmas_resize the best of them cut too) are scored too and the best one is the
-teacher. The agent is validated after the warm start and every
-`training.dqn.validation_every` steps (SLA rate on the validation traces); the best is best.pt.
+slot rules (`relmas.rl.rules`: the reference, SJF and EDF among feasible jobs, the last two also
+holding back work; for relmas_resize the best of them cut too) are scored too and the best one is
+the teacher. The agent is validated after the warm start and every `training.dqn.validation_every`
+steps (SLA rate on the validation traces); the best is best.pt.
 """
 
 from __future__ import annotations
