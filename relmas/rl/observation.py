@@ -200,13 +200,12 @@ def _fastest_idle(T: Tables, S: State, row: int) -> int:
 
 
 @njit(cache=True)
-def _earliest_finish(T: Tables, S: State, row: int) -> float:
+def _earliest_finish(T: Tables, S: State, row: int, busy_left: np.ndarray) -> float:
     """When layer `row` would end at the earliest on any instance, a busy one starting it once its
-    running task ends (at current rates)."""
+    running task ends (`busy_left`, at current rates)."""
     best = np.inf
     for a in range(S.ai.shape[0]):
-        start = 0.0 if S.ai[a, AI_JOB] < 0 else S.af[a, AF_WORK] / S.af[a, AF_RATE]
-        best = min(best, start + T.latency[row, S.ai[a, AI_TYPE]])
+        best = min(best, busy_left[a] + T.latency[row, S.ai[a, AI_TYPE]])
     return best
 
 
@@ -288,20 +287,22 @@ def observe(
     slots[n_slots - 1] = hopeless_job[0]
 
     obs[:] = 0.0
-    running_demand = 0.0  # full-speed bandwidth demand of the running layers
-    for a in range(S.ai.shape[0]):
-        if S.ai[a, AI_JOB] >= 0:
-            running_demand += S.af[a, AF_DEMAND]
     width = SLOT_BASE_FEATURES + 2 * n_types + (1 + 2 * (variants - 1) if variants > 1 else 0)
-    # types of the idle instances (the first `idle_count`) and a work array, for the cut features
-    idle_types = np.empty(S.ai.shape[0], dtype=np.int64)
-    idle_count = 0
-    if variants > 1:
-        for a in range(S.ai.shape[0]):
-            if S.ai[a, AI_JOB] < 0:
-                idle_types[idle_count] = S.ai[a, AI_TYPE]
-                idle_count += 1
-    busy_until = np.empty(idle_count)
+    # one pass over the instances: the running layers' full-speed bandwidth demand, the time until
+    # each instance is free (at current rates), the types of the idle ones (the first `idle`)
+    instances = S.ai.shape[0]
+    running_demand = 0.0
+    busy_left = np.zeros(instances)
+    idle_types = np.empty(instances, dtype=np.int64)
+    idle = 0
+    for a in range(instances):
+        if S.ai[a, AI_JOB] < 0:
+            idle_types[idle] = S.ai[a, AI_TYPE]
+            idle += 1
+        else:
+            running_demand += S.af[a, AF_DEMAND]
+            busy_left[a] = S.af[a, AF_WORK] / S.af[a, AF_RATE]
+    busy_until = np.empty(idle)  # work array of the cut features' list schedule
     best_type_idle = False
     fits = False  # some candidate starts without oversubscribing the bandwidth
     mask[:] = False
@@ -331,7 +332,7 @@ def observe(
         obs[base + 8] = np.log(latency / T.best_latency[row])
         demand = T.demand[row, S.ai[target, AI_TYPE]]
         obs[base + 9] = _share(demand, capacity)
-        obs[base + 10] = np.log(latency / _earliest_finish(T, S, row))
+        obs[base + 10] = np.log(latency / _earliest_finish(T, S, row, busy_left))
         fits = fits or running_demand == 0.0 or running_demand + demand <= capacity
         for t in range(n_types):
             obs[base + SLOT_BASE_FEATURES + t] = np.log1p(T.latency[row, t] / tau_layer)
@@ -345,13 +346,10 @@ def observe(
     mask[n_slots * variants] = can_wait and (not best_type_idle or not fits)
 
     base = n_slots * width
-    instances = S.ai.shape[0]
-    idle = 0
     for a in range(instances):
         job = S.ai[a, AI_JOB]
         if job < 0:
             obs[base] = 1.0
-            idle += 1
         else:
             if penalized[job] == 0 and S.ji[job, JI_PIECES_LEFT] == 0:
                 # counted once over the pieces of its layer running; a job with pieces still to
@@ -359,9 +357,8 @@ def observe(
                 after = T.remaining_work[S.ji[job, JI_CURSOR] + 1]
                 pieces = S.ji[job, JI_PENDING]
                 potential += weight[job] * (1.0 - after / initial_work[job]) / pieces
-            rate = S.af[a, AF_RATE]
-            obs[base + 1] = np.log1p(S.af[a, AF_WORK] / rate / tau_layer)
-            obs[base + 2] = _share(S.af[a, AF_DEMAND] * rate, capacity)
+            obs[base + 1] = np.log1p(busy_left[a] / tau_layer)
+            obs[base + 2] = _share(S.af[a, AF_DEMAND] * S.af[a, AF_RATE], capacity)
         base += INSTANCE_FEATURES
     obs[base] = np.log1p(queue)
     obs[base + 1] = np.log1p(feasible)
