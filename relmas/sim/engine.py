@@ -28,14 +28,6 @@ from relmas.sim.system import SHARING_MODES, System
 if TYPE_CHECKING:
     from relmas.policies.base import Policy
 
-ORDERS = {
-    None: K.ORDER_NONE,
-    "arrival": K.ORDER_ARRIVAL,
-    "remaining": K.ORDER_REMAINING,
-    "deadline": K.ORDER_DEADLINE,
-    "laxity": K.ORDER_LAXITY,
-}
-
 
 class Engine:
     """Discrete-event simulation of `jobs` (JOB_SCHEMA) on `system` with the costs of `tables`.
@@ -86,7 +78,6 @@ class Engine:
         self.decision_energy_j = 0.0
         self._timeline: list[np.ndarray] = []
         self._reported = 0
-        self._started = False
 
     # ------------------------------------------------------------------------- stepping API
 
@@ -101,16 +92,6 @@ class Engine:
     @property
     def decisions(self) -> int:
         return int(self.state.si[K.SI_DECISIONS])
-
-    def use_order(self, order: str | None) -> None:
-        """Keep the ready jobs in a heap by a time-invariant key (`arrival`, `remaining`,
-        `deadline`, `laxity`) so that a policy can peek at the best one in O(1).
-
-        Must be called before the simulation starts.
-        """
-        if self._started:
-            raise RuntimeError("use_order must be called before the simulation starts")
-        self.state.si[K.SI_ORDER] = ORDERS[order]
 
     def next_decision(self) -> DecisionView | None:
         """Advance to the next decision point and describe it; None once all jobs are done."""
@@ -191,6 +172,14 @@ class Engine:
         self._advance(loop, *args)
         self.decision_seconds = time.perf_counter() - start
 
+    def snapshot(self) -> K.State:
+        """A copy of the state now, without timeline recording: a jitted policy may simulate from
+        it again and again (`restore`, then its loop), e.g. to evaluate many candidate plans."""
+        state = K.State(*(array.copy() for array in self.state))
+        state = state._replace(record=np.zeros((0, K.RECORD_COLUMNS)))
+        state.si[K.SI_RECORD] = 0
+        return state
+
     def result(self, policy: str) -> SimResult:
         if not self.finished:
             raise RuntimeError("the simulation has not finished")
@@ -225,7 +214,6 @@ class Engine:
         return np.array([index[m] for m in self.jobs["model"].to_list()], dtype=np.int64)
 
     def _advance(self, loop: Callable[..., int], *args: object) -> int:
-        self._started = True
         while True:
             status = loop(self.kernel_tables, self.state, *args)
             if status == K.STATUS_FLUSH:
@@ -240,6 +228,12 @@ class Engine:
         if count:
             self._timeline.append(self.state.record[:count].copy())
             self.state.si[K.SI_RECORD_N] = 0
+
+
+def restore(state: K.State, snapshot: K.State) -> None:
+    """Put `state` (a snapshot's copy, `Engine.snapshot`) back to the snapshot, in place."""
+    for array, saved in zip(state, snapshot, strict=True):
+        np.copyto(array, saved)
 
 
 class DecisionView:
@@ -382,7 +376,6 @@ def _initial_state(
     si = np.zeros(K.SI_COLUMNS, dtype=np.int64)
     si[K.SI_IDLE] = accelerators
     si[K.SI_SHARING] = SHARING_MODES.index(system.sharing)
-    si[K.SI_ORDER] = K.ORDER_NONE
     si[K.SI_RECORD] = int(record)
     capacity = max(record_buffer, accelerators) if record else 0
     return K.State(
@@ -394,9 +387,7 @@ def _initial_state(
         si=si,
         ready=np.full(n, -1, dtype=np.int64),
         ready_pos=np.full(n, -1, dtype=np.int64),
-        heap=np.full(n, -1, dtype=np.int64),
-        heap_pos=np.full(n, -1, dtype=np.int64),
+        newly_ready=np.full(n, -1, dtype=np.int64),
         done_log=np.full(n, -1, dtype=np.int64),
         record=np.zeros((capacity, K.RECORD_COLUMNS)),
-        rng=np.ones(1, dtype=np.uint64),
     )
