@@ -13,7 +13,7 @@ from relmas.policies import ga_kernels, make_policy
 from relmas.policies.ga_offline import SEED_POLICIES, GeneLayout, build_plans
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
-from relmas.sim.synthetic import cost_frame, synthetic_costs
+from tests.synthetic import cost_frame, synthetic_costs
 
 SMALL_BUDGET = {"population": 12, "generations": 15, "time_limit_s": None}
 

@@ -26,7 +26,7 @@ from polars.testing import assert_frame_equal
 from relmas.policies import make_policy
 from relmas.schemas import JOB_SCHEMA, POLICY_NAMES
 from relmas.sim import CostTables, Engine, load_system
-from relmas.sim.synthetic import synthetic_costs, synthetic_pieces
+from tests.synthetic import synthetic_costs, synthetic_pieces
 
 GOLDEN = Path(__file__).with_name("golden")
 UPDATE = os.environ.get("RELMAS_UPDATE_GOLDEN") == "1"

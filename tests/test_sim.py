@@ -15,7 +15,7 @@ from relmas.policies import Policy, available_policies, make_policy
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, System, load_system
 from relmas.sim.kernels import JI_CURSOR, JI_PIECES_LEFT, JI_SPLIT
-from relmas.sim.synthetic import cost_frame, synthetic_costs, synthetic_pieces
+from tests.synthetic import cost_frame, synthetic_costs, synthetic_pieces
 
 
 def trace(rows: list[tuple[str, float, float, int]], tenant: str = "t") -> pl.DataFrame:

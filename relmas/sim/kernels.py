@@ -163,7 +163,7 @@ def start_task(
 def start_layer(T: Tables, S: State, job: int, acc: int) -> None:
     """Run the ready `job`'s next layer, whole, on the idle accelerator `acc`."""
     row = S.ji[job, JI_CURSOR]
-    kind = S.ai[acc, AI_TYPE]
+    acc_type = S.ai[acc, AI_TYPE]
     now = S.sf[SF_NOW]
     _remove_ready(S, job)
     S.jf[job, JF_WAITED] += now - S.jf[job, JF_READY_SINCE]
@@ -171,8 +171,8 @@ def start_layer(T: Tables, S: State, job: int, acc: int) -> None:
         S.jf[job, JF_START] = now
     S.ji[job, JI_STATE] = JOB_RUNNING
     S.ji[job, JI_PENDING] = 1
-    start_task(S, acc, job, row, 0, 0, T.latency[row, kind], T.demand[row, kind])
-    S.sf[SF_ENERGY] += T.energy[row, kind]
+    start_task(S, acc, job, row, 0, 0, T.latency[row, acc_type], T.demand[row, acc_type])
+    S.sf[SF_ENERGY] += T.energy[row, acc_type]
     S.si[SI_ASSIGNMENTS] += 1
 
 
@@ -184,7 +184,7 @@ def start_piece(P: Pieces, S: State, job: int, acc: int, split: int) -> None:
     variant chosen at its first piece continues. The job stays ready while pieces are left.
     """
     row = S.ji[job, JI_CURSOR]
-    kind = S.ai[acc, AI_TYPE]
+    acc_type = S.ai[acc, AI_TYPE]
     now = S.sf[SF_NOW]
     if S.ji[job, JI_PIECES_LEFT] == 0:
         S.ji[job, JI_SPLIT] = split
@@ -203,9 +203,16 @@ def start_piece(P: Pieces, S: State, job: int, acc: int, split: int) -> None:
         S.ji[job, JI_STATE] = JOB_RUNNING
     column = P.offset[split] + piece
     start_task(
-        S, acc, job, row, split, piece, P.latency[row, column, kind], P.demand[row, column, kind]
+        S,
+        acc,
+        job,
+        row,
+        split,
+        piece,
+        P.latency[row, column, acc_type],
+        P.demand[row, column, acc_type],
     )
-    S.sf[SF_ENERGY] += P.energy[row, column, kind]
+    S.sf[SF_ENERGY] += P.energy[row, column, acc_type]
     S.si[SI_ASSIGNMENTS] += 1
 
 
