@@ -3,9 +3,10 @@
 Each heuristic is a *job rule* (which ready job goes first) and an *accelerator rule* (which idle
 instance it goes to). `plan` computes one decision, a list of (job, accelerator) pairs filling the
 idle instances, without changing the schedule (jobs and instances it picks are only marked, in the
-policy's own `Planner`, while it plans). The engine's loop (`relmas.sim.kernels.run_policy`) calls
-`plan` at each decision point entirely in Numba; the Python stepping path (`Engine.step` with the
-pairs from `plan`) does exactly the same, so both paths give the same schedule.
+policy's own `Planner`, while it plans). `run_heuristic` runs the engine's loop (`advance`, then
+`apply_decision` of `plan`'s pairs at each decision point) entirely in Numba; the Python stepping
+path (`Engine.step` with the pairs from `plan`) does exactly the same, so both paths give the same
+schedule.
 
 Time-invariant job rules (fcfs, sjf, edf, llf) peek at the policy's heap of the ready jobs, kept up
 to date from the jobs that became ready since the previous decision point (jobs that started are
