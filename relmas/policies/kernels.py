@@ -318,9 +318,16 @@ def _scan(T: Tables, S: State, P: Planner, code: int, alpha: float) -> int:
 
 
 @njit(cache=True)
-def _herald_loads(T: Tables, S: State, P: Planner) -> np.ndarray:
-    """Time until each instance is free: its running task at current rates, or the layer planned
-    on it in this decision; 0 if free."""
+def _herald(T: Tables, S: State, P: Planner) -> tuple[int, int]:
+    """Earliest-arrived job whose Herald target instance is free, and that instance; a job whose
+    target is busy waits for it.
+
+    Load of an instance = time until it is free (its running task at current rates, or the layer
+    planned on it in this decision; 0 if free). p* = the instance with the lowest latency for the
+    job's next layer (ties: least loaded), q = the least loaded one (ties: lowest latency); the
+    target is q if q != p* and latency(q) < 2 latency(p*), else p*. (One kernel: the loads as an
+    array returned by a helper cost a quarter more time.)
+    """
     refresh_rates(S)
     load = np.zeros(accelerator_count(S))
     for a in range(load.shape[0]):
@@ -329,39 +336,24 @@ def _herald_loads(T: Tables, S: State, P: Planner) -> np.ndarray:
             load[a] = T.latency[job_next_row(S, planned), accelerator_type(S, a)]
         else:
             load[a] = busy_left(S, a)
-    return load
-
-
-@njit(cache=True)
-def _herald_target(T: Tables, S: State, row: int, load: np.ndarray) -> int:
-    """p* = the instance with the lowest latency for the layer (ties: least loaded), q = the least
-    loaded one (ties: lowest latency); the target is q if q != p* and latency(q) < 2 latency(p*),
-    else p*."""
-    p, q = 0, 0
-    for a in range(1, load.shape[0]):
-        lat = T.latency[row, accelerator_type(S, a)]
-        lat_p = T.latency[row, accelerator_type(S, p)]
-        lat_q = T.latency[row, accelerator_type(S, q)]
-        if lat < lat_p or (lat == lat_p and load[a] < load[p]):
-            p = a
-        if load[a] < load[q] or (load[a] == load[q] and lat < lat_q):
-            q = a
-    lat_p = T.latency[row, accelerator_type(S, p)]
-    lat_q = T.latency[row, accelerator_type(S, q)]
-    return q if q != p and lat_q < 2.0 * lat_p else p
-
-
-@njit(cache=True)
-def _herald(T: Tables, S: State, P: Planner) -> tuple[int, int]:
-    """Earliest-arrived job whose Herald target instance is free, and that instance; a job whose
-    target is busy waits for it."""
-    load = _herald_loads(T, S, P)
     best_job, best_acc = -1, -1
     for k in range(ready_count(S)):
         job = ready_job(S, k)
         if P.planned[job] or (best_job >= 0 and job > best_job):
             continue
-        target = _herald_target(T, S, job_next_row(S, job), load)
+        latency = T.latency[job_next_row(S, job)]
+        p, q = 0, 0
+        for a in range(1, load.shape[0]):
+            lat = latency[accelerator_type(S, a)]
+            lat_p = latency[accelerator_type(S, p)]
+            lat_q = latency[accelerator_type(S, q)]
+            if lat < lat_p or (lat == lat_p and load[a] < load[p]):
+                p = a
+            if load[a] < load[q] or (load[a] == load[q] and lat < lat_q):
+                q = a
+        lat_p = latency[accelerator_type(S, p)]
+        lat_q = latency[accelerator_type(S, q)]
+        target = q if q != p and lat_q < 2.0 * lat_p else p
         if _free(S, P, target):
             best_job, best_acc = job, target
     return best_job, best_acc

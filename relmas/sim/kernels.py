@@ -2,9 +2,10 @@
 
 The whole engine state lives in a handful of numpy arrays grouped in the `State` namedtuple, and the
 cost tables in `Tables`; the state's column layout is private to `relmas.sim` (policies read the
-state through `relmas.sim.access`). The same kernels serve the Python stepping API (`relmas.sim.engine.Engine`,
-one kernel call per step) and the run loops of the jitted policies (`advance`, then `apply_decision`
-at each decision point), so both paths produce identical schedules.
+state through `relmas.sim.access`). The same kernels serve the Python stepping API
+(`relmas.sim.engine.Engine`, one kernel call per step) and the run loops of the jitted policies
+(`advance`, then `apply_decision` at each decision point), so both paths produce identical
+schedules.
 
 Timeline ("Decima's timeline, nothing clever"): the events are job arrivals (a pointer into the
 jobs, sorted by arrival) and layer completions (one running task per accelerator instance, at most a
