@@ -27,7 +27,7 @@ from relmas.rl.network import (
     policy_layer_table,
     to_numpy_weights,
 )
-from relmas.rl.observation import ObservationSettings
+from relmas.rl.observation import GlobalFeature, ObservationSettings, SlotFeature
 from relmas.rl.overhead import overhead_metrics
 from relmas.rl.rules import cut_form, slot_rules
 from relmas.rl.run import rollout, train_scenario
@@ -117,13 +117,14 @@ def test_wait_is_valid_only_when_safe_and_no_candidate_could_start_on_its_fastes
     while not done:
         state = env.engine.state
         can_wait = state.si[4] > 0 or state.si[0] < env.jobs.height  # running, or to arrive
-        present = np.flatnonzero(obs[0 : layout.slots * width : width] == 1.0)
-        slow = bool(np.all(obs[present * width + 8] > 0))
+        present = np.flatnonzero(obs[SlotFeature.PRESENT : layout.slots * width : width] == 1.0)
+        slow = bool(np.all(obs[present * width + SlotFeature.SLOWDOWN] > 0))
         running = state.ai[:, K.AI_JOB] >= 0
         demand = state.af[running, K.AF_DEMAND].sum()
         capacity = state.sf[K.SF_CAPACITY]
-        assert obs[layout.size - 1] == pytest.approx(demand / capacity, rel=1e-6)
-        target_demand = obs[present * width + 9] * capacity
+        running_share = obs[layout.global_feature(GlobalFeature.RUNNING_DEMAND)]
+        assert running_share == pytest.approx(demand / capacity, rel=1e-6)
+        target_demand = obs[present * width + SlotFeature.DEMAND] * capacity
         full = demand > 0 and bool(np.all(demand + target_demand > capacity * (1 + 1e-6)))
         assert info["action_mask"][-1] == (can_wait and (slow or full))
         reasons |= {"slow"} if can_wait and slow else set()
@@ -159,7 +160,7 @@ def test_credits_add_up_to_weighted_met_minus_missed(tables, exponent):
     assert 0 < met.sum() < met.size  # both kinds of outcome occur
     assert credits.sum() == pytest.approx(weight[met].sum() - 2.0 * weight[~met].sum())
     assert env.episode_metrics()["episode_credit"] == pytest.approx(credits.sum())
-    assert env.observer.penalized.sum() == (~met).sum()  # every miss charged exactly once
+    assert env.penalized.sum() == (~met).sum()  # every miss charged exactly once
     assert env.episode_metrics()["sla_rate"] == pytest.approx(result.metrics["sla_rate"])
 
 
@@ -206,7 +207,7 @@ def test_feasible_rules_serve_feasible_jobs_first(tables):
         done = False
         while not done:
             action = rule(obs, info["action_mask"])
-            feasible_offered = obs[1 : env.layout.slots * width : width].any()
+            feasible_offered = obs[SlotFeature.FEASIBLE : env.layout.slots * width : width].any()
             assert action == first or not feasible_offered
             if action < env.layout.slots:
                 assert info["action_mask"][action]
@@ -496,14 +497,14 @@ def test_check_env_accepts_the_resizing_environment(cut_tables, tables):
 def expected_potential(env: SchedulingEnv) -> float:
     """Phi recomputed job by job (weights 1): each unpenalized job once, its layer done once all
     its pieces started (a job with pieces still to start is ready)."""
-    S, T, observer = env.engine.state, env.engine.tables, env.observer
+    S, T = env.engine.state, env.engine.tables
     ready = S.ready[: S.si[K.SI_READY_N]].tolist()
     running = {int(job) for job in S.ai[:, K.AI_JOB] if job >= 0} - set(ready)
     potential = 0.0
     for job, done in [(job, 0) for job in ready] + [(job, 1) for job in running]:
-        if not observer.penalized[job]:
+        if not env.penalized[job]:
             left = T.remaining_work_s[S.ji[job, K.JI_CURSOR] + done]
-            potential += 1.0 - left / observer.initial_work[job]
+            potential += 1.0 - left / env.initial_work[job]
     return potential
 
 
