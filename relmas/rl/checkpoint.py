@@ -15,6 +15,8 @@ gives the same bytes whatever the file's name: two runs of one config compare by
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +24,9 @@ import torch
 
 from relmas.errors import InputError
 from relmas.io import atomic_path
+from relmas.rl.curve import CurveRows
+from relmas.rl.dqn import Learner
 from relmas.rl.network import GreedyPolicy, QNetwork, build_network, to_numpy_weights
-from relmas.rl.replay import ReplayBuffer
 
 FORMAT = "relmas-dqn/1"
 BEST = "best.pt"
@@ -71,21 +74,58 @@ def load_policy(path: str | Path) -> GreedyPolicy:
     return GreedyPolicy(to_numpy_weights(load_network(path / BEST if path.is_dir() else path)))
 
 
-def save_training_state(out_dir: Path, state: dict[str, Any], buffer: ReplayBuffer) -> None:
+@dataclass
+class TrainingState:
+    """The training loop's own state: where it is, the best policy so far, the curve reported so
+    far and the update metrics summed since the last report. last.pt holds it with the learner."""
+
+    step: int = 0
+    episode: int = 0
+    best_score: float | None = None
+    best_step: int = 0  # step at which best.pt was taken
+    best_metrics: dict[str, float] = field(default_factory=dict)
+    best_weights: dict[str, torch.Tensor] | None = None  # best.pt's network
+    curve: CurveRows = field(default_factory=list)  # (step, metric, value) as reported
+    update_sums: dict[str, float] = field(default_factory=dict)
+    update_count: int = 0
+
+
+def save_training_state(
+    out_dir: Path, config: dict[str, Any], state: TrainingState, learner: Learner
+) -> None:
     """Write the replay buffer, then last.pt pointing to it, then drop older replay files."""
-    replay_file = f"replay-{state['step']:012d}.npz"
-    buffer.save(out_dir / replay_file)
-    save_checkpoint(out_dir / LAST, {**state, "replay_file": replay_file})
+    replay_file = f"replay-{state.step:012d}.npz"
+    learner.buffer.save(out_dir / replay_file)
+    best = {"score": state.best_score, "step": state.best_step, "metrics": state.best_metrics}
+    payload = {
+        "config": config,
+        "network": learner.online.spec,
+        "online": learner.online.state_dict(),
+        "target": learner.target.state_dict(),
+        "optimizer": learner.optimizer.state_dict(),
+        "step": state.step,
+        "episode": state.episode,
+        "best": {**best, **({"weights": state.best_weights} if state.best_weights else {})},
+        "curve": [list(row) for row in state.curve],
+        "updates": {"sums": state.update_sums, "count": state.update_count},
+        "rng": {
+            "torch": torch.get_rng_state(),
+            "explore": json.dumps(learner.explore_rng.bit_generator.state),
+        },
+        "replay_file": replay_file,
+    }
+    save_checkpoint(out_dir / LAST, payload)
     for stale in out_dir.glob("replay-*.npz"):
         if stale.name != replay_file:
             stale.unlink()
 
 
 def load_training_state(
-    out_dir: Path, config: dict[str, Any], buffer: ReplayBuffer
-) -> dict[str, Any] | None:
-    """The state in `out_dir`/last.pt, with its replay buffer loaded into `buffer`; None if there
-    is no last.pt. Refuses a checkpoint of another config: resuming it would mix two experiments."""
+    out_dir: Path, config: dict[str, Any], learner: Learner
+) -> TrainingState | None:
+    """The state in `out_dir`/last.pt, restored into `learner` (networks, optimizer, replay,
+    generators); None if there is no last.pt. Refuses a checkpoint of another config: resuming it
+    would mix two experiments."""
     path = out_dir / LAST
     if not path.is_file():
         return None
@@ -97,9 +137,26 @@ def load_training_state(
             "the same training config as the run being resumed (or a new out dir)",
             f"changed keys {changed}",
         )
-    state = load_checkpoint(path)
-    buffer.load(out_dir / state["replay_file"])
-    return state
+    payload = load_checkpoint(path)
+    learner.buffer.load(out_dir / payload["replay_file"])
+    learner.online.load_state_dict(payload["online"])
+    learner.target.load_state_dict(payload["target"])
+    learner.optimizer.load_state_dict(payload["optimizer"])
+    torch.set_rng_state(payload["rng"]["torch"])
+    learner.explore_rng.bit_generator.state = json.loads(payload["rng"]["explore"])
+    best = payload["best"]
+    return TrainingState(
+        step=payload["step"],
+        episode=payload["episode"],
+        best_score=best["score"],
+        best_step=best["step"],
+        best_metrics=best["metrics"],
+        # checkpoints written before these were recorded resume without them
+        best_weights=best.get("weights"),
+        curve=[tuple(row) for row in payload.get("curve", [])],
+        update_sums=dict(payload.get("updates", {}).get("sums", {})),
+        update_count=payload.get("updates", {}).get("count", 0),
+    )
 
 
 def changed_config_keys(out_dir: Path, config: dict[str, Any]) -> list[str]:
