@@ -419,13 +419,13 @@ def test_resume_after_interruption_gives_the_same_agent(quick, trained):
     changed["training"]["reward"]["missed"] = 3.0
     changed["training"]["dqn"]["learning_rate"] *= 2
     restarted = train_scenario(changed, "mixed", root / "cut", root / "costs")
-    assert restarted.restarted_because == ["dqn.learning_rate", "reward"]
+    assert restarted.restarted_because == ["dqn.learning_rate", "reward.missed"]
     assert restarted.learner.resumed_from is None and restarted.learner.steps == 900
     again = train_scenario(changed, "mixed", root / "cut", root / "costs")
     assert again.restarted_because == [] and again.learner.resumed_from == 900
     changed["scenarios"]["mixed"]["tenants"][0]["slack"] += 1.0
     other_problem = train_scenario(changed, "mixed", root / "cut", root / "costs")
-    assert other_problem.restarted_because == ["scenario"]
+    assert other_problem.restarted_because == ["scenario.tenants"]
 
 
 @pytest.mark.parametrize(

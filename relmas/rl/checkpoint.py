@@ -5,18 +5,21 @@
     replay-<step>.npz       the replay buffer that belongs to that last.pt
 
 Both .pt files hold plain dicts of tensors and Python scalars/strings (no pickled classes):
-`format`, `config` (the DQNConfig as a dict), `network` (the QNetwork spec), `online` (its state
-dict), `step`; best.pt adds `metrics` (the validation result); last.pt adds `target`,
-`optimizer`, `episode`, `best` (score, step, metrics), `rng` (torch and numpy generator states)
-and `replay_file`. Every write is atomic, and the replay file is written under a new name before the
-last.pt that points to it, so an interruption at any moment leaves a consistent pair. A payload
-gives the same bytes whatever the file's name: two runs of one config compare by checksum.
+`format`, `network` (the QNetwork spec), `online` (its state dict), `step`. best.pt adds `config`
+(the DQNConfig as a dict) and `metrics` (the validation result). last.pt adds `manifest` (the run's
+settings: `dqn`, the DQNConfig, and whatever else the run depends on; a last.pt of another
+manifest is not resumed), `target`, `optimizer`, the fields of `TrainingState`, `rng` (torch and
+numpy generator states) and `replay_file`. Every write is atomic, and the replay file is written
+under a new name before the last.pt that points to it, so an interruption at any moment leaves a
+consistent pair. A payload gives the same bytes whatever the file's name: two runs of one config
+compare by checksum.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -91,23 +94,20 @@ class TrainingState:
 
 
 def save_training_state(
-    out_dir: Path, config: dict[str, Any], state: TrainingState, learner: Learner
+    out_dir: Path, manifest: Mapping[str, Any], state: TrainingState, learner: Learner
 ) -> None:
     """Write the replay buffer, then last.pt pointing to it, then drop older replay files."""
     replay_file = f"replay-{state.step:012d}.npz"
     learner.buffer.save(out_dir / replay_file)
-    best = {"score": state.best_score, "step": state.best_step, "metrics": state.best_metrics}
+    saved = {f.name: getattr(state, f.name) for f in fields(TrainingState)}
     payload = {
-        "config": config,
+        "manifest": _as_json(manifest),
         "network": learner.online.spec,
         "online": learner.online.state_dict(),
         "target": learner.target.state_dict(),
         "optimizer": learner.optimizer.state_dict(),
-        "step": state.step,
-        "episode": state.episode,
-        "best": {**best, **({"weights": state.best_weights} if state.best_weights else {})},
+        **saved,
         "curve": [list(row) for row in state.curve],
-        "updates": {"sums": state.update_sums, "count": state.update_count},
         "rng": {
             "torch": torch.get_rng_state(),
             "explore": json.dumps(learner.explore_rng.bit_generator.state),
@@ -121,48 +121,43 @@ def save_training_state(
 
 
 def load_training_state(
-    out_dir: Path, config: dict[str, Any], learner: Learner
-) -> TrainingState | None:
+    out_dir: Path, manifest: Mapping[str, Any], learner: Learner
+) -> tuple[TrainingState | None, list[str]]:
     """The state in `out_dir`/last.pt, restored into `learner` (networks, optimizer, replay,
-    generators); None if there is no last.pt. Refuses a checkpoint of another config: resuming it
-    would mix two experiments."""
+    generators), and [] — or (None, the manifest keys that changed) when last.pt belongs to a
+    run of other settings (resuming it would mix two experiments), or (None, []) without one."""
     path = out_dir / LAST
     if not path.is_file():
-        return None
-    changed = changed_config_keys(out_dir, config)
-    if changed:
-        raise InputError(
-            path,
-            "config",
-            "the same training config as the run being resumed (or a new out dir)",
-            f"changed keys {changed}",
-        )
+        return None, []
     payload = load_checkpoint(path)
+    changed = changed_keys(payload.get("manifest", {}), _as_json(manifest))
+    if changed:
+        return None, changed
     learner.buffer.load(out_dir / payload["replay_file"])
     learner.online.load_state_dict(payload["online"])
     learner.target.load_state_dict(payload["target"])
     learner.optimizer.load_state_dict(payload["optimizer"])
     torch.set_rng_state(payload["rng"]["torch"])
     learner.explore_rng.bit_generator.state = json.loads(payload["rng"]["explore"])
-    best = payload["best"]
-    return TrainingState(
-        step=payload["step"],
-        episode=payload["episode"],
-        best_score=best["score"],
-        best_step=best["step"],
-        best_metrics=best["metrics"],
-        # checkpoints written before these were recorded resume without them
-        best_weights=best.get("weights"),
-        curve=[tuple(row) for row in payload.get("curve", [])],
-        update_sums=dict(payload.get("updates", {}).get("sums", {})),
-        update_count=payload.get("updates", {}).get("count", 0),
-    )
+    state = TrainingState(**{f.name: payload[f.name] for f in fields(TrainingState)})
+    state.curve = [tuple(row) for row in state.curve]
+    return state, []
 
 
-def changed_config_keys(out_dir: Path, config: dict[str, Any]) -> list[str]:
-    """The learner config keys that differ from those of `out_dir`/last.pt (none without one)."""
-    path = out_dir / LAST
-    if not path.is_file():
-        return []
-    saved = load_checkpoint(path)["config"]
-    return sorted(k for k in config.keys() | saved.keys() if config.get(k) != saved.get(k))
+def changed_keys(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """The keys of the manifest `current` that differ from `saved`, as `section.key` one level
+    into sections that are mappings on both sides."""
+    changed = []
+    for key in sorted(saved.keys() | current.keys()):
+        old, new = saved.get(key), current.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            inner = sorted(old.keys() | new.keys())
+            changed += [f"{key}.{sub}" for sub in inner if old.get(sub) != new.get(sub)]
+        elif old != new:
+            changed.append(key)
+    return changed
+
+
+def _as_json(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """`manifest` as read back from a file: tuples as lists, keys sorted."""
+    return json.loads(json.dumps(manifest, sort_keys=True))

@@ -11,12 +11,17 @@ steps, and at the end), so it holds no half-finished episode: restarting from it
 steps an uninterrupted run would take, and gives identical weights. last.pt also holds the learning
 curve so far, written beside it as curve.parquet (`relmas.rl.curve`) at every checkpoint and at the
 end, so the file is a copy that a resumed run rebuilds.
+
+The run's manifest — the learner config plus whatever else the caller says the run depends on (for
+a scenario: observation, reward, the problem; `relmas.rl.run`) — is kept in last.pt: a last.pt of
+another manifest is not resumed (that would mix two experiments); the run starts afresh and says
+which keys changed (`TrainResult.restarted_because`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +67,7 @@ class TrainResult:
     best_step: int  # step at which best.pt was taken
     best_metrics: dict[str, float]  # validate()'s result for best.pt (empty without validate)
     resumed_from: int | None  # step of the last.pt this run resumed from, if any
+    restarted_because: list[str]  # manifest keys changed since last.pt, which was not resumed
 
 
 def train(
@@ -69,13 +75,15 @@ def train(
     config: DQNConfig,
     out_dir: str | Path,
     *,
+    manifest: Mapping[str, Any] | None = None,
     logger: Logger | None = None,
     validate: Validator | None = None,
     teacher: Teacher | None = None,
     resume: bool = True,
 ) -> TrainResult:
-    """Train a masked Double DQN on `make_env` episodes; resume from `out_dir`/last.pt if present
-    (and `resume`; with `resume=False` it starts afresh and overwrites the checkpoints).
+    """Train a masked Double DQN on `make_env` episodes; resume from `out_dir`/last.pt if present,
+    of the same manifest (`config` plus `manifest`, JSON-able settings the run depends on), and
+    `resume`; otherwise it starts afresh and overwrites the checkpoints.
 
     `validate(policy)` is called every `validation_every` steps, after the teacher's last step
     (so that best.pt is never worse on validation than what imitation reached) and at the end;
@@ -91,7 +99,7 @@ def train(
         raise ValueError("config.teacher_steps > 0 needs a teacher(obs, info) callable")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    run = _Run(config, asdict(config), out_dir, logger)
+    run = _Run(config, {"dqn": asdict(config), **(manifest or {})}, out_dir, logger)
     with (
         _deterministic_torch(),
         contextlib.closing(_EpisodeEnvs(make_env, config.train_seeds)) as envs,
@@ -110,7 +118,9 @@ def _train(
     config = run.config
     obs_dim, n_actions = envs.dims
     learner = Learner.create(config, obs_dim, n_actions)
-    saved = load_training_state(run.out_dir, run.manifest, learner) if resume else None
+    saved, restarted_because = (
+        load_training_state(run.out_dir, run.manifest, learner) if resume else (None, [])
+    )
     resumed_from = None if saved is None else saved.step
     state = saved or TrainingState()
     # A workflow deletes its declared outputs (best.pt, curve.parquet) before rerunning a job:
@@ -195,6 +205,7 @@ def _train(
         best_step=state.best_step,
         best_metrics=state.best_metrics,
         resumed_from=resumed_from,
+        restarted_because=restarted_because,
     )
 
 
