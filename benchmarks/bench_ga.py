@@ -17,15 +17,20 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 from relmas.config import load_config
 from relmas.policies import make_policy
 from relmas.policies.ga_offline import SEED_POLICIES
 from relmas.sim import CostTables, Engine
 from relmas.sim.costs import load_costs
-from relmas.sim.synthetic import synthetic_costs
 from relmas.workload import generate_trace, scenario_system
+
+# The tests' synthetic cost tables (tests/synthetic.py), from the project root.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.synthetic import synthetic_costs  # noqa: E402
 
 
 def met(result) -> int:

@@ -15,16 +15,21 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 import tracemalloc
+from pathlib import Path
 
 import polars as pl
 
 from relmas.evaluate import load_costs
 from relmas.policies import make_policy
 from relmas.sim import CostTables, Engine, load_system
-from relmas.sim.synthetic import synthetic_costs
 from relmas.workload import generate_trace
+
+# The tests' synthetic cost tables (tests/synthetic.py), from the project root.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.synthetic import synthetic_costs  # noqa: E402
 
 # Layer counts (MAC-bearing operators) of the default zoo, for synthetic tables.
 ZOO_LAYERS = {

@@ -25,3 +25,11 @@ def _isolated_mlflow(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture
 def quick_config() -> Path:
     return ROOT / "config" / "quick.yaml"
+
+
+@pytest.fixture(scope="session")
+def quick_run(tmp_path_factory: pytest.TempPathFactory):
+    """The quick DAG's project, env and jobs by rule, run once for the pipeline and golden tests."""
+    from tests.test_pipeline import run_quick_dag
+
+    return run_quick_dag(tmp_path_factory)

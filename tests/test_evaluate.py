@@ -30,7 +30,6 @@ from relmas.rl.observation import Layout, ObservationSettings
 from relmas.schemas import JOB_SCHEMA, SUMMARY_SCHEMA
 from relmas.sim import JOB_RESULT_SCHEMA, load_system
 from relmas.sim.costs import load_costs
-from relmas.sim.synthetic import synthetic_costs
 from relmas.sweep import (
     point_config,
     point_traces,
@@ -39,6 +38,7 @@ from relmas.sweep import (
     sweep_policies,
 )
 from relmas.workload import make_workload
+from tests.synthetic import synthetic_costs
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import pytest
 from relmas.errors import InputError
 from relmas.evaluate import simulate
 from relmas.policies import ga_kernels, make_policy
-from relmas.policies.ga_offline import SEED_POLICIES, Layout, build_plans
+from relmas.policies.ga_offline import SEED_POLICIES, GeneLayout, build_plans
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
-from relmas.sim.synthetic import cost_frame, synthetic_costs
+from tests.synthetic import cost_frame, synthetic_costs
 
 SMALL_BUDGET = {"population": 12, "generations": 15, "time_limit_s": None}
 
@@ -119,7 +119,7 @@ def test_any_genes_decode_to_a_complete_schedule():
     # Keys are sorted within each job, so no plan can deadlock, whatever the genes.
     system, tables, jobs = random_case(7, jobs=10)
     rng = np.random.default_rng(0)
-    layout = Layout.of(Engine(system, tables, jobs))
+    layout = GeneLayout.of(Engine(system, tables, jobs))
     instances = sum(i.count for i in system.instances)
     accelerators = rng.integers(0, instances, size=(20, layout.genes))
     keys = rng.normal(0.0, 1.0, size=(20, layout.genes))

@@ -17,8 +17,8 @@ from relmas.profile import profile_layers, profile_pieces, split_layers, write_c
 from relmas.schemas import LAYER_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
 from relmas.sim.costs import PIECE_SCHEMA, load_costs
-from relmas.sim.synthetic import cost_frame
 from tests.layers import layer
+from tests.synthetic import cost_frame
 from tests.test_hw import EYERISS_168
 from tests.test_sim import trace
 

@@ -59,10 +59,12 @@ def job_stats(text: str) -> Counter:
     return jobs
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory):
+def run_quick_dag(tmp_path_factory: pytest.TempPathFactory):
     """The quick DAG with 8 jobs at once (on any number of cores), so that many jobs log into the
-    one SQLite MLflow store at the same time; returns the project, env and jobs run by rule."""
+    one SQLite MLflow store at the same time; returns the project, env and jobs run by rule.
+
+    Run once per session by the `quick_run` fixture (tests/conftest.py), which tests/test_golden.py
+    shares."""
     project = copy_project(tmp_path_factory.mktemp("project"))
     env = dict(os.environ)
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{project / 'mlflow.db'}"

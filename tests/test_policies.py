@@ -12,7 +12,7 @@ from relmas.policies import Policy, available_policies, make_policy, register
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
 from relmas.sim.engine import DecisionView
-from relmas.sim.synthetic import cost_frame, synthetic_costs
+from tests.synthetic import cost_frame, synthetic_costs
 
 HEURISTICS = ("fcfs", "sjf", "edf", "llf", "prema", "sdrm3", "herald", "planaria", "random")
 

@@ -36,9 +36,9 @@ from relmas.rl.settings import parse_training
 from relmas.sim import kernels as K
 from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
-from relmas.sim.synthetic import synthetic_costs, synthetic_pieces
 from relmas.sim.system import load_system
 from relmas.workload import generate_trace, make_workload, scenario_system
+from tests.synthetic import synthetic_costs, synthetic_pieces
 
 SYSTEM = load_system(
     {"instances": [{"name": "x", "count": 2}, {"name": "y", "count": 1}], "dram_gbps": 8.0}

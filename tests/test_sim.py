@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from relmas.evaluate import LEARNED
 from relmas.policies import Policy, available_policies, make_policy
 from relmas.schemas import JOB_SCHEMA
-from relmas.sim import CostTables, Engine, System, load_system
+from relmas.sim import CostTables, Engine, System, access, load_system
 from relmas.sim.kernels import JI_CURSOR, JI_PIECES_LEFT, JI_SPLIT
-from relmas.sim.synthetic import cost_frame, synthetic_costs, synthetic_pieces
+from tests.synthetic import cost_frame, synthetic_costs, synthetic_pieces
 
 
 def trace(rows: list[tuple[str, float, float, int]], tenant: str = "t") -> pl.DataFrame:
@@ -213,6 +213,42 @@ def test_stepping_api_reports_state_and_events():
     jobs, met = engine.pop_finished()
     assert jobs.tolist() == [1] and met.tolist() == [False]
     assert engine.pop_finished()[0].size == 0
+
+
+def test_accessors_read_what_the_view_shows_and_list_the_newly_ready_jobs():
+    """Policies read the engine only through relmas.sim.access: the accessors must agree with the
+    DecisionView, and the jobs ready at a decision point are those left ready at the previous one
+    plus the newly ready ones (what the heuristics' own heaps are kept up to date from)."""
+    costs = synthetic_costs({"a": 4, "b": 7}, ["x", "y"], seed=3, mean_latency_s=1e-2)
+    tables = CostTables.from_frame(costs, ["x", "y"])
+    system = load_system(
+        {"instances": [{"name": "x", "count": 2}, {"name": "y", "count": 1}], "dram_gbps": 1.0}
+    )
+    rng = np.random.default_rng(0)
+    arrival = np.cumsum(rng.exponential(0.01, 30))
+    models = rng.choice(["a", "b"], 30)
+    rows = [(m, a, a + 0.1, 1) for m, a in zip(models, arrival, strict=True)]
+    engine = Engine(system, tables, trace(rows))
+    policy = make_policy("random", seed=1)
+    policy.reset(engine)
+    left_ready: set[int] = set()
+    while (view := engine.next_decision()) is not None:
+        S = engine.state
+        ready = {access.ready_job(S, i) for i in range(access.ready_count(S))}
+        newly = {access.newly_ready_job(S, i) for i in range(access.newly_ready_count(S))}
+        assert ready == set(view.ready_jobs.tolist()) == left_ready | newly
+        assert access.now(S) == view.now and access.can_wait(S) == view.can_wait
+        busy = view.busy_left_s  # refreshes the rates first
+        assert [access.busy_left(S, a) for a in range(3)] == busy.tolist()
+        assert [access.is_idle(S, a) for a in range(3)] == (busy == 0.0).tolist()
+        assert [access.job_deadline(S, j) for j in view.ready_jobs] == view.deadline_s.tolist()
+        assert [access.job_next_row(S, j) for j in view.ready_jobs] == view.next_rows.tolist()
+        pairs = policy.decide(view)
+        engine.step(pairs)
+        left_ready = ready - {job for job, _ in pairs}
+    assert access.finished_count(engine.state) == 30
+    finish = engine.result("random").jobs.sort("job_id")["finish_s"].to_numpy()
+    assert access.job_finish_times(engine.state).tolist() == finish.tolist()
 
 
 def test_waiting_with_nothing_to_wait_for_is_an_error():

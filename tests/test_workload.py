@@ -10,8 +10,8 @@ from relmas.errors import InputError
 from relmas.io import write_parquet
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, load_system
-from relmas.sim.synthetic import cost_frame
 from relmas.workload import generate_trace, parse_scenario, scenario_system, system_capacity
+from tests.synthetic import cost_frame
 
 # Model "small": 1 s on x, 0.5 s on y (isolated 0.5); "big": 3 s on x, 4 s on y (isolated 3).
 COSTS = cost_frame(

@@ -8,11 +8,11 @@ engine's internal order). A *plan* (built by `relmas.policies.ga_offline.build_p
 accelerator instance, the sequence of the genes it runs, in order: `sequence[start[a]:start[a+1]]`
 for instance `a`.
 
-The plan is executed by the engine's own kernels (`advance`, `start_layer`): at each decision point
-every idle instance starts its next planned layer if that layer's job is ready (arrived, previous
-layer finished), and otherwise stays idle (the plan may insert idle time, e.g. to keep an instance
-free for an urgent job that arrives later); when nothing starts, the decoder waits for the next
-event.
+The plan is executed by the engine's own kernels (`advance`, `apply_decision`): at each decision
+point every idle instance starts its next planned layer if that layer's job is ready (arrived,
+previous layer finished), and otherwise stays idle (the plan may insert idle time, e.g. to keep an
+instance free for an urgent job that arrives later); when nothing starts, the decoder waits for the
+next event.
 """
 
 from __future__ import annotations
@@ -23,20 +23,10 @@ import numpy as np
 from numba import njit
 
 from relmas.hw import jit_cache
+from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
-from relmas.sim.kernels import (
-    AI_JOB,
-    JI_CURSOR,
-    JI_STATE,
-    JOB_READY,
-    SI_DECISIONS,
-    SI_WAITING,
-    STATUS_DECISION,
-    State,
-    Tables,
-    advance,
-    start_layer,
-)
+from relmas.sim.access import accelerator_count, is_idle, job_is_ready, job_next_row
+from relmas.sim.kernels import STATUS_DECISION, State, Tables, advance, apply_decision
 
 
 @njit(cache=True)
@@ -56,12 +46,12 @@ def plan_starts(
     their sequences past them (the caller starts them).
     """
     count = 0
-    for a in range(S.ai.shape[0]):
-        if S.ai[a, AI_JOB] >= 0 or position[a] == start[a + 1]:
+    for a in range(accelerator_count(S)):
+        if not is_idle(S, a) or position[a] == start[a + 1]:
             continue
         g = sequence[position[a]]
         job = gene_job[g]
-        if S.ji[job, JI_STATE] == JOB_READY and S.ji[job, JI_CURSOR] == gene_row[g]:
+        if job_is_ready(S, job) and job_next_row(S, job) == gene_row[g]:
             out_job[count] = job
             out_acc[count] = a
             position[a] += 1
@@ -87,17 +77,13 @@ def run_plan(
         if status != STATUS_DECISION:
             return status
         count = plan_starts(S, sequence, start, position, gene_job, gene_row, out_job, out_acc)
-        S.si[SI_DECISIONS] += 1
-        if count == 0:
-            S.si[SI_WAITING] = 1
-        for k in range(count):
-            start_layer(T, S, out_job[k], out_acc[k])
+        apply_decision(T, S, out_job, out_acc, count)
 
 
-# The cached kernels embed the engine kernels of relmas/sim/kernels.py, whose edits Numba's cache
-# would not notice: drop this module's cache when either source changed.
+# The cached kernels embed the engine's kernels and accessors (relmas/sim), whose edits Numba's
+# cache would not notice: drop this module's cache when any of these sources changed.
 jit_cache.refresh(
     run_plan,
-    (engine_kernels, sys.modules[__name__]),
+    (engine_kernels, access, sys.modules[__name__]),
     stamp="relmas-ga-kernels.sha256",
 )

@@ -28,18 +28,9 @@ import numpy as np
 from relmas.errors import InputError
 from relmas.policies import ga_kernels
 from relmas.policies.base import Policy, make_policy, register
-from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.kernels import (
-    JF_DEADLINE,
-    JF_FINISH,
-    JF_PRIORITY,
-    JI_CURSOR,
-    RECORD_COLUMNS,
-    SI_RECORD,
-    STATUS_DONE,
-    State,
-    entry_point,
-)
+from relmas.sim.access import job_deadlines, job_finish_times, job_next_rows, job_priorities
+from relmas.sim.engine import DecisionView, Engine, restore
+from relmas.sim.kernels import STATUS_DONE, entry_point
 from relmas.sim.metrics import deadline_met
 
 # Heuristics whose schedules seed the initial population.
@@ -70,7 +61,7 @@ class GAReport:
 
 
 @dataclass(frozen=True)
-class Layout:
+class GeneLayout:
     """Gene numbering of one trace: job j's layers are genes job_start[j] .. job_start[j+1] - 1."""
 
     job_start: np.ndarray  # int64[jobs + 1]
@@ -79,7 +70,7 @@ class Layout:
     gene_offset: np.ndarray  # int64[jobs]: gene of (job, row) = gene_offset[job] + row
 
     @classmethod
-    def of(cls, engine: Engine) -> Layout:
+    def of(cls, engine: Engine) -> GeneLayout:
         models = engine.model_indices
         layers = engine.tables.n_layers[models]
         job_start = np.concatenate(([0], np.cumsum(layers))).astype(np.int64)
@@ -99,7 +90,7 @@ class Layout:
 
 
 def build_plans(
-    accelerators: np.ndarray, keys: np.ndarray, layout: Layout, instances: int
+    accelerators: np.ndarray, keys: np.ndarray, layout: GeneLayout, instances: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """The plan of each individual (rows): per instance, the genes it runs, in key order.
 
@@ -182,9 +173,9 @@ class GAOffline(Policy):
                 f"{jobs} jobs",
             )
         started = time.perf_counter()
-        layout = Layout.of(engine)
+        layout = GeneLayout.of(engine)
         accelerator, key, self.report = _Search(self, engine, layout).run()
-        instances = engine.state.ai.shape[0]
+        instances = len(engine.system.instance_types)
         sequences, starts = build_plans(accelerator[None], key[None], layout, instances)
         self._sequence, self._start = sequences[0], starts[0]
         self._position = self._start[:-1].copy()
@@ -251,17 +242,15 @@ class _Population:
 class _Search:
     """One run of the genetic algorithm on one engine's trace (the engine is not moved)."""
 
-    def __init__(self, options: GAOffline, engine: Engine, layout: Layout) -> None:
+    def __init__(self, options: GAOffline, engine: Engine, layout: GeneLayout) -> None:
         self.options = options
         self.engine = engine
         self.layout = layout
-        self.instances = engine.state.ai.shape[0]
+        self.instances = len(engine.system.instance_types)
         self.rng = np.random.default_rng(options.seed)
         # Decoding starts every individual from the engine's initial state, without a timeline.
-        no_timeline = np.zeros((0, RECORD_COLUMNS))
-        self.initial = State(*(array.copy() for array in engine.state))._replace(record=no_timeline)
-        self.initial.si[SI_RECORD] = 0
-        self.scratch = State(*(array.copy() for array in self.initial))
+        self.initial = engine.snapshot()
+        self.scratch = engine.snapshot()
         self.out = (
             np.zeros(self.instances, dtype=np.int64),
             np.zeros(self.instances, dtype=np.int64),
@@ -278,8 +267,8 @@ class _Search:
             layout.gene_row,
             *self.out,
         )
-        self.deadline = engine.state.jf[:, JF_DEADLINE].copy()
-        self.priority = engine.state.jf[:, JF_PRIORITY].copy()
+        self.deadline = job_deadlines(engine.state).copy()
+        self.priority = job_priorities(engine.state).copy()
         tables = engine.tables
         self.key_step = KEY_STEP * float(tables.best_latency_s[layout.gene_row].mean())
         self.job_step = float(tables.isolated_s[engine.model_indices].mean())
@@ -324,7 +313,7 @@ class _Search:
         policy.reset(replay)
         accelerator = np.zeros(self.layout.genes, dtype=np.int64)
         key = np.zeros(self.layout.genes)
-        cursor = replay.state.ji[:, JI_CURSOR]
+        cursor = job_next_rows(replay.state)
         while (view := replay.next_decision()) is not None:
             pairs = policy.decide(view)
             for job, instance in pairs:
@@ -341,8 +330,7 @@ class _Search:
         sequences, starts = build_plans(accelerators, keys, layout, self.instances)
         finish = np.empty((accelerators.shape[0], layout.jobs))
         for individual, (sequence, start) in enumerate(zip(sequences, starts, strict=True)):
-            for array, initial in zip(self.scratch, self.initial, strict=True):
-                np.copyto(array, initial)
+            restore(self.scratch, self.initial)
             status = self.run_plan(
                 self.engine.kernel_tables,
                 self.scratch,
@@ -355,7 +343,7 @@ class _Search:
             )
             if status != STATUS_DONE:
                 raise RuntimeError("a plan stalled the simulation; plans are deadlock-free")
-            finish[individual] = self.scratch.jf[:, JF_FINISH]
+            finish[individual] = job_finish_times(self.scratch)
         met = deadline_met(finish, self.deadline)
         tardiness = np.maximum(finish - self.deadline, 0.0).sum(axis=1)
         weighted = (met * self.priority).sum(axis=1)

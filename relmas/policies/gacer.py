@@ -34,49 +34,66 @@ only reorders. Its cost per decision is the wall time of `decide` (`decision_us`
 
 from __future__ import annotations
 
-import sys
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from relmas.hw import jit_cache
 from relmas.policies.base import Policy, register
-from relmas.sim import kernels as engine_kernels
-from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.kernels import (
-    AF_DEMAND,
-    AF_RATE,
-    AF_WORK,
-    AI_JOB,
-    AI_TYPE,
-    JF_DEADLINE,
-    JI_CURSOR,
-    JI_PIECES_LEFT,
-    JI_SPLIT,
-    SF_CAPACITY,
-    SF_NOW,
-    SI_READY_N,
-    Pieces,
-    State,
-    Tables,
-    entry_point,
+from relmas.sim.access import (
+    accelerator_count,
+    accelerator_type,
+    bandwidth_capacity,
+    busy_left,
+    is_idle,
+    job_deadline,
+    job_next_row,
+    job_pieces_left,
+    job_split,
+    now,
+    ready_count,
+    ready_job,
     refresh_rates,
+    running_job,
+    task_demand,
+    task_work_left,
 )
+from relmas.sim.engine import DecisionView, Engine
+from relmas.sim.kernels import Pieces, State, Tables, entry_point
+
+
+class _Window(NamedTuple):
+    """What a decision plans from: the instances now, and the window's jobs (slots)."""
+
+    types: np.ndarray  # int64[instances]: accelerator type
+    free0: np.ndarray  # float64[instances]: time until free (0: idle)
+    idle: np.ndarray  # bool[instances]
+    bytes0: float  # bytes the running tasks still move
+    capacity: float  # B/s
+    rows: np.ndarray  # int64[slots]: the job's next layer
+    first: np.ndarray  # int64[slots]: its first piece not started yet
+    fixed: np.ndarray  # int64[slots]: its split variant if a piece started, else -1
+    sibling_end: np.ndarray  # float64[slots]: when its started pieces end
+    rem_after: np.ndarray  # float64[slots]: its remaining work after this layer
+    slack: np.ndarray  # float64[slots]: time to its deadline
 
 
 @njit(cache=True)
-def _window(T: Tables, S: State, size: int) -> np.ndarray:
+def _window_jobs(T: Tables, S: State, size: int) -> np.ndarray:
     """The `size` most urgent ready jobs: those that can still meet their deadline (laxity =
     deadline - now - remaining work >= 0) by least laxity, then the late ones by least remaining
     work (ties: lower index)."""
-    now = S.sf[SF_NOW]
-    n = S.si[SI_READY_N]
-    jobs = np.sort(S.ready[:n])
+    time = now(S)
+    n = ready_count(S)
+    jobs = np.empty(n, dtype=np.int64)
+    for k in range(n):
+        jobs[k] = ready_job(S, k)
+    jobs = np.sort(jobs)
     remaining = np.empty(n)
     laxity = np.empty(n)
     for k in range(n):
-        remaining[k] = T.remaining_work[S.ji[jobs[k], JI_CURSOR]]
-        laxity[k] = S.jf[jobs[k], JF_DEADLINE] - now - remaining[k]
+        remaining[k] = T.remaining_work[job_next_row(S, jobs[k])]
+        laxity[k] = job_deadline(S, jobs[k]) - time - remaining[k]
     feasible = laxity >= 0.0
     first = jobs[feasible][np.argsort(laxity[feasible], kind="mergesort")]
     late = jobs[~feasible][np.argsort(remaining[~feasible], kind="mergesort")]
@@ -84,52 +101,130 @@ def _window(T: Tables, S: State, size: int) -> np.ndarray:
 
 
 @njit(cache=True)
+def _window(T: Tables, P: Pieces, S: State, jobs: np.ndarray) -> _Window:
+    refresh_rates(S)
+    accelerators = accelerator_count(S)
+    types = np.empty(accelerators, dtype=np.int64)
+    free0 = np.zeros(accelerators)
+    idle = np.zeros(accelerators, dtype=np.bool_)
+    bytes0 = 0.0
+    for a in range(accelerators):
+        types[a] = accelerator_type(S, a)
+        if is_idle(S, a):
+            idle[a] = True
+        else:
+            free0[a] = busy_left(S, a)
+            bytes0 += task_work_left(S, a) * task_demand(S, a)
+    m = jobs.shape[0]
+    rows = np.empty(m, dtype=np.int64)
+    first = np.zeros(m, dtype=np.int64)
+    fixed = np.full(m, -1, dtype=np.int64)
+    sibling_end = np.zeros(m)
+    rem_after = np.empty(m)
+    slack = np.empty(m)
+    for i in range(m):
+        job = jobs[i]
+        rows[i] = job_next_row(S, job)
+        rem_after[i] = T.remaining_work[rows[i] + 1]
+        slack[i] = job_deadline(S, job) - now(S)
+        left = job_pieces_left(S, job)
+        if left > 0:
+            fixed[i] = job_split(S, job)
+            first[i] = P.count[rows[i], fixed[i]] - left
+            for a in range(accelerators):
+                if running_job(S, a) == job:
+                    sibling_end[i] = max(sibling_end[i], free0[a])
+    capacity = bandwidth_capacity(S)
+    return _Window(
+        types, free0, idle, bytes0, capacity, rows, first, fixed, sibling_end, rem_after, slack
+    )
+
+
+@njit(cache=True)
 def _decode(
-    P: Pieces,
-    types: np.ndarray,
-    free0: np.ndarray,
-    idle: np.ndarray,
-    bytes0: float,
-    capacity: float,
-    rows: np.ndarray,
-    first: np.ndarray,
-    sibling_end: np.ndarray,
-    rem_after: np.ndarray,
-    slack: np.ndarray,
-    order: np.ndarray,
-    variant: np.ndarray,
-    out: np.ndarray,
+    P: Pieces, W: _Window, order: np.ndarray, variant: np.ndarray, out: np.ndarray
 ) -> tuple[int, float, int]:
     """List-schedule the plan (order, variant): (estimated misses, sum of estimated finishes,
     pieces started now). Pieces started now go to `out` as (window slot, instance) rows."""
-    free = free0.copy()
-    moved = bytes0
+    free = W.free0.copy()
+    moved = W.bytes0
     misses = 0
     total = 0.0
     now_count = 0
     for i in order:
-        row, v = rows[i], variant[i]
-        end = sibling_end[i]
-        for piece in range(first[i], P.count[row, v]):
+        row, v = W.rows[i], variant[i]
+        end = W.sibling_end[i]
+        for piece in range(W.first[i], P.count[row, v]):
             column = P.offset[v] + piece
             best, best_end = -1, np.inf
             for a in range(free.shape[0]):
-                finish = free[a] + P.latency[row, column, types[a]]
+                finish = free[a] + P.latency[row, column, W.types[a]]
                 if finish < best_end:
                     best, best_end = a, finish
-            if free[best] == 0.0 and idle[best]:
+            if free[best] == 0.0 and W.idle[best]:
                 out[now_count, 0] = i
                 out[now_count, 1] = best
                 now_count += 1
             free[best] = best_end
-            moved += P.demand[row, column, types[best]] * P.latency[row, column, types[best]]
+            moved += P.demand[row, column, W.types[best]] * P.latency[row, column, W.types[best]]
             end = max(end, best_end)
-        end = max(end, moved / capacity)
-        finish = end + rem_after[i]
+        end = max(end, moved / W.capacity)
+        finish = end + W.rem_after[i]
         total += finish
-        if finish > slack[i]:
+        if finish > W.slack[i]:
             misses += 1
     return misses, total, now_count
+
+
+@njit(cache=True)
+def _better(a: tuple[int, float, int], b: tuple[int, float, int]) -> bool:
+    """Plan cost a below b: fewer estimated misses, then a lower sum of finishes."""
+    return a[0] < b[0] or (a[0] == b[0] and a[1] < b[1])
+
+
+@njit(cache=True)
+def _search(
+    P: Pieces,
+    W: _Window,
+    order: np.ndarray,
+    variant: np.ndarray,
+    out: np.ndarray,
+    max_evaluations: int,
+) -> int:
+    """Hill-climb (order, variant) in place from the given plan (module doc); returns the plans
+    decoded."""
+    best = _decode(P, W, order, variant, out)
+    evaluations = 1
+    improved = True
+    while improved and evaluations < max_evaluations:
+        improved = False
+        for i in range(order.shape[0]):
+            if W.fixed[i] >= 0:
+                continue
+            for v in range(P.count.shape[1]):
+                if v == variant[i] or (v > 0 and P.count[W.rows[i], v] < 2):
+                    continue
+                if evaluations >= max_evaluations:
+                    break
+                keep = variant[i]
+                variant[i] = v
+                cost = _decode(P, W, order, variant, out)
+                evaluations += 1
+                if _better(cost, best):
+                    best, improved = cost, True
+                else:
+                    variant[i] = keep
+        for k in range(order.shape[0] - 1):
+            if evaluations >= max_evaluations:
+                break
+            order[k], order[k + 1] = order[k + 1], order[k]
+            cost = _decode(P, W, order, variant, out)
+            evaluations += 1
+            if _better(cost, best):
+                best, improved = cost, True
+            else:
+                order[k], order[k + 1] = order[k + 1], order[k]
+    return evaluations
 
 
 @njit(cache=True)
@@ -142,101 +237,26 @@ def regulate(
     out_job: np.ndarray,
     out_acc: np.ndarray,
     out_split: np.ndarray,
-) -> tuple[int, int]:
+) -> tuple[int, int, int]:
     """One decision: search the plan of the look-ahead window (module doc), write the pieces to
-    start now to `out_*`; returns (their count, plans decoded)."""
-    refresh_rates(S)
-    now = S.sf[SF_NOW]
-    capacity = S.sf[SF_CAPACITY]
-    accelerators = S.ai.shape[0]
-    types = S.ai[:, AI_TYPE].copy()
-    free0 = np.zeros(accelerators)
-    idle = np.zeros(accelerators, dtype=np.bool_)
-    bytes0 = 0.0
-    for a in range(accelerators):
-        if S.ai[a, AI_JOB] < 0:
-            idle[a] = True
-        else:
-            free0[a] = S.af[a, AF_WORK] / S.af[a, AF_RATE]
-            bytes0 += S.af[a, AF_WORK] * S.af[a, AF_DEMAND]
-    jobs = _window(T, S, window)
-    m = jobs.shape[0]
-    rows = np.empty(m, dtype=np.int64)
-    first = np.zeros(m, dtype=np.int64)
-    fixed = np.full(m, -1, dtype=np.int64)
-    sibling_end = np.zeros(m)
-    rem_after = np.empty(m)
-    slack = np.empty(m)
-    for i in range(m):
-        job = jobs[i]
-        rows[i] = S.ji[job, JI_CURSOR]
-        rem_after[i] = T.remaining_work[rows[i] + 1]
-        slack[i] = S.jf[job, JF_DEADLINE] - now
-        left = S.ji[job, JI_PIECES_LEFT]
-        if left > 0:
-            fixed[i] = S.ji[job, JI_SPLIT]
-            first[i] = P.count[rows[i], fixed[i]] - left
-            for a in range(accelerators):
-                if S.ai[a, AI_JOB] == job:
-                    sibling_end[i] = max(sibling_end[i], free0[a])
-    order = np.arange(m)
-    variant = np.where(fixed >= 0, fixed, 0)
-    out = np.empty((accelerators, 2), dtype=np.int64)
-    misses, total, _ = _decode(
-        P, types, free0, idle, bytes0, capacity, rows, first, sibling_end, rem_after, slack,
-        order, variant, out,
-    )  # fmt: skip
-    evaluations = 1
-    improved = True
-    while improved and evaluations < max_evaluations:
-        improved = False
-        for i in range(m):
-            if fixed[i] >= 0:
-                continue
-            for v in range(P.count.shape[1]):
-                if v == variant[i] or (v > 0 and P.count[rows[i], v] < 2):
-                    continue
-                if evaluations >= max_evaluations:
-                    break
-                keep = variant[i]
-                variant[i] = v
-                tm, tt, _ = _decode(
-                    P, types, free0, idle, bytes0, capacity, rows, first, sibling_end,
-                    rem_after, slack, order, variant, out,
-                )  # fmt: skip
-                evaluations += 1
-                if tm < misses or (tm == misses and tt < total):
-                    misses, total, improved = tm, tt, True
-                else:
-                    variant[i] = keep
-        for k in range(m - 1):
-            if evaluations >= max_evaluations:
-                break
-            order[k], order[k + 1] = order[k + 1], order[k]
-            tm, tt, _ = _decode(
-                P, types, free0, idle, bytes0, capacity, rows, first, sibling_end, rem_after,
-                slack, order, variant, out,
-            )  # fmt: skip
-            evaluations += 1
-            if tm < misses or (tm == misses and tt < total):
-                misses, total, improved = tm, tt, True
-            else:
-                order[k], order[k + 1] = order[k + 1], order[k]
-    _, _, count = _decode(
-        P, types, free0, idle, bytes0, capacity, rows, first, sibling_end, rem_after, slack,
-        order, variant, out,
-    )  # fmt: skip
+    start now to `out_*`; returns (their count, plans decoded, layers it cuts)."""
+    jobs = _window_jobs(T, S, window)
+    W = _window(T, P, S, jobs)
+    order = np.arange(jobs.shape[0])
+    variant = np.where(W.fixed >= 0, W.fixed, 0)
+    out = np.empty((W.types.shape[0], 2), dtype=np.int64)
+    evaluations = _search(P, W, order, variant, out, max_evaluations)
+    _, _, count = _decode(P, W, order, variant, out)
+    cuts = 0
     for k in range(count):
         i = out[k, 0]
         out_job[k] = jobs[i]
         out_acc[k] = out[k, 1]
         out_split[k] = variant[i]
-    return count, evaluations
-
-
-# The cached search embeds the engine kernels (refresh_rates, state layout constants) of
-# relmas/sim/kernels.py: drop its cache when either source changed.
-jit_cache.refresh(regulate, (engine_kernels, sys.modules[__name__]), stamp="relmas-gacer.sha256")
+        first_piece = out_split[k] > 0 and W.fixed[i] < 0
+        if first_piece and jobs[i] not in out_job[:k]:
+            cuts += 1
+    return count, evaluations, cuts
 
 
 @register("gacer")
@@ -258,7 +278,7 @@ class Gacer(Policy):
         self.max_evaluations = max_evaluations
 
     def reset(self, engine: Engine) -> None:
-        count = engine.state.ai.shape[0]
+        count = len(engine.system.instance_types)
         self._jobs = np.zeros(count, dtype=np.int64)
         self._accelerators = np.zeros(count, dtype=np.int64)
         self._splits = np.zeros(count, dtype=np.int64)
@@ -279,12 +299,9 @@ class Gacer(Policy):
         self.split_layers = 0
 
     def decide(self, view: DecisionView) -> list[tuple[int, int, int]]:
-        engine = view.engine
-        count, evaluations = self._regulate(*self._arguments)
+        count, evaluations, cuts = self._regulate(*self._arguments)
         self.evaluations += evaluations
-        jobs = self._jobs[:count]
-        new_cut = (self._splits[:count] > 0) & (engine.state.ji[jobs, JI_PIECES_LEFT] == 0)
-        self.split_layers += np.unique(jobs[new_cut]).size
+        self.split_layers += cuts
         return list(
             zip(
                 self._jobs[:count].tolist(),

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import numpy as np
-
 from relmas.policies import kernels
 from relmas.policies.base import Policy, register
 from relmas.sim.engine import DecisionView, Engine
@@ -21,49 +19,38 @@ from relmas.sim.kernels import entry_point
 
 
 class HeuristicPolicy(Policy):
-    """A policy whose decisions come from one jitted rule (`code`) of `relmas.policies.kernels`."""
+    """A policy whose decisions come from one jitted rule (`code`) of `relmas.policies.kernels`;
+    its heap, plan marks and random state are its own (`kernels.Planner`)."""
 
     code: ClassVar[int]
-    order: ClassVar[str | None] = None  # the engine's ready-heap key, for heap-based rules
     alpha: float = 0.0
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
 
     def reset(self, engine: Engine) -> None:
-        engine.use_order(self.order)
-        engine.state.rng[0] = kernels.rng_state(self.seed)
-        count = engine.state.ai.shape[0]
-        self._jobs = np.zeros(count, dtype=np.int64)
-        self._accelerators = np.zeros(count, dtype=np.int64)
+        self._planner = kernels.new_planner(
+            engine.jobs.height, len(engine.system.instance_types), self.seed
+        )
+        kernels.reset_heap(engine.kernel_tables, engine.state, self._planner, self.code)
         self._plan = entry_point(
             kernels.plan,
             engine.kernel_tables,
             engine.state,
+            self._planner,
             self.code,
             self.alpha,
-            self._jobs,
-            self._accelerators,
         )
 
     def decide(self, view: DecisionView) -> list[tuple[int, int]]:
-        engine = view.engine
-        count = self._plan(
-            engine.kernel_tables,
-            engine.state,
-            self.code,
-            self.alpha,
-            self._jobs,
-            self._accelerators,
-        )
+        engine, planner = view.engine, self._planner
+        count = self._plan(engine.kernel_tables, engine.state, planner, self.code, self.alpha)
         return list(
-            zip(self._jobs[:count].tolist(), self._accelerators[:count].tolist(), strict=True)
+            zip(planner.out_job[:count].tolist(), planner.out_acc[:count].tolist(), strict=True)
         )
 
     def run_to_completion(self, engine: Engine) -> bool:
-        engine.run_jitted(
-            kernels.run_heuristic, self.code, self.alpha, self._jobs, self._accelerators
-        )
+        engine.run_jitted(kernels.run_heuristic, self._planner, self.code, self.alpha)
         return True
 
 
@@ -73,7 +60,6 @@ class FCFS(HeuristicPolicy):
 
     name = "fcfs"
     code = kernels.CODE_FCFS
-    order = "arrival"
 
 
 @register("sjf")
@@ -82,7 +68,6 @@ class SJF(HeuristicPolicy):
 
     name = "sjf"
     code = kernels.CODE_SJF
-    order = "remaining"
 
 
 @register("edf")
@@ -91,7 +76,6 @@ class EDF(HeuristicPolicy):
 
     name = "edf"
     code = kernels.CODE_EDF
-    order = "deadline"
 
 
 @register("llf")
@@ -100,7 +84,6 @@ class LLF(HeuristicPolicy):
 
     name = "llf"
     code = kernels.CODE_LLF
-    order = "laxity"
 
 
 @register("prema")

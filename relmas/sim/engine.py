@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from relmas.sim import kernels as K
+from relmas.sim import kernels
 from relmas.sim.costs import CostTables, PieceTables
 from relmas.sim.metrics import deadline_met
 from relmas.sim.result import SimResult, build_result
@@ -27,14 +27,6 @@ from relmas.sim.system import SHARING_MODES, System
 
 if TYPE_CHECKING:
     from relmas.policies.base import Policy
-
-ORDERS = {
-    None: K.ORDER_NONE,
-    "arrival": K.ORDER_ARRIVAL,
-    "remaining": K.ORDER_REMAINING,
-    "deadline": K.ORDER_DEADLINE,
-    "laxity": K.ORDER_LAXITY,
-}
 
 
 class Engine:
@@ -64,7 +56,7 @@ class Engine:
         self.tables = tables
         self.jobs = jobs.sort(["arrival_s", "job_id"])
         self.static_w = {name: float((static_w or {}).get(name, 0.0)) for name in tables.types}
-        self.kernel_tables = K.Tables(
+        self.kernel_tables = kernels.Tables(
             tables.latency_s,
             tables.demand_bps,
             tables.energy_j,
@@ -73,55 +65,44 @@ class Engine:
         )
         pieces = tables.pieces if tables.pieces is not None else PieceTables.whole(tables)
         self.split_variants = pieces.variants
-        self.kernel_pieces = K.Pieces(
+        self.kernel_pieces = kernels.Pieces(
             pieces.count, pieces.offset, pieces.latency_s, pieces.demand_bps, pieces.energy_j
         )
         self.state = _initial_state(system, tables, self.jobs, record, record_buffer)
         T, S = self.kernel_tables, self.state
-        self._advance_kernel = K.entry_point(K.advance, T, S)
-        self._start_layer = K.entry_point(K.start_layer, T, S, 0, 0)
-        self._start_piece = K.entry_point(K.start_piece, self.kernel_pieces, S, 0, 0, 0)
-        self._refresh_rates = K.entry_point(K.refresh_rates, S)
+        self._advance_kernel = kernels.entry_point(kernels.advance, T, S)
+        self._start_layer = kernels.entry_point(kernels.start_layer, T, S, 0, 0)
+        self._start_piece = kernels.entry_point(kernels.start_piece, self.kernel_pieces, S, 0, 0, 0)
+        self._refresh_rates = kernels.entry_point(kernels.refresh_rates, S)
         self.decision_seconds = 0.0
         self.decision_energy_j = 0.0
         self._timeline: list[np.ndarray] = []
         self._reported = 0
-        self._started = False
 
     # ------------------------------------------------------------------------- stepping API
 
     @property
     def now(self) -> float:
-        return float(self.state.sf[K.SF_NOW])
+        return float(self.state.sf[kernels.SF_NOW])
 
     @property
     def finished(self) -> bool:
-        return int(self.state.si[K.SI_DONE]) == self.jobs.height
+        return int(self.state.si[kernels.SI_DONE]) == self.jobs.height
 
     @property
     def decisions(self) -> int:
-        return int(self.state.si[K.SI_DECISIONS])
-
-    def use_order(self, order: str | None) -> None:
-        """Keep the ready jobs in a heap by a time-invariant key (`arrival`, `remaining`,
-        `deadline`, `laxity`) so that a policy can peek at the best one in O(1).
-
-        Must be called before the simulation starts.
-        """
-        if self._started:
-            raise RuntimeError("use_order must be called before the simulation starts")
-        self.state.si[K.SI_ORDER] = ORDERS[order]
+        return int(self.state.si[kernels.SI_DECISIONS])
 
     def next_decision(self) -> DecisionView | None:
         """Advance to the next decision point and describe it; None once all jobs are done."""
         status = self._advance(self._advance_kernel)
-        return DecisionView(self) if status == K.STATUS_DECISION else None
+        return DecisionView(self) if status == kernels.STATUS_DECISION else None
 
     def step(self, assignments: Iterable[tuple[int, ...]]) -> None:
         """Apply one decision: start each (job, accelerator) or (job, accelerator, split), or
         wait if there are none."""
         pairs = list(assignments)
-        self.state.si[K.SI_DECISIONS] += 1
+        self.state.si[kernels.SI_DECISIONS] += 1
         if not pairs:
             self.wait()
         for assignment in pairs:
@@ -135,36 +116,36 @@ class Engine:
         starting its next piece (with `split` 0 or the variant already chosen).
         """
         S = self.state
-        if not 0 <= job < S.ji.shape[0] or S.ji[job, K.JI_STATE] != K.JOB_READY:
+        if not 0 <= job < S.ji.shape[0] or S.ji[job, kernels.JI_STATE] != kernels.JOB_READY:
             raise ValueError(f"job {job} is not ready")
-        if not 0 <= accelerator < S.ai.shape[0] or S.ai[accelerator, K.AI_JOB] >= 0:
+        if not 0 <= accelerator < S.ai.shape[0] or S.ai[accelerator, kernels.AI_JOB] >= 0:
             raise ValueError(f"accelerator {accelerator} is not idle")
-        ongoing = S.ji[job, K.JI_PIECES_LEFT] > 0
+        ongoing = S.ji[job, kernels.JI_PIECES_LEFT] > 0
         if split == 0 and not ongoing:
             self._start_layer(self.kernel_tables, S, job, accelerator)
             return
         if not 0 <= split < len(self.split_variants):
             raise ValueError(f"split {split} is not one of the variants {self.split_variants}")
-        if ongoing and split not in (0, S.ji[job, K.JI_SPLIT]):
+        if ongoing and split not in (0, S.ji[job, kernels.JI_SPLIT]):
             raise ValueError(
-                f"job {job}'s layer is already split by variant {S.ji[job, K.JI_SPLIT]}"
+                f"job {job}'s layer is already split by variant {S.ji[job, kernels.JI_SPLIT]}"
             )
         self._start_piece(self.kernel_pieces, S, job, accelerator, split)
 
     def wait(self) -> None:
         """Let time run to the next event (an arrival or a completion) before the next decision."""
         S = self.state
-        if S.si[K.SI_RUNNING] == 0 and S.si[K.SI_NEXT_ARRIVAL] == self.jobs.height:
+        if S.si[kernels.SI_RUNNING] == 0 and S.si[kernels.SI_NEXT_ARRIVAL] == self.jobs.height:
             raise RuntimeError("cannot wait: nothing is running and no job will arrive")
-        S.si[K.SI_WAITING] = 1
+        S.si[kernels.SI_WAITING] = 1
 
     def pop_finished(self) -> tuple[np.ndarray, np.ndarray]:
         """Jobs (internal indices) finished since the last call, and whether each met its SLA."""
-        done = int(self.state.si[K.SI_DONE])
+        done = int(self.state.si[kernels.SI_DONE])
         jobs = self.state.done_log[self._reported : done].copy()
         self._reported = done
         jf = self.state.jf
-        return jobs, deadline_met(jf[jobs, K.JF_FINISH], jf[jobs, K.JF_DEADLINE])
+        return jobs, deadline_met(jf[jobs, kernels.JF_FINISH], jf[jobs, kernels.JF_DEADLINE])
 
     # ------------------------------------------------------------------------- whole runs
 
@@ -191,6 +172,14 @@ class Engine:
         self._advance(loop, *args)
         self.decision_seconds = time.perf_counter() - start
 
+    def snapshot(self) -> kernels.State:
+        """A copy of the state now, without timeline recording: a jitted policy may simulate from
+        it again and again (`restore`, then its loop), e.g. to evaluate many candidate plans."""
+        state = kernels.State(*(array.copy() for array in self.state))
+        state = state._replace(record=np.zeros((0, kernels.RECORD_COLUMNS)))
+        state.si[kernels.SI_RECORD] = 0
+        return state
+
     def result(self, policy: str) -> SimResult:
         if not self.finished:
             raise RuntimeError("the simulation has not finished")
@@ -199,10 +188,14 @@ class Engine:
     def timeline(self) -> pl.DataFrame | None:
         """Recorded intervals: accelerator, job_id, layer, start_s, end_s, bandwidth_bps, and the
         task's split variant (0 = whole layer) and piece."""
-        if not self.state.si[K.SI_RECORD]:
+        if not self.state.si[kernels.SI_RECORD]:
             return None
         self._flush()
-        rows = np.concatenate(self._timeline) if self._timeline else np.zeros((0, K.RECORD_COLUMNS))
+        rows = (
+            np.concatenate(self._timeline)
+            if self._timeline
+            else np.zeros((0, kernels.RECORD_COLUMNS))
+        )
         job = rows[:, 3].astype(np.int64)
         row = rows[:, 4].astype(np.int64)
         first = self.tables.first_row[self.model_indices[job]]
@@ -225,21 +218,26 @@ class Engine:
         return np.array([index[m] for m in self.jobs["model"].to_list()], dtype=np.int64)
 
     def _advance(self, loop: Callable[..., int], *args: object) -> int:
-        self._started = True
         while True:
             status = loop(self.kernel_tables, self.state, *args)
-            if status == K.STATUS_FLUSH:
+            if status == kernels.STATUS_FLUSH:
                 self._flush()
                 continue
-            if status == K.STATUS_STALLED:
+            if status == kernels.STATUS_STALLED:
                 raise RuntimeError("the policy waited although no event can happen any more")
             return status
 
     def _flush(self) -> None:
-        count = int(self.state.si[K.SI_RECORD_N])
+        count = int(self.state.si[kernels.SI_RECORD_N])
         if count:
             self._timeline.append(self.state.record[:count].copy())
-            self.state.si[K.SI_RECORD_N] = 0
+            self.state.si[kernels.SI_RECORD_N] = 0
+
+
+def restore(state: kernels.State, snapshot: kernels.State) -> None:
+    """Put `state` (a snapshot's copy, `Engine.snapshot`) back to the snapshot, in place."""
+    for array, saved in zip(state, snapshot, strict=True):
+        np.copyto(array, saved)
 
 
 class DecisionView:
@@ -257,15 +255,15 @@ class DecisionView:
     @cached_property
     def ready_jobs(self) -> np.ndarray:
         S = self.engine.state
-        return S.ready[: S.si[K.SI_READY_N]].copy()
+        return S.ready[: S.si[kernels.SI_READY_N]].copy()
 
     @cached_property
     def idle_accelerators(self) -> np.ndarray:
-        return np.flatnonzero(self.engine.state.ai[:, K.AI_JOB] < 0)
+        return np.flatnonzero(self.engine.state.ai[:, kernels.AI_JOB] < 0)
 
     @property
     def queue_length(self) -> int:
-        return int(self.engine.state.si[K.SI_READY_N])
+        return int(self.engine.state.si[kernels.SI_READY_N])
 
     @cached_property
     def job_ids(self) -> np.ndarray:
@@ -273,15 +271,15 @@ class DecisionView:
 
     @cached_property
     def arrival_s(self) -> np.ndarray:
-        return self.engine.state.jf[self.ready_jobs, K.JF_ARRIVAL]
+        return self.engine.state.jf[self.ready_jobs, kernels.JF_ARRIVAL]
 
     @cached_property
     def deadline_s(self) -> np.ndarray:
-        return self.engine.state.jf[self.ready_jobs, K.JF_DEADLINE]
+        return self.engine.state.jf[self.ready_jobs, kernels.JF_DEADLINE]
 
     @cached_property
     def priority(self) -> np.ndarray:
-        return self.engine.state.jf[self.ready_jobs, K.JF_PRIORITY]
+        return self.engine.state.jf[self.ready_jobs, kernels.JF_PRIORITY]
 
     @cached_property
     def slack_s(self) -> np.ndarray:
@@ -291,11 +289,11 @@ class DecisionView:
     @cached_property
     def pieces_left(self) -> np.ndarray:
         """Pieces of the next layer not started yet (0: the layer has not started)."""
-        return self.engine.state.ji[self.ready_jobs, K.JI_PIECES_LEFT]
+        return self.engine.state.ji[self.ready_jobs, kernels.JI_PIECES_LEFT]
 
     @cached_property
     def next_rows(self) -> np.ndarray:
-        return self.engine.state.ji[self.ready_jobs, K.JI_CURSOR]
+        return self.engine.state.ji[self.ready_jobs, kernels.JI_CURSOR]
 
     @cached_property
     def remaining_work_s(self) -> np.ndarray:
@@ -304,7 +302,7 @@ class DecisionView:
     @cached_property
     def waited_s(self) -> np.ndarray:
         """Time since the job became ready (arrived or finished its previous layer)."""
-        return self.now - self.engine.state.jf[self.ready_jobs, K.JF_READY_SINCE]
+        return self.now - self.engine.state.jf[self.ready_jobs, kernels.JF_READY_SINCE]
 
     @cached_property
     def next_latency_s(self) -> np.ndarray:
@@ -318,85 +316,84 @@ class DecisionView:
 
     @property
     def accelerator_types(self) -> np.ndarray:
-        return self.engine.state.ai[:, K.AI_TYPE]
+        return self.engine.state.ai[:, kernels.AI_TYPE]
 
     @cached_property
     def busy_left_s(self) -> np.ndarray:
         """Time until each instance's running task ends at current rates (0 when idle)."""
         S = self._rates()
-        running = S.ai[:, K.AI_JOB] >= 0
+        running = S.ai[:, kernels.AI_JOB] >= 0
         left = np.zeros(S.ai.shape[0])
-        left[running] = S.af[running, K.AF_WORK] / S.af[running, K.AF_RATE]
+        left[running] = S.af[running, kernels.AF_WORK] / S.af[running, kernels.AF_RATE]
         return left
 
     @cached_property
     def bandwidth_share_bps(self) -> np.ndarray:
         S = self._rates()
-        running = S.ai[:, K.AI_JOB] >= 0
-        return np.where(running, S.af[:, K.AF_DEMAND] * S.af[:, K.AF_RATE], 0.0)
+        running = S.ai[:, kernels.AI_JOB] >= 0
+        return np.where(running, S.af[:, kernels.AF_DEMAND] * S.af[:, kernels.AF_RATE], 0.0)
 
     @property
     def bandwidth_in_use_bps(self) -> float:
-        return float(self._rates().sf[K.SF_BW_IN_USE])
+        return float(self._rates().sf[kernels.SF_BW_IN_USE])
 
     @property
     def bandwidth_capacity_bps(self) -> float:
-        return float(self.engine.state.sf[K.SF_CAPACITY])
+        return float(self.engine.state.sf[kernels.SF_CAPACITY])
 
     @property
     def can_wait(self) -> bool:
         """Whether waiting is allowed: something runs or a job is still to arrive."""
         S = self.engine.state
-        return bool(S.si[K.SI_RUNNING] > 0 or S.si[K.SI_NEXT_ARRIVAL] < self.engine.jobs.height)
+        return bool(
+            S.si[kernels.SI_RUNNING] > 0 or S.si[kernels.SI_NEXT_ARRIVAL] < self.engine.jobs.height
+        )
 
-    def _rates(self) -> K.State:
+    def _rates(self) -> kernels.State:
         self.engine._refresh_rates(self.engine.state)
         return self.engine.state
 
 
 def _initial_state(
     system: System, tables: CostTables, jobs: pl.DataFrame, record: bool, record_buffer: int
-) -> K.State:
+) -> kernels.State:
     n = jobs.height
     index = {name: i for i, name in enumerate(tables.models)}
     models = np.array([index[m] for m in jobs["model"].to_list()], dtype=np.int64)
-    jf = np.zeros((n, K.JF_COLUMNS))
-    jf[:, K.JF_ARRIVAL] = jobs["arrival_s"].to_numpy()
-    jf[:, K.JF_DEADLINE] = jobs["deadline_s"].to_numpy()
-    jf[:, K.JF_ISOLATED] = tables.isolated_s[models]
-    jf[:, K.JF_PRIORITY] = jobs["priority"].to_numpy()
-    jf[:, K.JF_START] = -1.0
-    jf[:, K.JF_FINISH] = -1.0
-    ji = np.zeros((n, K.JI_COLUMNS), dtype=np.int64)
-    ji[:, K.JI_CURSOR] = tables.first_row[models]
-    ji[:, K.JI_END] = tables.first_row[models] + tables.n_layers[models]
+    jf = np.zeros((n, kernels.JF_COLUMNS))
+    jf[:, kernels.JF_ARRIVAL] = jobs["arrival_s"].to_numpy()
+    jf[:, kernels.JF_DEADLINE] = jobs["deadline_s"].to_numpy()
+    jf[:, kernels.JF_ISOLATED] = tables.isolated_s[models]
+    jf[:, kernels.JF_PRIORITY] = jobs["priority"].to_numpy()
+    jf[:, kernels.JF_START] = -1.0
+    jf[:, kernels.JF_FINISH] = -1.0
+    ji = np.zeros((n, kernels.JI_COLUMNS), dtype=np.int64)
+    ji[:, kernels.JI_CURSOR] = tables.first_row[models]
+    ji[:, kernels.JI_END] = tables.first_row[models] + tables.n_layers[models]
     types = [tables.types.index(name) for name in system.instance_types]
     accelerators = len(types)
-    ai = np.zeros((accelerators, K.AI_COLUMNS), dtype=np.int64)
-    ai[:, K.AI_TYPE] = types
-    ai[:, K.AI_JOB] = -1
-    ai[:, K.AI_ROW] = -1
-    sf = np.zeros(K.SF_COLUMNS)
-    sf[K.SF_NOW] = jf[0, K.JF_ARRIVAL]
-    sf[K.SF_CAPACITY] = system.bandwidth_bytes_per_s
-    si = np.zeros(K.SI_COLUMNS, dtype=np.int64)
-    si[K.SI_IDLE] = accelerators
-    si[K.SI_SHARING] = SHARING_MODES.index(system.sharing)
-    si[K.SI_ORDER] = K.ORDER_NONE
-    si[K.SI_RECORD] = int(record)
+    ai = np.zeros((accelerators, kernels.AI_COLUMNS), dtype=np.int64)
+    ai[:, kernels.AI_TYPE] = types
+    ai[:, kernels.AI_JOB] = -1
+    ai[:, kernels.AI_ROW] = -1
+    sf = np.zeros(kernels.SF_COLUMNS)
+    sf[kernels.SF_NOW] = jf[0, kernels.JF_ARRIVAL]
+    sf[kernels.SF_CAPACITY] = system.bandwidth_bytes_per_s
+    si = np.zeros(kernels.SI_COLUMNS, dtype=np.int64)
+    si[kernels.SI_IDLE] = accelerators
+    si[kernels.SI_SHARING] = SHARING_MODES.index(system.sharing)
+    si[kernels.SI_RECORD] = int(record)
     capacity = max(record_buffer, accelerators) if record else 0
-    return K.State(
+    return kernels.State(
         jf=jf,
         ji=ji,
-        af=np.zeros((accelerators, K.AF_COLUMNS)),
+        af=np.zeros((accelerators, kernels.AF_COLUMNS)),
         ai=ai,
         sf=sf,
         si=si,
         ready=np.full(n, -1, dtype=np.int64),
         ready_pos=np.full(n, -1, dtype=np.int64),
-        heap=np.full(n, -1, dtype=np.int64),
-        heap_pos=np.full(n, -1, dtype=np.int64),
+        newly_ready=np.full(n, -1, dtype=np.int64),
         done_log=np.full(n, -1, dtype=np.int64),
-        record=np.zeros((capacity, K.RECORD_COLUMNS)),
-        rng=np.ones(1, dtype=np.uint64),
+        record=np.zeros((capacity, kernels.RECORD_COLUMNS)),
     )

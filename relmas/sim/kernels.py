@@ -1,16 +1,18 @@
 """Numba kernels of the simulator engine: the state arrays and the event loop that advances them.
 
 The whole engine state lives in a handful of numpy arrays grouped in the `State` namedtuple, and the
-cost tables in `Tables`. The same kernels serve the Python stepping API (`relmas.sim.engine.Engine`,
-one kernel call per step) and the fully jitted run loop of the heuristics
-(`relmas.policies.kernels`), so both paths produce identical schedules.
+cost tables in `Tables`; the state's column layout is private to `relmas.sim` (policies read the
+state through `relmas.sim.access`). The same kernels serve the Python stepping API (`relmas.sim.engine.Engine`,
+one kernel call per step) and the run loops of the jitted policies (`advance`, then `apply_decision`
+at each decision point), so both paths produce identical schedules.
 
 Timeline ("Decima's timeline, nothing clever"): the events are job arrivals (a pointer into the
 jobs, sorted by arrival) and layer completions (one running task per accelerator instance, at most a
 few dozen: their completion times move whenever bandwidth shares change, so they are found by a scan
 of the running tasks rather than kept in a heap that would need re-keying at every rate change). The
-ready jobs are a dense list (O(1) insert/remove) plus, for policies with a time-invariant priority
-key, an indexed binary heap (O(log n) insert/remove/peek).
+ready jobs are a dense list (O(1) insert/remove), and the jobs that became ready since the previous
+decision point a second list, from which a policy keeps its own index of the ready jobs (e.g. the
+heuristics' priority heap) up to date in O(1) per change.
 
 Bandwidth is a fluid: a task alone progresses at rate 1 (one second of `latency_s` work per second)
 and demands `dram_bytes / latency_s`; when the running tasks demand more than the capacity, each
@@ -35,34 +37,33 @@ from numba import njit
 
 # Job float columns (State.jf[job, column]).
 JF_ARRIVAL, JF_DEADLINE, JF_ISOLATED, JF_PRIORITY = 0, 1, 2, 3
-JF_START, JF_FINISH, JF_READY_SINCE, JF_WAITED, JF_KEY = 4, 5, 6, 7, 8
-JF_COLUMNS = 9
+JF_START, JF_FINISH, JF_READY_SINCE, JF_WAITED = 4, 5, 6, 7
+JF_COLUMNS = 8
 # Job integer columns (State.ji[job, column]): the row cursor (next layer), the model's end row, ...
-JI_CURSOR, JI_END, JI_STATE, JI_PENDING, JI_PLANNED = 0, 1, 2, 3, 4
+JI_CURSOR, JI_END, JI_STATE, JI_PENDING = 0, 1, 2, 3
 # ... the split variant of the current layer and its pieces not yet started (0: none pending).
-JI_SPLIT, JI_PIECES_LEFT = 5, 6
-JI_COLUMNS = 7
+JI_SPLIT, JI_PIECES_LEFT = 4, 5
+JI_COLUMNS = 6
 # Job states.
 JOB_FUTURE, JOB_READY, JOB_RUNNING, JOB_DONE = 0, 1, 2, 3
 # Accelerator float columns: remaining work (seconds at rate 1), demand (B/s), rate, busy time.
 AF_WORK, AF_DEMAND, AF_RATE, AF_BUSY = 0, 1, 2, 3
 AF_COLUMNS = 4
-# Accelerator integer columns: type, running job (-1 idle), its row, planned job + 1 (0 none),
-# the running task's split variant (0 = whole layer) and piece index.
-AI_TYPE, AI_JOB, AI_ROW, AI_PLANNED, AI_SPLIT, AI_PIECE = 0, 1, 2, 3, 4, 5
-AI_COLUMNS = 6
+# Accelerator integer columns: type, running job (-1 idle), its row, the running task's split
+# variant (0 = whole layer) and piece index.
+AI_TYPE, AI_JOB, AI_ROW, AI_SPLIT, AI_PIECE = 0, 1, 2, 3, 4
+AI_COLUMNS = 5
 # Scalar floats: time, bandwidth capacity and use (B/s), bytes moved, dynamic energy.
 SF_NOW, SF_CAPACITY, SF_BW_IN_USE, SF_BYTES_MOVED, SF_ENERGY = 0, 1, 2, 3, 4
 SF_COLUMNS = 5
-# Scalar integers.
+# Scalar integers (SI_NEWLY_READY_N: length of State.newly_ready; SI_AT_DECISION: `advance` last
+# stopped at a decision point).
 SI_NEXT_ARRIVAL, SI_DONE, SI_DECISIONS, SI_ASSIGNMENTS = 0, 1, 2, 3
-SI_RUNNING, SI_IDLE, SI_READY_N, SI_HEAP_N = 4, 5, 6, 7
-SI_WAITING, SI_DIRTY, SI_SHARING, SI_ORDER, SI_RECORD, SI_RECORD_N = 8, 9, 10, 11, 12, 13
+SI_RUNNING, SI_IDLE, SI_READY_N, SI_NEWLY_READY_N = 4, 5, 6, 7
+SI_WAITING, SI_DIRTY, SI_SHARING, SI_AT_DECISION, SI_RECORD, SI_RECORD_N = 8, 9, 10, 11, 12, 13
 SI_COLUMNS = 14
 # Bandwidth sharing modes.
 SHARING_PROPORTIONAL, SHARING_MAXMIN = 0, 1
-# Static priority keys of the ready heap (SI_ORDER); -1 = no heap.
-ORDER_NONE, ORDER_ARRIVAL, ORDER_REMAINING, ORDER_DEADLINE, ORDER_LAXITY = -1, 0, 1, 2, 3
 # What `advance` stopped at.
 STATUS_DECISION, STATUS_DONE, STATUS_STALLED, STATUS_FLUSH = 0, 1, 2, 3
 # Timeline record columns: start, end, accelerator, job, row, bandwidth share (B/s), split, piece.
@@ -103,11 +104,9 @@ class State(NamedTuple):
     si: np.ndarray  # int64[SI_COLUMNS]
     ready: np.ndarray  # int64[jobs]: dense list of ready jobs
     ready_pos: np.ndarray  # int64[jobs]: position in `ready`, -1 if absent
-    heap: np.ndarray  # int64[jobs]: binary heap of ready jobs by (JF_KEY, job)
-    heap_pos: np.ndarray  # int64[jobs]
+    newly_ready: np.ndarray  # int64[jobs]: jobs that became ready since the last decision point
     done_log: np.ndarray  # int64[jobs]: jobs in order of completion
     record: np.ndarray  # float64[capacity, RECORD_COLUMNS]: timeline buffer
-    rng: np.ndarray  # uint64[1]: xorshift64* state of randomised policies
 
 
 def entry_point(kernel: Callable[..., object], *args: object) -> Callable[..., object]:
@@ -116,104 +115,20 @@ def entry_point(kernel: Callable[..., object], *args: object) -> Callable[..., o
     return kernel.compile(tuple(kernel.typeof_pyval(arg) for arg in args))
 
 
-# ----------------------------------------------------------------------------- ready heap
-
-
-@njit(cache=True)
-def _heap_less(S: State, a: int, b: int) -> bool:
-    ka = S.jf[a, JF_KEY]
-    kb = S.jf[b, JF_KEY]
-    return ka < kb or (ka == kb and a < b)
-
-
-@njit(cache=True)
-def _heap_place(S: State, i: int, job: int) -> None:
-    S.heap[i] = job
-    S.heap_pos[job] = i
-
-
-@njit(cache=True)
-def _sift_up(S: State, i: int) -> None:
-    job = S.heap[i]
-    while i > 0:
-        parent = (i - 1) >> 1
-        other = S.heap[parent]
-        if not _heap_less(S, job, other):
-            break
-        _heap_place(S, i, other)
-        i = parent
-    _heap_place(S, i, job)
-
-
-@njit(cache=True)
-def _sift_down(S: State, i: int) -> None:
-    n = S.si[SI_HEAP_N]
-    job = S.heap[i]
-    while True:
-        child = 2 * i + 1
-        if child >= n:
-            break
-        if child + 1 < n and _heap_less(S, S.heap[child + 1], S.heap[child]):
-            child += 1
-        if not _heap_less(S, S.heap[child], job):
-            break
-        _heap_place(S, i, S.heap[child])
-        i = child
-    _heap_place(S, i, job)
-
-
-@njit(cache=True)
-def heap_push(S: State, job: int) -> None:
-    n = S.si[SI_HEAP_N]
-    S.si[SI_HEAP_N] = n + 1
-    _heap_place(S, n, job)
-    _sift_up(S, n)
-
-
-@njit(cache=True)
-def heap_remove(S: State, job: int) -> None:
-    i = S.heap_pos[job]
-    n = S.si[SI_HEAP_N] - 1
-    S.si[SI_HEAP_N] = n
-    S.heap_pos[job] = -1
-    if i == n:
-        return
-    moved = S.heap[n]
-    _heap_place(S, i, moved)
-    if i > 0 and _heap_less(S, moved, S.heap[(i - 1) >> 1]):
-        _sift_up(S, i)
-    else:
-        _sift_down(S, i)
-
-
 # ----------------------------------------------------------------------------- job life cycle
 
 
 @njit(cache=True)
-def static_key(T: Tables, S: State, job: int, order: int) -> float:
-    """The time-invariant priority key of a ready job (smaller first)."""
-    if order == ORDER_ARRIVAL:
-        return S.jf[job, JF_ARRIVAL]
-    remaining = T.remaining_work[S.ji[job, JI_CURSOR]]
-    if order == ORDER_REMAINING:
-        return remaining
-    if order == ORDER_DEADLINE:
-        return S.jf[job, JF_DEADLINE]
-    return S.jf[job, JF_DEADLINE] - remaining  # laxity + now, and now is common to all jobs
-
-
-@njit(cache=True)
-def _make_ready(T: Tables, S: State, job: int) -> None:
+def _make_ready(S: State, job: int) -> None:
     S.ji[job, JI_STATE] = JOB_READY
     S.jf[job, JF_READY_SINCE] = S.sf[SF_NOW]
     n = S.si[SI_READY_N]
     S.ready[n] = job
     S.ready_pos[job] = n
     S.si[SI_READY_N] = n + 1
-    order = S.si[SI_ORDER]
-    if order != ORDER_NONE:
-        S.jf[job, JF_KEY] = static_key(T, S, job, order)
-        heap_push(S, job)
+    # Between two decision points a job becomes ready at most once: nothing starts in between.
+    S.newly_ready[S.si[SI_NEWLY_READY_N]] = job
+    S.si[SI_NEWLY_READY_N] += 1
 
 
 @njit(cache=True)
@@ -225,8 +140,6 @@ def _remove_ready(S: State, job: int) -> None:
     S.ready_pos[moved] = i
     S.ready_pos[job] = -1
     S.si[SI_READY_N] = last
-    if S.si[SI_ORDER] != ORDER_NONE:
-        heap_remove(S, job)
 
 
 @njit(cache=True)
@@ -250,7 +163,7 @@ def start_task(
 def start_layer(T: Tables, S: State, job: int, acc: int) -> None:
     """Run the ready `job`'s next layer, whole, on the idle accelerator `acc`."""
     row = S.ji[job, JI_CURSOR]
-    kind = S.ai[acc, AI_TYPE]
+    acc_type = S.ai[acc, AI_TYPE]
     now = S.sf[SF_NOW]
     _remove_ready(S, job)
     S.jf[job, JF_WAITED] += now - S.jf[job, JF_READY_SINCE]
@@ -258,8 +171,8 @@ def start_layer(T: Tables, S: State, job: int, acc: int) -> None:
         S.jf[job, JF_START] = now
     S.ji[job, JI_STATE] = JOB_RUNNING
     S.ji[job, JI_PENDING] = 1
-    start_task(S, acc, job, row, 0, 0, T.latency[row, kind], T.demand[row, kind])
-    S.sf[SF_ENERGY] += T.energy[row, kind]
+    start_task(S, acc, job, row, 0, 0, T.latency[row, acc_type], T.demand[row, acc_type])
+    S.sf[SF_ENERGY] += T.energy[row, acc_type]
     S.si[SI_ASSIGNMENTS] += 1
 
 
@@ -271,7 +184,7 @@ def start_piece(P: Pieces, S: State, job: int, acc: int, split: int) -> None:
     variant chosen at its first piece continues. The job stays ready while pieces are left.
     """
     row = S.ji[job, JI_CURSOR]
-    kind = S.ai[acc, AI_TYPE]
+    acc_type = S.ai[acc, AI_TYPE]
     now = S.sf[SF_NOW]
     if S.ji[job, JI_PIECES_LEFT] == 0:
         S.ji[job, JI_SPLIT] = split
@@ -290,14 +203,21 @@ def start_piece(P: Pieces, S: State, job: int, acc: int, split: int) -> None:
         S.ji[job, JI_STATE] = JOB_RUNNING
     column = P.offset[split] + piece
     start_task(
-        S, acc, job, row, split, piece, P.latency[row, column, kind], P.demand[row, column, kind]
+        S,
+        acc,
+        job,
+        row,
+        split,
+        piece,
+        P.latency[row, column, acc_type],
+        P.demand[row, column, acc_type],
     )
-    S.sf[SF_ENERGY] += P.energy[row, column, kind]
+    S.sf[SF_ENERGY] += P.energy[row, column, acc_type]
     S.si[SI_ASSIGNMENTS] += 1
 
 
 @njit(cache=True)
-def _complete_task(T: Tables, S: State, acc: int) -> None:
+def _complete_task(S: State, acc: int) -> None:
     job = S.ai[acc, AI_JOB]
     S.ai[acc, AI_JOB] = -1
     S.ai[acc, AI_ROW] = -1
@@ -316,7 +236,7 @@ def _complete_task(T: Tables, S: State, acc: int) -> None:
         S.done_log[S.si[SI_DONE]] = job
         S.si[SI_DONE] += 1
     else:
-        _make_ready(T, S, job)
+        _make_ready(S, job)
 
 
 # ----------------------------------------------------------------------------- bandwidth
@@ -388,14 +308,20 @@ def _record_interval(S: State, t0: float, t1: float) -> None:
 def advance(T: Tables, S: State) -> int:
     """Process events until a decision point (an idle accelerator and a ready job) or the end.
 
+    Takes the cost tables like every loop the engine drives (`Engine._advance`), unused here.
+
     A pending `wait` (SI_WAITING) makes the first event happen before the next decision point.
     Returns a STATUS_* code; STATUS_FLUSH asks the caller to empty the timeline buffer and to
     call again.
     """
     jf, af, ai, sf, si = S.jf, S.af, S.ai, S.sf, S.si
     jobs = jf.shape[0]
+    if si[SI_AT_DECISION] != 0:
+        si[SI_AT_DECISION] = 0
+        si[SI_NEWLY_READY_N] = 0
     while True:
         if si[SI_WAITING] == 0 and si[SI_IDLE] > 0 and si[SI_READY_N] > 0:
+            si[SI_AT_DECISION] = 1
             return STATUS_DECISION
         refresh_rates(S)
         now = sf[SF_NOW]
@@ -420,11 +346,26 @@ def advance(T: Tables, S: State) -> int:
             af[a, AF_BUSY] += dt
             rate = af[a, AF_RATE]
             if now + af[a, AF_WORK] / rate <= t_next + tolerance:
-                _complete_task(T, S, a)
+                _complete_task(S, a)
             else:
                 af[a, AF_WORK] -= rate * dt
         while nxt < jobs and jf[nxt, JF_ARRIVAL] <= t_next:
-            _make_ready(T, S, nxt)
+            _make_ready(S, nxt)
             nxt += 1
         si[SI_NEXT_ARRIVAL] = nxt
         si[SI_WAITING] = 0
+
+
+@njit(cache=True)
+def apply_decision(
+    T: Tables, S: State, jobs: np.ndarray, accelerators: np.ndarray, count: int
+) -> None:
+    """Apply one decision in a jitted policy's loop (`advance` until it returns another status
+    than STATUS_DECISION, `apply_decision` at each decision point): start the first `count`
+    (job, accelerator) pairs, whole layers, or wait for the next event if there are none.
+    `Engine.step` does the same for the decisions of the Python stepping path."""
+    S.si[SI_DECISIONS] += 1
+    if count == 0:
+        S.si[SI_WAITING] = 1
+    for k in range(count):
+        start_layer(T, S, jobs[k], accelerators[k])

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from relmas.sim import kernels as K
+from relmas.sim import kernels
 from relmas.sim.metrics import (
     deadline_met,
     energy_breakdown,
@@ -57,10 +57,10 @@ class SimResult:
 
 def build_result(engine: Engine, policy: str, timeline: pl.DataFrame | None) -> SimResult:
     S = engine.state
-    arrival = S.jf[:, K.JF_ARRIVAL]
-    finish = S.jf[:, K.JF_FINISH]
-    deadline = S.jf[:, K.JF_DEADLINE]
-    isolated = S.jf[:, K.JF_ISOLATED]
+    arrival = S.jf[:, kernels.JF_ARRIVAL]
+    finish = S.jf[:, kernels.JF_FINISH]
+    deadline = S.jf[:, kernels.JF_DEADLINE]
+    isolated = S.jf[:, kernels.JF_ISOLATED]
     met = deadline_met(finish, deadline)
     jobs = engine.jobs
     frame = pl.DataFrame(
@@ -70,7 +70,7 @@ def build_result(engine: Engine, policy: str, timeline: pl.DataFrame | None) -> 
             "model": jobs["model"],
             "priority": jobs["priority"],
             "arrival_s": arrival,
-            "start_s": S.jf[:, K.JF_START],
+            "start_s": S.jf[:, kernels.JF_START],
             "finish_s": finish,
             "deadline_s": deadline,
             "isolated_s": isolated,
@@ -81,22 +81,24 @@ def build_result(engine: Engine, policy: str, timeline: pl.DataFrame | None) -> 
     )
     metrics = job_metrics(arrival, finish, deadline, isolated)
     makespan = metrics["makespan_s"]
-    busy = S.af[:, K.AF_BUSY].copy()
+    busy = S.af[:, kernels.AF_BUSY].copy()
     util = utilisation(busy, makespan)
     types = engine.system.instance_types
     static_w = np.array([engine.static_w[name] for name in types])
     decisions = engine.decisions
     metrics.update(
-        energy_breakdown(float(S.sf[K.SF_ENERGY]), static_w, makespan, engine.decision_energy_j)
+        energy_breakdown(
+            float(S.sf[kernels.SF_ENERGY]), static_w, makespan, engine.decision_energy_j
+        )
     )
     metrics.update(
         {
             "utilization": float(util.mean()),
             "decisions": float(decisions),
-            "assignments": float(S.si[K.SI_ASSIGNMENTS]),
+            "assignments": float(S.si[kernels.SI_ASSIGNMENTS]),
             "decision_us": 1e6 * engine.decision_seconds / max(decisions, 1),
-            "bytes_moved": float(S.sf[K.SF_BYTES_MOVED]),
-            "mean_bandwidth_gbps": float(S.sf[K.SF_BYTES_MOVED]) / makespan / 1e9
+            "bytes_moved": float(S.sf[kernels.SF_BYTES_MOVED]),
+            "mean_bandwidth_gbps": float(S.sf[kernels.SF_BYTES_MOVED]) / makespan / 1e9
             if makespan > 0
             else 0.0,
         }
