@@ -41,21 +41,11 @@ from relmas.rl.observation import (
     feasible,
     observation_layout,
 )
+from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
 from relmas.sim.costs import WHOLE, CostTables
 from relmas.sim.engine import Engine
-from relmas.sim.kernels import (
-    AI_JOB,
-    JF_DEADLINE,
-    JI_CURSOR,
-    JI_PENDING,
-    JI_PIECES_LEFT,
-    SF_NOW,
-    SI_DONE,
-    SI_READY_N,
-    State,
-    Tables,
-)
+from relmas.sim.kernels import State, Tables
 from relmas.sim.system import System
 
 
@@ -82,31 +72,32 @@ def settle(
     of `weight` of the newly marked jobs, progress potential = sum over the ready and running jobs
     not marked of weight x fraction of their work done, a layer counting as done once all its
     pieces started; work = remaining work from `initial_work`)."""
-    now = S.sf[SF_NOW]
+    now = access.now(S)
     penalty = 0.0
     potential = 0.0
-    for i in range(S.si[SI_READY_N]):
-        job = S.ready[i]
-        remaining = T.remaining_work[S.ji[job, JI_CURSOR]]
-        if feasible(now, remaining, S.jf[job, JF_DEADLINE]):
+    for i in range(access.ready_count(S)):
+        job = access.ready_job(S, i)
+        remaining = T.remaining_work[access.job_next_row(S, job)]
+        if feasible(now, remaining, access.job_deadline(S, job)):
             potential += weight[job] * (1.0 - remaining / initial_work[job])
         elif penalized[job] == 0:
             penalized[job] = 1
             penalty += weight[job]
-    for a in range(S.ai.shape[0]):
-        job = S.ai[a, AI_JOB]
-        if job >= 0 and penalized[job] == 0 and S.ji[job, JI_PIECES_LEFT] == 0:
+    for a in range(access.accelerator_count(S)):
+        job = access.running_job(S, a)
+        if job >= 0 and penalized[job] == 0 and access.job_pieces_left(S, job) == 0:
             # counted once over the pieces of its layer running; a job with pieces still to
             # start is ready, and counted there
-            after = T.remaining_work[S.ji[job, JI_CURSOR] + 1]
-            potential += weight[job] * (1.0 - after / initial_work[job]) / S.ji[job, JI_PENDING]
+            after = T.remaining_work[access.job_next_row(S, job) + 1]
+            done = 1.0 - after / initial_work[job]
+            potential += weight[job] * done / access.job_pending_tasks(S, job)
     return penalty, potential
 
 
-# The cached kernel embeds the engine's column constants: recompile when a source changes.
+# The cached kernel embeds the engine's accessors: recompile when one of these sources changes.
 jit_cache.refresh(
     settle,
-    (engine_kernels, observation_module, sys.modules[__name__]),
+    (engine_kernels, access, observation_module, sys.modules[__name__]),
     stamp="relmas-rl-env.sha256",
 )
 
@@ -161,6 +152,7 @@ class SchedulingEnv(gym.Env):
         self.penalized = np.zeros(engine.jobs.height, dtype=np.int8)  # certainly late, charged
         tables = engine.tables
         self.initial_work = tables.remaining_work_s[tables.first_row[engine.model_indices]]
+        self._finished_count = engine_kernels.entry_point(access.finished_count, engine.state)
         self._settle = engine_kernels.entry_point(
             settle,
             engine.kernel_tables,
@@ -198,7 +190,7 @@ class SchedulingEnv(gym.Env):
         view = engine.next_decision()
         settings = self.reward_settings
         credit = 0.0
-        if engine.state.si[SI_DONE] > self.met + self.missed:  # pop only when a job finished
+        if self._finished_count(engine.state) > self.met + self.missed:  # pop only when one did
             finished, met = engine.pop_finished()
             late = finished[~met]
             unpaid = late[self.penalized[late] == 0]

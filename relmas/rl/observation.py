@@ -55,29 +55,10 @@ from numba import njit
 from relmas.hw import jit_cache
 from relmas.policies import make_policy
 from relmas.policies.heuristics import HeuristicPolicy
+from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
 from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.kernels import (
-    AF_DEMAND,
-    AF_RATE,
-    AF_WORK,
-    AI_JOB,
-    AI_TYPE,
-    JF_DEADLINE,
-    JF_ISOLATED,
-    JF_PRIORITY,
-    JF_READY_SINCE,
-    JI_CURSOR,
-    JI_PIECES_LEFT,
-    JI_SPLIT,
-    SF_BW_IN_USE,
-    SF_NOW,
-    SI_READY_N,
-    Pieces,
-    State,
-    Tables,
-    refresh_rates,
-)
+from relmas.sim.kernels import Pieces, State, Tables
 
 # Version of the feature set below: agents and resumable runs of another version are refused.
 FEATURES_VERSION = 2  # 2: bandwidth demands and the finish on a busy instance (holding back)
@@ -255,9 +236,11 @@ def _insert(keys: np.ndarray, jobs: np.ndarray, key: float, job: int) -> None:
 @njit(cache=True)
 def _fastest_idle(T: Tables, S: State, row: int) -> int:
     best = -1
-    for a in range(S.ai.shape[0]):
-        if S.ai[a, AI_JOB] < 0 and (
-            best < 0 or T.latency[row, S.ai[a, AI_TYPE]] < T.latency[row, S.ai[best, AI_TYPE]]
+    for a in range(access.accelerator_count(S)):
+        if access.is_idle(S, a) and (
+            best < 0
+            or T.latency[row, access.accelerator_type(S, a)]
+            < T.latency[row, access.accelerator_type(S, best)]
         ):
             best = a
     return best
@@ -268,8 +251,8 @@ def _earliest_finish(T: Tables, S: State, row: int, busy_left: np.ndarray) -> fl
     """When layer `row` would end at the earliest on any instance, a busy one starting it once its
     running task ends (`busy_left`, at current rates)."""
     best = np.inf
-    for a in range(S.ai.shape[0]):
-        best = min(best, busy_left[a] + T.latency[row, S.ai[a, AI_TYPE]])
+    for a in range(access.accelerator_count(S)):
+        best = min(best, busy_left[a] + T.latency[row, access.accelerator_type(S, a)])
     return best
 
 
@@ -304,7 +287,7 @@ def observe(
     features, build the mask (as many split variants of `P` per slot as `mask` has room for).
 
     `scales` = (tau, tau_layer, bandwidth capacity in B/s)."""
-    refresh_rates(S)
+    access.refresh_rates(S)
     queue, feasible_jobs, feasible_work = _pick_candidates(T, S, reference, slots, targets)
     running_demand, busy_left, idle_types = _scan_instances(S)
     variants = (mask.shape[0] - 1) // slots.shape[0]
@@ -328,15 +311,15 @@ def observe(
                 obs,
             )
     base = slots.shape[0] * width
-    for a in range(S.ai.shape[0]):
+    for a in range(access.accelerator_count(S)):
         _write_instance(S, a, busy_left[a], scales, obs, base + a * INSTANCE_FEATURES)
-    base += S.ai.shape[0] * INSTANCE_FEATURES
-    tau, capacity, instances = scales[0], scales[2], S.ai.shape[0]
+    base += access.accelerator_count(S) * INSTANCE_FEATURES
+    tau, capacity, instances = scales[0], scales[2], access.accelerator_count(S)
     obs[base + GlobalFeature.QUEUE] = np.log1p(queue)
     obs[base + GlobalFeature.FEASIBLE] = np.log1p(feasible_jobs)
     obs[base + GlobalFeature.HOPELESS] = np.log1p(queue - feasible_jobs)
     obs[base + GlobalFeature.LOAD] = np.log1p(feasible_work / (instances * tau))
-    obs[base + GlobalFeature.BANDWIDTH_IN_USE] = _share(S.sf[SF_BW_IN_USE], capacity)
+    obs[base + GlobalFeature.BANDWIDTH_IN_USE] = _share(access.bandwidth_in_use(S), capacity)
     obs[base + GlobalFeature.IDLE] = idle_types.shape[0] / instances
     obs[base + GlobalFeature.CAN_WAIT] = 1.0 if can_wait else 0.0
     obs[base + GlobalFeature.RUNNING_DEMAND] = _share(running_demand, capacity)
@@ -352,7 +335,7 @@ def _pick_candidates(
     """The slots' jobs (the module doc's rankings after the `reference` job) and the fastest idle
     instance for each one's next layer (-1 for an empty slot). Returns (ready jobs, feasible ready
     jobs, their remaining work)."""
-    now = S.sf[SF_NOW]
+    now = access.now(S)
     n_slots = slots.shape[0]
     k = (n_slots - 2) // 2
     short_key = np.full(k, np.inf)
@@ -363,11 +346,11 @@ def _pick_candidates(
     hopeless_job = np.full(1, -1, dtype=np.int64)
     feasible_jobs = 0
     feasible_work = 0.0
-    queue = S.si[SI_READY_N]
+    queue = access.ready_count(S)
     for i in range(queue):
-        job = S.ready[i]
-        remaining = T.remaining_work[S.ji[job, JI_CURSOR]]
-        deadline = S.jf[job, JF_DEADLINE]
+        job = access.ready_job(S, i)
+        remaining = T.remaining_work[access.job_next_row(S, job)]
+        deadline = access.job_deadline(S, job)
         if feasible(now, remaining, deadline):
             feasible_jobs += 1
             feasible_work += remaining
@@ -380,7 +363,7 @@ def _pick_candidates(
     slots[1 + k : 1 + 2 * k] = early_job
     slots[n_slots - 1] = hopeless_job[0]
     for s in range(n_slots):
-        targets[s] = -1 if slots[s] < 0 else _fastest_idle(T, S, S.ji[slots[s], JI_CURSOR])
+        targets[s] = -1 if slots[s] < 0 else _fastest_idle(T, S, access.job_next_row(S, slots[s]))
     return queue, feasible_jobs, feasible_work
 
 
@@ -388,18 +371,18 @@ def _pick_candidates(
 def _scan_instances(S: State) -> tuple[float, np.ndarray, np.ndarray]:
     """One pass over the instances: (the running layers' full-speed bandwidth demand, the time
     until each instance is free at current rates, the types of the idle ones)."""
-    instances = S.ai.shape[0]
+    instances = access.accelerator_count(S)
     running_demand = 0.0
     busy_left = np.zeros(instances)
     idle_types = np.empty(instances, dtype=np.int64)
     idle = 0
     for a in range(instances):
-        if S.ai[a, AI_JOB] < 0:
-            idle_types[idle] = S.ai[a, AI_TYPE]
+        if access.is_idle(S, a):
+            idle_types[idle] = access.accelerator_type(S, a)
             idle += 1
         else:
-            running_demand += S.af[a, AF_DEMAND]
-            busy_left[a] = S.af[a, AF_WORK] / S.af[a, AF_RATE]
+            running_demand += access.task_demand(S, a)
+            busy_left[a] = access.busy_left(S, a)
     return running_demand, busy_left, idle_types[:idle]
 
 
@@ -420,12 +403,12 @@ def _write_slot(
 ) -> None:
     """The features of the slot holding `job` (bound for instance `target`) from `obs[base]`."""
     tau, tau_layer, capacity = scales[0], scales[1], scales[2]
-    now = S.sf[SF_NOW]
+    now = access.now(S)
     n_types = T.latency.shape[1]
-    row = S.ji[job, JI_CURSOR]
-    kind = S.ai[target, AI_TYPE]
+    row = access.job_next_row(S, job)
+    kind = access.accelerator_type(S, target)
     remaining = T.remaining_work[row]
-    deadline = S.jf[job, JF_DEADLINE]
+    deadline = access.job_deadline(S, job)
     slack = deadline - now
     latency = T.latency[row, kind]
     obs[base + SlotFeature.PRESENT] = 1.0
@@ -433,9 +416,9 @@ def _write_slot(
     obs[base + SlotFeature.SLACK] = _signed_log(slack / tau)
     obs[base + SlotFeature.REMAINING] = np.log1p(remaining / tau)
     obs[base + SlotFeature.LAXITY] = _signed_log((slack - remaining) / tau)
-    obs[base + SlotFeature.WORK_LEFT] = remaining / S.jf[job, JF_ISOLATED]
-    obs[base + SlotFeature.PRIORITY] = S.jf[job, JF_PRIORITY] / 9.0
-    obs[base + SlotFeature.WAITED] = np.log1p((now - S.jf[job, JF_READY_SINCE]) / tau)
+    obs[base + SlotFeature.WORK_LEFT] = remaining / access.job_isolated(S, job)
+    obs[base + SlotFeature.PRIORITY] = access.job_priority(S, job) / 9.0
+    obs[base + SlotFeature.WAITED] = np.log1p((now - access.job_ready_since(S, job)) / tau)
     obs[base + SlotFeature.SLOWDOWN] = np.log(latency / T.best_latency[row])
     obs[base + SlotFeature.DEMAND] = _share(T.demand[row, kind], capacity)
     obs[base + SlotFeature.BUSY_GAIN] = np.log(latency / _earliest_finish(T, S, row, busy_left))
@@ -452,11 +435,11 @@ def _write_instance(
     S: State, a: int, busy_left: float, scales: np.ndarray, obs: np.ndarray, base: int
 ) -> None:
     """The features of instance `a` from `obs[base]`."""
-    if S.ai[a, AI_JOB] < 0:
+    if access.is_idle(S, a):
         obs[base + InstanceFeature.IDLE] = 1.0
     else:
         obs[base + InstanceFeature.BUSY_LEFT] = np.log1p(busy_left / scales[1])
-        bandwidth = S.af[a, AF_DEMAND] * S.af[a, AF_RATE]
+        bandwidth = access.task_demand(S, a) * access.task_rate(S, a)
         obs[base + InstanceFeature.BANDWIDTH] = _share(bandwidth, scales[2])
 
 
@@ -485,13 +468,13 @@ def _build_mask(
         if job < 0:
             continue
         mask[s * variants] = True
-        row = S.ji[job, JI_CURSOR]
-        kind = S.ai[targets[s], AI_TYPE]
+        row = access.job_next_row(S, job)
+        kind = access.accelerator_type(S, targets[s])
         best_type_idle = best_type_idle or T.latency[row, kind] <= T.best_latency[row]
         demand = T.demand[row, kind]
         fits = fits or running_demand == 0.0 or running_demand + demand <= capacity
         for v in range(1, variants):
-            mask[s * variants + v] = S.ji[job, JI_PIECES_LEFT] == 0 and P.count[row, v] > 1
+            mask[s * variants + v] = access.job_pieces_left(S, job) == 0 and P.count[row, v] > 1
     mask[n_slots * variants] = can_wait and (not best_type_idle or not fits)
 
 
@@ -517,10 +500,10 @@ def _observe_cuts(
     entry of the work array `busy_until` each), each piece on the one where it ends first: a cut
     pays only if its pieces find fast enough instances, and a piece on a slow one can end after
     the whole layer on a fast one."""
-    row = S.ji[job, JI_CURSOR]
-    left = S.ji[job, JI_PIECES_LEFT]
+    row = access.job_next_row(S, job)
+    left = access.job_pieces_left(S, job)
     if left > 0:
-        obs[at] = left / P.count[row, S.ji[job, JI_SPLIT]]
+        obs[at] = left / P.count[row, access.job_split(S, job)]
     idle = busy_until.shape[0]
     whole_latency = T.latency[row, kind]
     whole_bytes = max(whole_latency * T.demand[row, kind], 1.0)
@@ -544,9 +527,9 @@ def _observe_cuts(
         obs[at + 2 * v] = cut_bytes / whole_bytes - 1.0
 
 
-# The cached kernel embeds the engine's column constants: recompile when either source changes.
+# The cached kernel embeds the engine's accessors: recompile when one of these sources changes.
 jit_cache.refresh(
-    observe, (engine_kernels, sys.modules[__name__]), stamp="relmas-rl-observe.sha256"
+    observe, (engine_kernels, access, sys.modules[__name__]), stamp="relmas-rl-observe.sha256"
 )
 
 
@@ -586,10 +569,14 @@ class Observer:
         self.engine = engine
         self.settings = settings
         self.layout = observation_layout(
-            settings, len(engine.tables.types), engine.state.ai.shape[0], engine.split_variants
+            settings,
+            len(engine.tables.types),
+            len(engine.system.instance_types),
+            engine.split_variants,
         )
         tau, tau_layer = time_scales(engine)
-        self.scales = np.array([tau, tau_layer, engine.state.sf[engine_kernels.SF_CAPACITY]])
+        capacity = access.bandwidth_capacity(engine.state)
+        self.scales = np.array([tau, tau_layer, capacity])
         self.slots = np.full(settings.slots, -1, dtype=np.int64)
         self.targets = np.full(settings.slots, -1, dtype=np.int64)
         self.reference: HeuristicPolicy = make_policy(settings.reference)  # type: ignore[assignment]
