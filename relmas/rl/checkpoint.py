@@ -92,6 +92,18 @@ class TrainingState:
     update_sums: dict[str, float] = field(default_factory=dict)
     update_count: int = 0
 
+    def add_update(self, metrics: Mapping[str, float]) -> None:
+        """Add the metrics of one gradient update to the sums since the last report."""
+        for key, value in metrics.items():
+            self.update_sums[key] = self.update_sums.get(key, 0.0) + value
+        self.update_count += 1
+
+    def pop_update_averages(self) -> dict[str, float]:
+        """The mean of each update metric since the last report; starts the next period."""
+        averages = {k: v / self.update_count for k, v in self.update_sums.items()}
+        self.update_sums, self.update_count = {}, 0
+        return averages
+
 
 def save_training_state(
     out_dir: Path, manifest: Mapping[str, Any], state: TrainingState, learner: Learner

@@ -165,19 +165,15 @@ def _train(
             learning = step > config.learning_starts and len(learner.buffer) >= config.batch_size
             if learning and step % config.train_frequency == 0:
                 batch = learner.buffer.sample(config.batch_size)
-                metrics = td_update(
-                    learner.online, learner.target, learner.optimizer, batch, config
+                state.add_update(
+                    td_update(learner.online, learner.target, learner.optimizer, batch, config)
                 )
-                for key, value in metrics.items():
-                    state.update_sums[key] = state.update_sums.get(key, 0.0) + value
-                state.update_count += 1
                 acting = GreedyPolicy(to_numpy_weights(learner.online))
             if step % config.target_update_every == 0:
                 update_target(learner.online, learner.target, config.tau)
             if step % config.log_every == 0:
-                averages = {k: v / state.update_count for k, v in state.update_sums.items()}
+                averages = state.pop_update_averages()
                 run.report(state, {**averages, "epsilon": linear_epsilon(step, config)})
-                state.update_sums, state.update_count = {}, 0
             if validate is not None and (
                 step % config.validation_every == 0
                 or step in (config.teacher_steps, config.total_steps)
