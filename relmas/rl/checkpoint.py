@@ -5,16 +5,21 @@
     replay-<step>.npz       the replay buffer that belongs to that last.pt
 
 Both .pt files hold plain dicts of tensors and Python scalars/strings (no pickled classes):
-`format`, `config` (the DQNConfig as a dict), `network` (the QNetwork spec), `online` (its state
-dict), `step`; best.pt adds `metrics` (the validation result); last.pt adds `target`,
-`optimizer`, `episode`, `best` (score, step, metrics), `rng` (torch and numpy generator states)
-and `replay_file`. Every write is atomic, and the replay file is written under a new name before the
-last.pt that points to it, so an interruption at any moment leaves a consistent pair. A payload
-gives the same bytes whatever the file's name: two runs of one config compare by checksum.
+`format`, `network` (the QNetwork spec), `online` (its state dict), `step`. best.pt adds `config`
+(the DQNConfig as a dict) and `metrics` (the validation result). last.pt adds `manifest` (the run's
+settings: `dqn`, the DQNConfig, and whatever else the run depends on; a last.pt of another
+manifest is not resumed), `target`, `optimizer`, the fields of `TrainingState`, `rng` (torch and
+numpy generator states) and `replay_file`. Every write is atomic, and the replay file is written
+under a new name before the last.pt that points to it, so an interruption at any moment leaves a
+consistent pair. A payload gives the same bytes whatever the file's name: two runs of one config
+compare by checksum.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +27,9 @@ import torch
 
 from relmas.errors import InputError
 from relmas.io import atomic_path
+from relmas.rl.curve import CurveRows
+from relmas.rl.dqn import Learner
 from relmas.rl.network import GreedyPolicy, QNetwork, build_network, to_numpy_weights
-from relmas.rl.replay import ReplayBuffer
 
 FORMAT = "relmas-dqn/1"
 BEST = "best.pt"
@@ -71,41 +77,99 @@ def load_policy(path: str | Path) -> GreedyPolicy:
     return GreedyPolicy(to_numpy_weights(load_network(path / BEST if path.is_dir() else path)))
 
 
-def save_training_state(out_dir: Path, state: dict[str, Any], buffer: ReplayBuffer) -> None:
+@dataclass
+class TrainingState:
+    """The training loop's own state: where it is, the best policy so far, the curve reported so
+    far and the update metrics summed since the last report. last.pt holds it with the learner."""
+
+    step: int = 0
+    episode: int = 0
+    best_score: float | None = None
+    best_step: int = 0  # step at which best.pt was taken
+    best_metrics: dict[str, float] = field(default_factory=dict)
+    best_weights: dict[str, torch.Tensor] | None = None  # best.pt's network
+    curve: CurveRows = field(default_factory=list)  # (step, metric, value) as reported
+    update_sums: dict[str, float] = field(default_factory=dict)
+    update_count: int = 0
+
+    def add_update(self, metrics: Mapping[str, float]) -> None:
+        """Add the metrics of one gradient update to the sums since the last report."""
+        for key, value in metrics.items():
+            self.update_sums[key] = self.update_sums.get(key, 0.0) + value
+        self.update_count += 1
+
+    def pop_update_averages(self) -> dict[str, float]:
+        """The mean of each update metric since the last report; starts the next period."""
+        averages = {k: v / self.update_count for k, v in self.update_sums.items()}
+        self.update_sums, self.update_count = {}, 0
+        return averages
+
+
+def save_training_state(
+    out_dir: Path, manifest: Mapping[str, Any], state: TrainingState, learner: Learner
+) -> None:
     """Write the replay buffer, then last.pt pointing to it, then drop older replay files."""
-    replay_file = f"replay-{state['step']:012d}.npz"
-    buffer.save(out_dir / replay_file)
-    save_checkpoint(out_dir / LAST, {**state, "replay_file": replay_file})
+    replay_file = f"replay-{state.step:012d}.npz"
+    learner.buffer.save(out_dir / replay_file)
+    saved = {f.name: getattr(state, f.name) for f in fields(TrainingState)}
+    payload = {
+        "manifest": _as_json(manifest),
+        "network": learner.online.spec,
+        "online": learner.online.state_dict(),
+        "target": learner.target.state_dict(),
+        "optimizer": learner.optimizer.state_dict(),
+        **saved,
+        "curve": [list(row) for row in state.curve],
+        "rng": {
+            "torch": torch.get_rng_state(),
+            "explore": json.dumps(learner.explore_rng.bit_generator.state),
+        },
+        "replay_file": replay_file,
+    }
+    save_checkpoint(out_dir / LAST, payload)
     for stale in out_dir.glob("replay-*.npz"):
         if stale.name != replay_file:
             stale.unlink()
 
 
 def load_training_state(
-    out_dir: Path, config: dict[str, Any], buffer: ReplayBuffer
-) -> dict[str, Any] | None:
-    """The state in `out_dir`/last.pt, with its replay buffer loaded into `buffer`; None if there
-    is no last.pt. Refuses a checkpoint of another config: resuming it would mix two experiments."""
+    out_dir: Path, manifest: Mapping[str, Any], learner: Learner
+) -> tuple[TrainingState | None, list[str]]:
+    """The state in `out_dir`/last.pt, restored into `learner` (networks, optimizer, replay,
+    generators), and [] — or (None, the manifest keys that changed) when last.pt belongs to a
+    run of other settings (resuming it would mix two experiments), or (None, []) without one."""
     path = out_dir / LAST
     if not path.is_file():
-        return None
-    changed = changed_config_keys(out_dir, config)
+        return None, []
+    payload = load_checkpoint(path)
+    changed = changed_keys(payload.get("manifest", {}), _as_json(manifest))
     if changed:
-        raise InputError(
-            path,
-            "config",
-            "the same training config as the run being resumed (or a new out dir)",
-            f"changed keys {changed}",
-        )
-    state = load_checkpoint(path)
-    buffer.load(out_dir / state["replay_file"])
-    return state
+        return None, changed
+    learner.buffer.load(out_dir / payload["replay_file"])
+    learner.online.load_state_dict(payload["online"])
+    learner.target.load_state_dict(payload["target"])
+    learner.optimizer.load_state_dict(payload["optimizer"])
+    torch.set_rng_state(payload["rng"]["torch"])
+    learner.explore_rng.bit_generator.state = json.loads(payload["rng"]["explore"])
+    state = TrainingState(**{f.name: payload[f.name] for f in fields(TrainingState)})
+    state.curve = [tuple(row) for row in state.curve]
+    return state, []
 
 
-def changed_config_keys(out_dir: Path, config: dict[str, Any]) -> list[str]:
-    """The learner config keys that differ from those of `out_dir`/last.pt (none without one)."""
-    path = out_dir / LAST
-    if not path.is_file():
-        return []
-    saved = load_checkpoint(path)["config"]
-    return sorted(k for k in config.keys() | saved.keys() if config.get(k) != saved.get(k))
+def changed_keys(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """The keys of the manifest `current` that differ from `saved`, as `section.key` one level
+    into sections that are mappings on both sides."""
+    changed = []
+    for key in sorted(saved.keys() | current.keys()):
+        old, new = saved.get(key), current.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            inner = sorted(old.keys() | new.keys())
+            changed += [f"{key}.{sub}" for sub in inner if old.get(sub) != new.get(sub)]
+        elif old != new:
+            changed.append(key)
+    return changed
+
+
+def _as_json(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """`manifest` as read back from a file: tuples as lists, keys sorted."""
+    return json.loads(json.dumps(manifest, sort_keys=True))

@@ -9,6 +9,7 @@ valid alternatives.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -20,7 +21,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from relmas.errors import InputError
-from relmas.rl.network import masked_argmax
+from relmas.rl.network import QNetwork, masked_argmax
+from relmas.rl.replay import ReplayBuffer
 
 CONFIG_SECTION = "training.dqn"  # where the DQNConfig keys live in the YAML config
 
@@ -180,6 +182,30 @@ def large_margin_loss(
     best = (q_values + margins).masked_fill(~mask, -torch.inf).max(dim=1).values
     taken = q_values.gather(1, action.unsqueeze(1)).squeeze(1)
     return (best - taken)[expert].mean()
+
+
+@dataclass
+class Learner:
+    """What learns in a run: the online and target networks, the optimizer, the replay buffer and
+    the exploration generator (all of it saved in last.pt, `relmas.rl.checkpoint`)."""
+
+    online: QNetwork
+    target: QNetwork
+    optimizer: torch.optim.Optimizer
+    buffer: ReplayBuffer
+    explore_rng: np.random.Generator
+
+    @classmethod
+    def create(cls, config: DQNConfig, obs_dim: int, n_actions: int) -> Learner:
+        """A fresh learner: the network from `torch.manual_seed(config.seed)`, replay sampling
+        and exploration from their own generators seeded from `config.seed`."""
+        torch.manual_seed(config.seed)
+        online = QNetwork(obs_dim, n_actions, config.hidden, config.dueling)
+        target = copy.deepcopy(online)
+        optimizer = torch.optim.Adam(online.parameters(), lr=config.learning_rate)
+        replay_seed, explore_seed = np.random.SeedSequence(config.seed).spawn(2)
+        buffer = ReplayBuffer(config.buffer_size, obs_dim, n_actions, seed=replay_seed)
+        return cls(online, target, optimizer, buffer, np.random.default_rng(explore_seed))
 
 
 @torch.no_grad()

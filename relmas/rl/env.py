@@ -22,6 +22,7 @@ every job counts alike, as in the SLA rate):
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,16 +30,22 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import polars as pl
+from numba import njit
 
+from relmas.hw import jit_cache
+from relmas.rl import observation as observation_module
 from relmas.rl.observation import (
     FEATURE_BOUND,
     ObservationSettings,
     Observer,
+    feasible,
     observation_layout,
 )
+from relmas.sim import access
+from relmas.sim import kernels as engine_kernels
 from relmas.sim.costs import WHOLE, CostTables
 from relmas.sim.engine import Engine
-from relmas.sim.kernels import SI_DONE
+from relmas.sim.kernels import State, Tables
 from relmas.sim.system import System
 
 
@@ -55,6 +62,44 @@ class RewardSettings:
         """w_i = p_i^e normalised to mean 1 over the trace."""
         raw = np.asarray(priority, dtype=np.float64) ** self.priority_exponent
         return raw / raw.mean()
+
+
+@njit(cache=True)
+def settle(
+    T: Tables, S: State, penalized: np.ndarray, weight: np.ndarray, initial_work: np.ndarray
+) -> tuple[float, float]:
+    """Mark the ready jobs that have certainly missed their deadline in `penalized`. Returns (sum
+    of `weight` of the newly marked jobs, progress potential = sum over the ready and running jobs
+    not marked of weight x fraction of their work done, a layer counting as done once all its
+    pieces started; work = remaining work from `initial_work`)."""
+    now = access.now(S)
+    penalty = 0.0
+    potential = 0.0
+    for i in range(access.ready_count(S)):
+        job = access.ready_job(S, i)
+        remaining = T.remaining_work[access.job_next_row(S, job)]
+        if feasible(now, remaining, access.job_deadline(S, job)):
+            potential += weight[job] * (1.0 - remaining / initial_work[job])
+        elif penalized[job] == 0:
+            penalized[job] = 1
+            penalty += weight[job]
+    for a in range(access.accelerator_count(S)):
+        job = access.running_job(S, a)
+        if job >= 0 and penalized[job] == 0 and access.job_pieces_left(S, job) == 0:
+            # counted once over the pieces of its layer running; a job with pieces still to
+            # start is ready, and counted there
+            after = T.remaining_work[access.job_next_row(S, job) + 1]
+            done = 1.0 - after / initial_work[job]
+            potential += weight[job] * done / access.job_pending_tasks(S, job)
+    return penalty, potential
+
+
+# The cached kernel embeds the engine's accessors: recompile when one of these sources changes.
+jit_cache.refresh(
+    settle,
+    (engine_kernels, access, observation_module, sys.modules[__name__]),
+    stamp="relmas-rl-env.sha256",
+)
 
 
 class SchedulingEnv(gym.Env):
@@ -100,9 +145,22 @@ class SchedulingEnv(gym.Env):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Start the trace from the beginning (the episode does not depend on `seed`)."""
         super().reset(seed=seed)
-        self.engine = Engine(self.system, self.tables, self.jobs)
-        weight = self.reward_settings.job_weights(self.engine.jobs["priority"].to_numpy())
-        self.observer = Observer(self.engine, self.observation_settings, weight)
+        engine = self.engine = Engine(self.system, self.tables, self.jobs)
+        self.observer = Observer(engine, self.observation_settings)
+        weight = self.reward_settings.job_weights(engine.jobs["priority"].to_numpy())
+        self.weight = np.ascontiguousarray(weight, dtype=np.float64)
+        self.penalized = np.zeros(engine.jobs.height, dtype=np.int8)  # certainly late, charged
+        tables = engine.tables
+        self.initial_work = tables.remaining_work_s[tables.first_row[engine.model_indices]]
+        self._finished_count = engine_kernels.entry_point(access.finished_count, engine.state)
+        self._settle = engine_kernels.entry_point(
+            settle,
+            engine.kernel_tables,
+            engine.state,
+            self.penalized,
+            self.weight,
+            self.initial_work,
+        )
         self.met = 0
         self.missed = 0
         self.episode_credit = 0.0
@@ -132,12 +190,12 @@ class SchedulingEnv(gym.Env):
         view = engine.next_decision()
         settings = self.reward_settings
         credit = 0.0
-        if engine.state.si[SI_DONE] > self.met + self.missed:  # pop only when a job finished
+        if self._finished_count(engine.state) > self.met + self.missed:  # pop only when one did
             finished, met = engine.pop_finished()
             late = finished[~met]
-            unpaid = late[observer.penalized[late] == 0]
-            observer.penalized[unpaid] = 1
-            weight = observer.weight
+            unpaid = late[self.penalized[late] == 0]
+            self.penalized[unpaid] = 1
+            weight = self.weight
             credit = (
                 settings.met * weight[finished[met]].sum() - settings.missed * weight[unpaid].sum()
             )
@@ -148,9 +206,11 @@ class SchedulingEnv(gym.Env):
             self.potential = 0.0
             obs = np.zeros(self.layout.size, dtype=np.float32)
         else:
-            seen = observer.observe(view)
-            obs, self.mask, self.potential = seen.obs, seen.mask, seen.potential
-            credit -= settings.missed * seen.hopeless_weight
+            obs, self.mask = observer.observe(view)
+            hopeless, self.potential = self._settle(
+                engine.kernel_tables, engine.state, self.penalized, self.weight, self.initial_work
+            )
+            credit -= settings.missed * hopeless
         self.episode_credit += credit
         return obs, view is None, float(credit)
 

@@ -33,14 +33,20 @@ the idle instances and the cut's extra DRAM traffic, both against the uncut laye
 instance — what GACER's search weighs: parallelism gained against traffic added.
 
 Features (docs/relmas.md lists them all) are computed by one Numba kernel from the engine's state
-arrays, a few microseconds per decision, and normalised by two time scales of the system: tau, the
-mean isolated latency of the configured models, and tau_layer, the mean best latency of a layer.
+arrays in three steps (pick the candidates, write the features, build the mask), a few
+microseconds per decision, and normalised by two time scales of the system: tau, the mean isolated
+latency of the configured models, and tau_layer, the mean best latency of a layer. Where each
+feature sits is named once, in the feature table below (`SlotFeature`, `InstanceFeature`,
+`GlobalFeature`, `Layout`), for the kernel that writes them and every reader (the slot rules).
+The reward's bookkeeping (which jobs certainly missed, the progress potential) is the
+environment's (`relmas.rl.env`).
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import NamedTuple
 
 import numpy as np
@@ -49,39 +55,72 @@ from numba import njit
 from relmas.hw import jit_cache
 from relmas.policies import make_policy
 from relmas.policies.heuristics import HeuristicPolicy
+from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
 from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.kernels import (
-    AF_DEMAND,
-    AF_RATE,
-    AF_WORK,
-    AI_JOB,
-    AI_TYPE,
-    JF_DEADLINE,
-    JF_ISOLATED,
-    JF_PRIORITY,
-    JF_READY_SINCE,
-    JI_CURSOR,
-    JI_PENDING,
-    JI_PIECES_LEFT,
-    JI_SPLIT,
-    SF_BW_IN_USE,
-    SF_NOW,
-    SI_READY_N,
-    Pieces,
-    State,
-    Tables,
-    refresh_rates,
-)
+from relmas.sim.kernels import Pieces, State, Tables
 
 # Version of the feature set below: agents and resumable runs of another version are refused.
 FEATURES_VERSION = 2  # 2: bandwidth demands and the finish on a busy instance (holding back)
-SLOT_BASE_FEATURES = 11  # per slot, before the per-type latency and demand
-INSTANCE_FEATURES = 3
-GLOBAL_FEATURES = 8
 FEATURE_BOUND = 30.0  # features are clipped to [-FEATURE_BOUND, FEATURE_BOUND]
 HOLD_TOLERANCE = 1e-6  # log ratio: a busy instance must win beyond float32 rounding
 MISS_TOLERANCE = 1e-9  # relative: a miss is certain only beyond rounding of event times
+
+
+# The feature table: the one definition of where each feature sits, for the kernel that writes
+# them and for every reader (the slot rules, tests). docs/relmas.md explains each.
+
+
+class SlotFeature(IntEnum):
+    """Offsets within a slot's features. After them: per accelerator type t the next layer's
+    latency (at SLOT_BASE_FEATURES + t), then its demand (at SLOT_BASE_FEATURES + types + t),
+    then for a resizing agent the cut features (`Layout.cut_feature`)."""
+
+    PRESENT = 0  # 1 if the slot holds a job
+    FEASIBLE = 1  # 1 if the job can still meet its deadline
+    SLACK = 2  # sl(slack / tau)
+    REMAINING = 3  # log(1 + remaining work / tau)
+    LAXITY = 4  # sl((slack - remaining work) / tau)
+    WORK_LEFT = 5  # remaining work / isolated latency
+    PRIORITY = 6  # priority / 9
+    WAITED = 7  # log(1 + time since ready / tau)
+    SLOWDOWN = 8  # log(latency on its target / best latency)
+    DEMAND = 9  # bandwidth demand on its target / capacity
+    BUSY_GAIN = 10  # log(latency on its target / earliest end on any instance, busy ones too)
+
+
+class InstanceFeature(IntEnum):
+    """Offsets within an instance's features."""
+
+    IDLE = 0  # 1 if idle
+    BUSY_LEFT = 1  # log(1 + busy time left at current rates / tau_layer)
+    BANDWIDTH = 2  # bandwidth it uses now / capacity
+
+
+class GlobalFeature(IntEnum):
+    """Offsets within the global features (after every slot's and instance's)."""
+
+    QUEUE = 0  # log(1 + ready jobs)
+    FEASIBLE = 1  # log(1 + feasible ready jobs)
+    HOPELESS = 2  # log(1 + hopeless ready jobs)
+    LOAD = 3  # log(1 + feasible ready work / (instances x tau))
+    BANDWIDTH_IN_USE = 4  # bandwidth in use / capacity
+    IDLE = 5  # share of idle instances
+    CAN_WAIT = 6  # 1 if waiting is allowed
+    RUNNING_DEMAND = 7  # full-speed bandwidth demand of the running layers / capacity
+
+
+SLOT_BASE_FEATURES = len(SlotFeature)
+INSTANCE_FEATURES = len(InstanceFeature)
+GLOBAL_FEATURES = len(GlobalFeature)
+
+
+@njit(cache=True)
+def slot_width(types: int, variants: int) -> int:
+    """Features per slot: the base ones, latency and demand per type, then with split variants
+    the share of pieces left and (finish, extra traffic) per variant >= 1."""
+    cuts = 1 + 2 * (variants - 1) if variants > 1 else 0
+    return SLOT_BASE_FEATURES + 2 * types + cuts
 
 
 @dataclass(frozen=True)
@@ -115,14 +154,11 @@ class Layout:
 
     @property
     def slot_features(self) -> int:
-        resizing = 1 + 2 * (self.variants - 1) if self.variants > 1 else 0
-        return SLOT_BASE_FEATURES + 2 * self.types + resizing
+        return slot_width.py_func(self.types, self.variants)
 
     @property
     def size(self) -> int:
-        return (
-            self.slots * self.slot_features + self.instances * INSTANCE_FEATURES + GLOBAL_FEATURES
-        )
+        return self._global_features + GLOBAL_FEATURES
 
     @property
     def actions(self) -> int:
@@ -139,29 +175,38 @@ class Layout:
         """Split variant of `action` (0 for whole layers and for wait)."""
         return 0 if action == self.actions - 1 else action % self.variants
 
+    def slot_feature(self, slot: int, feature: SlotFeature) -> int:
+        """Index of `slot`'s `feature` in the observation."""
+        return slot * self.slot_features + feature
+
+    def global_feature(self, feature: GlobalFeature) -> int:
+        """Index of the global `feature` in the observation."""
+        return self._global_features + feature
+
     def cut_finish_feature(self, slot: int, variant: int) -> int:
         """Index of `slot`'s feature: log finish of its layer cut by `variant` >= 1, against the
         whole layer."""
-        return (slot + 1) * self.slot_features - 2 * self.variants + 2 * variant
+        return slot * self.slot_features + SLOT_BASE_FEATURES + 2 * self.types + 2 * variant - 1
 
     def queue_length(self, obs: np.ndarray) -> int:
         """Ready jobs, read back from the global features of `obs`."""
-        return round(float(np.expm1(obs[self._global_features])))
+        return round(float(np.expm1(obs[self.global_feature(GlobalFeature.QUEUE)])))
 
     def idle_instances(self, obs: np.ndarray) -> int:
         """Idle instances, read back from the global features of `obs`."""
-        return round(float(obs[self._global_features + 5]) * self.instances)
+        return round(float(obs[self.global_feature(GlobalFeature.IDLE)]) * self.instances)
 
     def waits_for_busy(self, obs: np.ndarray, slot: int) -> bool:
         """Whether `slot`'s layer would end sooner on a busy instance, once its task ends, than
         on the idle instance it would get (read back from `obs`)."""
-        return float(obs[slot * self.slot_features + 10]) > HOLD_TOLERANCE
+        return float(obs[self.slot_feature(slot, SlotFeature.BUSY_GAIN)]) > HOLD_TOLERANCE
 
     def oversubscribes(self, obs: np.ndarray, slot: int) -> bool:
         """Whether starting `slot`'s job would push the running layers' bandwidth demand above
         the shared bandwidth (read back from `obs`; never while nothing runs)."""
-        running = float(obs[self._global_features + 7])
-        return running > 0.0 and running + float(obs[slot * self.slot_features + 9]) > 1.0
+        running = float(obs[self.global_feature(GlobalFeature.RUNNING_DEMAND)])
+        demand = float(obs[self.slot_feature(slot, SlotFeature.DEMAND)])
+        return running > 0.0 and running + demand > 1.0
 
     @property
     def _global_features(self) -> int:
@@ -191,9 +236,11 @@ def _insert(keys: np.ndarray, jobs: np.ndarray, key: float, job: int) -> None:
 @njit(cache=True)
 def _fastest_idle(T: Tables, S: State, row: int) -> int:
     best = -1
-    for a in range(S.ai.shape[0]):
-        if S.ai[a, AI_JOB] < 0 and (
-            best < 0 or T.latency[row, S.ai[a, AI_TYPE]] < T.latency[row, S.ai[best, AI_TYPE]]
+    for a in range(access.accelerator_count(S)):
+        if access.is_idle(S, a) and (
+            best < 0
+            or T.latency[row, access.accelerator_type(S, a)]
+            < T.latency[row, access.accelerator_type(S, best)]
         ):
             best = a
     return best
@@ -204,14 +251,15 @@ def _earliest_finish(T: Tables, S: State, row: int, busy_left: np.ndarray) -> fl
     """When layer `row` would end at the earliest on any instance, a busy one starting it once its
     running task ends (`busy_left`, at current rates)."""
     best = np.inf
-    for a in range(S.ai.shape[0]):
-        best = min(best, busy_left[a] + T.latency[row, S.ai[a, AI_TYPE]])
+    for a in range(access.accelerator_count(S)):
+        best = min(best, busy_left[a] + T.latency[row, access.accelerator_type(S, a)])
     return best
 
 
 @njit(cache=True)
-def _feasible(now: float, remaining: float, deadline: float) -> bool:
-    """Whether the remaining work at full speed still fits before the deadline."""
+def feasible(now: float, remaining: float, deadline: float) -> bool:
+    """Whether the remaining work at full speed still fits before the deadline (a job that does
+    not has certainly missed it)."""
     return now + remaining <= deadline + MISS_TOLERANCE * max(1.0, abs(deadline))
 
 
@@ -229,148 +277,205 @@ def observe(
     scales: np.ndarray,
     reference: int,
     can_wait: bool,
-    penalized: np.ndarray,
-    weight: np.ndarray,
-    initial_work: np.ndarray,
     obs: np.ndarray,
     slots: np.ndarray,
     targets: np.ndarray,
     mask: np.ndarray,
-) -> tuple[float, float]:
-    """Fill `obs`, the job of each slot (`slots`, -1 = empty), the instance it would go to
-    (`targets`) and the action `mask` (wait only if `can_wait` and no candidate could start on an
-    instance of its fastest type or each would oversubscribe the bandwidth; one action per slot
-    and split variant of `P`, as many variants as `mask` has room for); mark the ready jobs that
-    have certainly missed their deadline in `penalized`. Returns (sum of `weight` of the newly
-    marked jobs, progress potential = sum over the ready and running jobs not marked of weight x
-    fraction of their work done, a layer counting as done once all its pieces started; work =
-    remaining work from `initial_work`).
+) -> None:
+    """Fill the job of each slot (`slots`, -1 = empty), the instance it would go to (`targets`),
+    the features `obs` and the action `mask`, in three steps: pick the candidates, write the
+    features, build the mask (as many split variants of `P` per slot as `mask` has room for).
 
-    `scales` = (tau, tau_layer, bandwidth capacity in B/s).
-    """
-    refresh_rates(S)
-    tau, tau_layer, capacity = scales[0], scales[1], scales[2]
-    now = S.sf[SF_NOW]
+    `scales` = (tau, tau_layer, bandwidth capacity in B/s)."""
+    access.refresh_rates(S)
+    queue, feasible_jobs, feasible_work = _pick_candidates(T, S, reference, slots, targets)
+    running_demand, busy_left, idle_types = _scan_instances(S)
+    variants = (mask.shape[0] - 1) // slots.shape[0]
+    width = slot_width(T.latency.shape[1], variants)
+    obs[:] = 0.0
+    busy_until = np.empty(idle_types.shape[0])  # work array of the cut features' list schedule
+    for s in range(slots.shape[0]):
+        if slots[s] >= 0:
+            _write_slot(
+                T,
+                P,
+                S,
+                scales,
+                slots[s],
+                targets[s],
+                busy_left,
+                idle_types,
+                s * width,
+                variants,
+                busy_until,
+                obs,
+            )
+    base = slots.shape[0] * width
+    for a in range(access.accelerator_count(S)):
+        _write_instance(S, a, busy_left[a], scales, obs, base + a * INSTANCE_FEATURES)
+    base += access.accelerator_count(S) * INSTANCE_FEATURES
+    tau, capacity, instances = scales[0], scales[2], access.accelerator_count(S)
+    obs[base + GlobalFeature.QUEUE] = np.log1p(queue)
+    obs[base + GlobalFeature.FEASIBLE] = np.log1p(feasible_jobs)
+    obs[base + GlobalFeature.HOPELESS] = np.log1p(queue - feasible_jobs)
+    obs[base + GlobalFeature.LOAD] = np.log1p(feasible_work / (instances * tau))
+    obs[base + GlobalFeature.BANDWIDTH_IN_USE] = _share(access.bandwidth_in_use(S), capacity)
+    obs[base + GlobalFeature.IDLE] = idle_types.shape[0] / instances
+    obs[base + GlobalFeature.CAN_WAIT] = 1.0 if can_wait else 0.0
+    obs[base + GlobalFeature.RUNNING_DEMAND] = _share(running_demand, capacity)
+    for i in range(obs.shape[0]):
+        obs[i] = min(max(obs[i], -FEATURE_BOUND), FEATURE_BOUND)
+    _build_mask(T, P, S, slots, targets, can_wait, running_demand, capacity, mask)
+
+
+@njit(cache=True)
+def _pick_candidates(
+    T: Tables, S: State, reference: int, slots: np.ndarray, targets: np.ndarray
+) -> tuple[int, int, float]:
+    """The slots' jobs (the module doc's rankings after the `reference` job) and the fastest idle
+    instance for each one's next layer (-1 for an empty slot). Returns (ready jobs, feasible ready
+    jobs, their remaining work)."""
+    now = access.now(S)
     n_slots = slots.shape[0]
     k = (n_slots - 2) // 2
-    n_types = T.latency.shape[1]
-    variants = (mask.shape[0] - 1) // n_slots
     short_key = np.full(k, np.inf)
     short_job = np.full(k, -1, dtype=np.int64)
     early_key = np.full(k, np.inf)
     early_job = np.full(k, -1, dtype=np.int64)
     hopeless_key = np.full(1, np.inf)
     hopeless_job = np.full(1, -1, dtype=np.int64)
-    penalty = 0.0
-    potential = 0.0
-    feasible = 0
+    feasible_jobs = 0
     feasible_work = 0.0
-    queue = S.si[SI_READY_N]
+    queue = access.ready_count(S)
     for i in range(queue):
-        job = S.ready[i]
-        remaining = T.remaining_work[S.ji[job, JI_CURSOR]]
-        deadline = S.jf[job, JF_DEADLINE]
-        if _feasible(now, remaining, deadline):
-            feasible += 1
+        job = access.ready_job(S, i)
+        remaining = T.remaining_work[access.job_next_row(S, job)]
+        deadline = access.job_deadline(S, job)
+        if feasible(now, remaining, deadline):
+            feasible_jobs += 1
             feasible_work += remaining
-            potential += weight[job] * (1.0 - remaining / initial_work[job])
             _insert(short_key, short_job, remaining, job)
             _insert(early_key, early_job, deadline, job)
         else:
-            if penalized[job] == 0:
-                penalized[job] = 1
-                penalty += weight[job]
             _insert(hopeless_key, hopeless_job, remaining, job)
     slots[0] = reference
     slots[1 : 1 + k] = short_job
     slots[1 + k : 1 + 2 * k] = early_job
     slots[n_slots - 1] = hopeless_job[0]
+    for s in range(n_slots):
+        targets[s] = -1 if slots[s] < 0 else _fastest_idle(T, S, access.job_next_row(S, slots[s]))
+    return queue, feasible_jobs, feasible_work
 
-    obs[:] = 0.0
-    width = SLOT_BASE_FEATURES + 2 * n_types + (1 + 2 * (variants - 1) if variants > 1 else 0)
-    # one pass over the instances: the running layers' full-speed bandwidth demand, the time until
-    # each instance is free (at current rates), the types of the idle ones (the first `idle`)
-    instances = S.ai.shape[0]
+
+@njit(cache=True)
+def _scan_instances(S: State) -> tuple[float, np.ndarray, np.ndarray]:
+    """One pass over the instances: (the running layers' full-speed bandwidth demand, the time
+    until each instance is free at current rates, the types of the idle ones)."""
+    instances = access.accelerator_count(S)
     running_demand = 0.0
     busy_left = np.zeros(instances)
     idle_types = np.empty(instances, dtype=np.int64)
     idle = 0
     for a in range(instances):
-        if S.ai[a, AI_JOB] < 0:
-            idle_types[idle] = S.ai[a, AI_TYPE]
+        if access.is_idle(S, a):
+            idle_types[idle] = access.accelerator_type(S, a)
             idle += 1
         else:
-            running_demand += S.af[a, AF_DEMAND]
-            busy_left[a] = S.af[a, AF_WORK] / S.af[a, AF_RATE]
-    busy_until = np.empty(idle)  # work array of the cut features' list schedule
+            running_demand += access.task_demand(S, a)
+            busy_left[a] = access.busy_left(S, a)
+    return running_demand, busy_left, idle_types[:idle]
+
+
+@njit(cache=True)
+def _write_slot(
+    T: Tables,
+    P: Pieces,
+    S: State,
+    scales: np.ndarray,
+    job: int,
+    target: int,
+    busy_left: np.ndarray,
+    idle_types: np.ndarray,
+    base: int,
+    variants: int,
+    busy_until: np.ndarray,
+    obs: np.ndarray,
+) -> None:
+    """The features of the slot holding `job` (bound for instance `target`) from `obs[base]`."""
+    tau, tau_layer, capacity = scales[0], scales[1], scales[2]
+    now = access.now(S)
+    n_types = T.latency.shape[1]
+    row = access.job_next_row(S, job)
+    kind = access.accelerator_type(S, target)
+    remaining = T.remaining_work[row]
+    deadline = access.job_deadline(S, job)
+    slack = deadline - now
+    latency = T.latency[row, kind]
+    obs[base + SlotFeature.PRESENT] = 1.0
+    obs[base + SlotFeature.FEASIBLE] = 1.0 if feasible(now, remaining, deadline) else 0.0
+    obs[base + SlotFeature.SLACK] = _signed_log(slack / tau)
+    obs[base + SlotFeature.REMAINING] = np.log1p(remaining / tau)
+    obs[base + SlotFeature.LAXITY] = _signed_log((slack - remaining) / tau)
+    obs[base + SlotFeature.WORK_LEFT] = remaining / access.job_isolated(S, job)
+    obs[base + SlotFeature.PRIORITY] = access.job_priority(S, job) / 9.0
+    obs[base + SlotFeature.WAITED] = np.log1p((now - access.job_ready_since(S, job)) / tau)
+    obs[base + SlotFeature.SLOWDOWN] = np.log(latency / T.best_latency[row])
+    obs[base + SlotFeature.DEMAND] = _share(T.demand[row, kind], capacity)
+    obs[base + SlotFeature.BUSY_GAIN] = np.log(latency / _earliest_finish(T, S, row, busy_left))
+    for t in range(n_types):
+        obs[base + SLOT_BASE_FEATURES + t] = np.log1p(T.latency[row, t] / tau_layer)
+        obs[base + SLOT_BASE_FEATURES + n_types + t] = _share(T.demand[row, t], capacity)
+    if variants > 1:
+        cuts_at = base + SLOT_BASE_FEATURES + 2 * n_types
+        _observe_cuts(T, P, S, job, kind, variants, idle_types, busy_until, obs, cuts_at)
+
+
+@njit(cache=True)
+def _write_instance(
+    S: State, a: int, busy_left: float, scales: np.ndarray, obs: np.ndarray, base: int
+) -> None:
+    """The features of instance `a` from `obs[base]`."""
+    if access.is_idle(S, a):
+        obs[base + InstanceFeature.IDLE] = 1.0
+    else:
+        obs[base + InstanceFeature.BUSY_LEFT] = np.log1p(busy_left / scales[1])
+        bandwidth = access.task_demand(S, a) * access.task_rate(S, a)
+        obs[base + InstanceFeature.BANDWIDTH] = _share(bandwidth, scales[2])
+
+
+@njit(cache=True)
+def _build_mask(
+    T: Tables,
+    P: Pieces,
+    S: State,
+    slots: np.ndarray,
+    targets: np.ndarray,
+    can_wait: bool,
+    running_demand: float,
+    capacity: float,
+    mask: np.ndarray,
+) -> None:
+    """Valid actions: every filled slot whole; each split variant that really cuts a layer not
+    started yet; wait only if `can_wait` and no candidate could start on an instance of its
+    fastest type, or each would oversubscribe the bandwidth."""
+    n_slots = slots.shape[0]
+    variants = (mask.shape[0] - 1) // n_slots
     best_type_idle = False
     fits = False  # some candidate starts without oversubscribing the bandwidth
     mask[:] = False
     for s in range(n_slots):
         job = slots[s]
-        targets[s] = -1
         if job < 0:
             continue
         mask[s * variants] = True
-        row = S.ji[job, JI_CURSOR]
-        target = _fastest_idle(T, S, row)
-        targets[s] = target
-        remaining = T.remaining_work[row]
-        deadline = S.jf[job, JF_DEADLINE]
-        slack = deadline - now
-        base = s * width
-        obs[base] = 1.0
-        obs[base + 1] = 1.0 if _feasible(now, remaining, deadline) else 0.0
-        obs[base + 2] = _signed_log(slack / tau)
-        obs[base + 3] = np.log1p(remaining / tau)
-        obs[base + 4] = _signed_log((slack - remaining) / tau)
-        obs[base + 5] = remaining / S.jf[job, JF_ISOLATED]
-        obs[base + 6] = S.jf[job, JF_PRIORITY] / 9.0
-        obs[base + 7] = np.log1p((now - S.jf[job, JF_READY_SINCE]) / tau)
-        latency = T.latency[row, S.ai[target, AI_TYPE]]
-        best_type_idle = best_type_idle or latency <= T.best_latency[row]
-        obs[base + 8] = np.log(latency / T.best_latency[row])
-        demand = T.demand[row, S.ai[target, AI_TYPE]]
-        obs[base + 9] = _share(demand, capacity)
-        obs[base + 10] = np.log(latency / _earliest_finish(T, S, row, busy_left))
+        row = access.job_next_row(S, job)
+        kind = access.accelerator_type(S, targets[s])
+        best_type_idle = best_type_idle or T.latency[row, kind] <= T.best_latency[row]
+        demand = T.demand[row, kind]
         fits = fits or running_demand == 0.0 or running_demand + demand <= capacity
-        for t in range(n_types):
-            obs[base + SLOT_BASE_FEATURES + t] = np.log1p(T.latency[row, t] / tau_layer)
-            obs[base + SLOT_BASE_FEATURES + n_types + t] = _share(T.demand[row, t], capacity)
-        if variants > 1:
-            cuts_at = base + width - 2 * variants + 1
-            kind = S.ai[target, AI_TYPE]
-            _observe_cuts(T, P, S, job, kind, variants, idle_types, busy_until, obs, cuts_at)
-            for v in range(1, variants):
-                mask[s * variants + v] = S.ji[job, JI_PIECES_LEFT] == 0 and P.count[row, v] > 1
+        for v in range(1, variants):
+            mask[s * variants + v] = access.job_pieces_left(S, job) == 0 and P.count[row, v] > 1
     mask[n_slots * variants] = can_wait and (not best_type_idle or not fits)
-
-    base = n_slots * width
-    for a in range(instances):
-        job = S.ai[a, AI_JOB]
-        if job < 0:
-            obs[base] = 1.0
-        else:
-            if penalized[job] == 0 and S.ji[job, JI_PIECES_LEFT] == 0:
-                # counted once over the pieces of its layer running; a job with pieces still to
-                # start is ready, and counted there
-                after = T.remaining_work[S.ji[job, JI_CURSOR] + 1]
-                pieces = S.ji[job, JI_PENDING]
-                potential += weight[job] * (1.0 - after / initial_work[job]) / pieces
-            obs[base + 1] = np.log1p(busy_left[a] / tau_layer)
-            obs[base + 2] = _share(S.af[a, AF_DEMAND] * S.af[a, AF_RATE], capacity)
-        base += INSTANCE_FEATURES
-    obs[base] = np.log1p(queue)
-    obs[base + 1] = np.log1p(feasible)
-    obs[base + 2] = np.log1p(queue - feasible)
-    obs[base + 3] = np.log1p(feasible_work / (instances * tau))
-    obs[base + 4] = _share(S.sf[SF_BW_IN_USE], capacity)
-    obs[base + 5] = idle / instances
-    obs[base + 6] = 1.0 if can_wait else 0.0
-    obs[base + 7] = _share(running_demand, capacity)
-    for i in range(obs.shape[0]):
-        obs[i] = min(max(obs[i], -FEATURE_BOUND), FEATURE_BOUND)
-    return penalty, potential
 
 
 @njit(cache=True)
@@ -395,10 +500,10 @@ def _observe_cuts(
     entry of the work array `busy_until` each), each piece on the one where it ends first: a cut
     pays only if its pieces find fast enough instances, and a piece on a slow one can end after
     the whole layer on a fast one."""
-    row = S.ji[job, JI_CURSOR]
-    left = S.ji[job, JI_PIECES_LEFT]
+    row = access.job_next_row(S, job)
+    left = access.job_pieces_left(S, job)
     if left > 0:
-        obs[at] = left / P.count[row, S.ji[job, JI_SPLIT]]
+        obs[at] = left / P.count[row, access.job_split(S, job)]
     idle = busy_until.shape[0]
     whole_latency = T.latency[row, kind]
     whole_bytes = max(whole_latency * T.demand[row, kind], 1.0)
@@ -422,9 +527,9 @@ def _observe_cuts(
         obs[at + 2 * v] = cut_bytes / whole_bytes - 1.0
 
 
-# The cached kernel embeds the engine's column constants: recompile when either source changes.
+# The cached kernel embeds the engine's accessors: recompile when one of these sources changes.
 jit_cache.refresh(
-    observe, (engine_kernels, sys.modules[__name__]), stamp="relmas-rl-observe.sha256"
+    observe, (engine_kernels, access, sys.modules[__name__]), stamp="relmas-rl-observe.sha256"
 )
 
 
@@ -455,45 +560,35 @@ def observation_layout(
 class Observation(NamedTuple):
     obs: np.ndarray  # float32 features
     mask: np.ndarray  # bool, valid actions
-    hopeless_weight: float  # weight of the jobs found certainly late since the last observation
-    potential: float  # weighted progress of the jobs that can still meet their deadline
 
 
 class Observer:
-    """Observation, mask and action translation for one engine (one simulation).
+    """Observation, mask and action translation for one engine (one simulation)."""
 
-    Also tracks which jobs have certainly missed their deadline, and their progress, for the
-    reward (`Observation.hopeless_weight`, `Observation.potential`).
-    """
-
-    def __init__(self, engine: Engine, settings: ObservationSettings, weight: np.ndarray):
+    def __init__(self, engine: Engine, settings: ObservationSettings):
         self.engine = engine
         self.settings = settings
         self.layout = observation_layout(
-            settings, len(engine.tables.types), engine.state.ai.shape[0], engine.split_variants
+            settings,
+            len(engine.tables.types),
+            len(engine.system.instance_types),
+            engine.split_variants,
         )
-        self.weight = np.ascontiguousarray(weight, dtype=np.float64)
-        self.penalized = np.zeros(engine.jobs.height, dtype=np.int8)
-        tables = engine.tables
-        self.initial_work = tables.remaining_work_s[tables.first_row[engine.model_indices]]
         tau, tau_layer = time_scales(engine)
-        self.scales = np.array([tau, tau_layer, engine.state.sf[engine_kernels.SF_CAPACITY]])
+        capacity = access.bandwidth_capacity(engine.state)
+        self.scales = np.array([tau, tau_layer, capacity])
         self.slots = np.full(settings.slots, -1, dtype=np.int64)
         self.targets = np.full(settings.slots, -1, dtype=np.int64)
         self.reference: HeuristicPolicy = make_policy(settings.reference)  # type: ignore[assignment]
         self.reference.reset(engine)
-        T, S = engine.kernel_tables, engine.state
         self._observe = engine_kernels.entry_point(
             observe,
-            T,
+            engine.kernel_tables,
             engine.kernel_pieces,
-            S,
+            engine.state,
             self.scales,
             0,
             True,
-            self.penalized,
-            self.weight,
-            self.initial_work,
             np.zeros(self.layout.size, dtype=np.float32),
             self.slots,
             self.targets,
@@ -501,28 +596,25 @@ class Observer:
         )
 
     def observe(self, view: DecisionView) -> Observation:
-        """The observation at `view` (marks the jobs found certainly late as penalized)."""
+        """The observation at `view`."""
         engine = self.engine
         first = self.reference.decide(view)
         reference = first[0][0] if first else -1
         obs = np.empty(self.layout.size, dtype=np.float32)
         mask = np.empty(self.layout.actions, dtype=bool)
-        hopeless, potential = self._observe(
+        self._observe(
             engine.kernel_tables,
             engine.kernel_pieces,
             engine.state,
             self.scales,
             reference,
             view.can_wait,
-            self.penalized,
-            self.weight,
-            self.initial_work,
             obs,
             self.slots,
             self.targets,
             mask,
         )
-        return Observation(obs, mask, hopeless, potential)
+        return Observation(obs, mask)
 
     def assignments(self, action: int) -> list[tuple[int, int, int]]:
         """The (job, instance, split variant) that `action` starts ([] = wait), for the last

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from relmas.errors import InputError
 from relmas.policies.base import Policy, register
 from relmas.rl.agent import AGENT_FILE, load_agent
@@ -55,8 +53,7 @@ class RelmasPolicy(Policy):
         if self.resize and engine.split_variants != self.info.split_variants:
             expected = f"an agent trained on these piece tables' cuts {list(engine.split_variants)}"
             raise InputError(path, "split_variants", expected, list(self.info.split_variants))
-        weight = np.ones(engine.jobs.height)  # rewards are not needed to act
-        self.observer = Observer(engine, self.info.observation, weight)
+        self.observer = Observer(engine, self.info.observation)
 
     def decide(self, view: DecisionView) -> list[tuple[int, int, int]]:
         seen = self.observer.observe(view)

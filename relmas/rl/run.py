@@ -12,7 +12,6 @@ steps (SLA rate on the validation traces); the best is best.pt.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -25,20 +24,14 @@ import polars as pl
 from relmas.errors import InputError
 from relmas.evaluate import LEARNED, simulate
 from relmas.hw.spec import Spec, parse_spec
-from relmas.io import atomic_path
 from relmas.rl.agent import AgentInfo, write_agent_info
-from relmas.rl.checkpoint import BEST, LAST, changed_config_keys, load_network
+from relmas.rl.checkpoint import BEST, load_network
 from relmas.rl.env import SchedulingEnv
 from relmas.rl.network import QNetwork
-from relmas.rl.observation import FEATURES_VERSION, ObservationSettings
+from relmas.rl.observation import FEATURES_VERSION
 from relmas.rl.overhead import decision_cost
 from relmas.rl.rules import CUT_SUFFIX, SlotRule, cut_form, slot_rules
-from relmas.rl.settings import (
-    BEST_REFERENCE,
-    TrainingSettings,
-    parse_training,
-    reference_heuristics,
-)
+from relmas.rl.settings import BEST_REFERENCE, parse_training, reference_heuristics
 from relmas.rl.train import Logger, TrainResult, train
 from relmas.sim.costs import WHOLE, CostTables, load_costs
 from relmas.sim.system import System
@@ -46,7 +39,6 @@ from relmas.workload import generate_trace, parse_scenario, scenario_system
 
 Policy = Callable[[np.ndarray, np.ndarray], int]  # (observation, mask) -> action
 RESIZING = "relmas_resize"  # the learned policy that also cuts layers
-SETTINGS_FILE = "training.json"  # observation and reward settings of the run, for resuming
 
 
 @dataclass(frozen=True)
@@ -127,17 +119,22 @@ def train_scenario(
     if observation.reference == BEST_REFERENCE:
         observation = replace(observation, reference=max(heuristics, key=heuristics.__getitem__))
     split_variants = tables.pieces.variants if resize else (WHOLE,)
-    # what the agent is trained on besides the training settings: resuming across a change of
-    # any of them would finish training on another problem
-    problem = {
+    # the run's manifest besides the learner config: what the agent sees, how it is rewarded and
+    # the problem it is trained on; resuming across a change of any of them would finish training
+    # on another problem (the learner restarts instead, `relmas.rl.train`)
+    seen = asdict(observation)
+    if not observation.resize:
+        del seen["resize"]  # recorded only when set
+    manifest = {
+        "observation": seen,
+        "features": FEATURES_VERSION,
+        "reward": asdict(settings.reward),
         "scenario": config["scenarios"][scenario],
         "system": asdict(system),
         "accelerators": {name: config["accelerators"][name] for name in system.accelerator_types},
         "models": {name: config["models"][name] for name in tables.models},
         **({"split_variants": split_variants} if resize else {}),
     }
-    stale = _stale_settings(out_dir, observation, settings, problem)
-    restarted_because = stale if resume else []
 
     def make_env(seed: int) -> SchedulingEnv:
         return SchedulingEnv(
@@ -170,10 +167,11 @@ def train_scenario(
         make_env,
         settings.dqn,
         out_dir,
+        manifest=manifest,
         logger=log,
         validate=validate,
         teacher=None if teacher is None else _as_teacher(candidates[teacher]),
-        resume=resume and not restarted_because,
+        resume=resume,
     )
     hosts = (settings.overhead_accelerator,) if settings.overhead_accelerator else tables.types
     specs = {name: parse_spec(name, config["accelerators"][name], source) for name in hosts}
@@ -202,7 +200,7 @@ def train_scenario(
         validation=learner.best_metrics,
         decision_cost=cost,
         wall_seconds=time.perf_counter() - wall,
-        restarted_because=restarted_because,
+        restarted_because=learner.restarted_because,
         cpu_seconds=time.process_time() - cpu,
     )
 
@@ -249,36 +247,3 @@ def rollout(env: SchedulingEnv, policy: Policy) -> dict[str, float]:
 def _as_teacher(rule: SlotRule) -> Callable[[np.ndarray, Mapping[str, Any]], int]:
     """The learner's teacher(obs, info) signature for a slot rule."""
     return lambda obs, info: rule(obs, info["action_mask"])
-
-
-def _stale_settings(
-    out_dir: Path,
-    observation: ObservationSettings,
-    settings: TrainingSettings,
-    problem: Mapping[str, Any],
-) -> list[str]:
-    """The settings that differ from those of the run saved in `out_dir` (none when there is no
-    saved run): resuming it would mix two experiments. Then record the current ones.
-
-    Observation (settings and feature version), reward and the `problem` (scenario, system,
-    accelerators, models) are kept in their own file because a workflow may delete the declared
-    outputs (best.pt, agent.json) before rerunning a job; the learner's config is in last.pt."""
-    path = out_dir / SETTINGS_FILE
-    seen = asdict(observation)
-    if not observation.resize:
-        del seen["resize"]  # recorded only when set: runs saved before resizing existed resume
-    current = {
-        "observation": seen,
-        "features": FEATURES_VERSION,
-        "reward": asdict(settings.reward),
-        **problem,
-    }
-    current = json.loads(json.dumps(current, sort_keys=True))  # as read back (tuples: lists)
-    stale = [f"dqn.{key}" for key in changed_config_keys(out_dir, asdict(settings.dqn))]
-    if (out_dir / LAST).is_file():
-        previous = json.loads(path.read_text()) if path.is_file() else {}
-        stale += [key for key in current if previous.get(key) != current[key]]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path, suffix=".json") as tmp:
-        Path(tmp).write_text(json.dumps(current, sort_keys=True))
-    return stale

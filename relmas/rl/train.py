@@ -11,15 +11,18 @@ steps, and at the end), so it holds no half-finished episode: restarting from it
 steps an uninterrupted run would take, and gives identical weights. last.pt also holds the learning
 curve so far, written beside it as curve.parquet (`relmas.rl.curve`) at every checkpoint and at the
 end, so the file is a copy that a resumed run rebuilds.
+
+The run's manifest — the learner config plus whatever else the caller says the run depends on (for
+a scenario: observation, reward, the problem; `relmas.rl.run`) — is kept in last.pt: a last.pt of
+another manifest is not resumed (that would mix two experiments); the run starts afresh and says
+which keys changed (`TrainResult.restarted_because`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
-import json
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,21 +34,23 @@ from relmas.errors import InputError
 from relmas.rl.checkpoint import (
     BEST,
     LAST,
+    TrainingState,
     load_training_state,
     save_checkpoint,
     save_training_state,
 )
-from relmas.rl.curve import CURVE, CurveRows, curve_rows, write_curve
+from relmas.rl.curve import CURVE, curve_rows, write_curve
 from relmas.rl.dqn import (
     CONFIG_SECTION,
     DQNConfig,
+    Learner,
     linear_epsilon,
     select_action,
     td_update,
     update_target,
 )
-from relmas.rl.network import GreedyPolicy, QNetwork, to_numpy_weights
-from relmas.rl.replay import NStepCollector, ReplayBuffer
+from relmas.rl.network import GreedyPolicy, to_numpy_weights
+from relmas.rl.replay import NStepCollector
 
 MakeEnv = Callable[[int], gym.Env]
 Logger = Callable[[dict[str, float], int], None]
@@ -62,20 +67,7 @@ class TrainResult:
     best_step: int  # step at which best.pt was taken
     best_metrics: dict[str, float]  # validate()'s result for best.pt (empty without validate)
     resumed_from: int | None  # step of the last.pt this run resumed from, if any
-
-
-@dataclass
-class _Progress:
-    step: int = 0
-    episode: int = 0
-    checkpoint_step: int = 0
-    best_score: float | None = None
-    best_step: int = 0
-    best_metrics: dict[str, float] = field(default_factory=dict)
-    curve: CurveRows = field(default_factory=list)  # (step, metric, value) as logged
-    update_sums: dict[str, float] = field(default_factory=dict)  # since the last loss report
-    update_count: int = 0
-    best_weights: dict[str, torch.Tensor] | None = None  # best.pt's network
+    restarted_because: list[str]  # manifest keys changed since last.pt, which was not resumed
 
 
 def train(
@@ -83,13 +75,15 @@ def train(
     config: DQNConfig,
     out_dir: str | Path,
     *,
+    manifest: Mapping[str, Any] | None = None,
     logger: Logger | None = None,
     validate: Validator | None = None,
     teacher: Teacher | None = None,
     resume: bool = True,
 ) -> TrainResult:
-    """Train a masked Double DQN on `make_env` episodes; resume from `out_dir`/last.pt if present
-    (and `resume`; with `resume=False` it starts afresh and overwrites the checkpoints).
+    """Train a masked Double DQN on `make_env` episodes; resume from `out_dir`/last.pt if present,
+    of the same manifest (`config` plus `manifest`, JSON-able settings the run depends on), and
+    `resume`; otherwise it starts afresh and overwrites the checkpoints.
 
     `validate(policy)` is called every `validation_every` steps, after the teacher's last step
     (so that best.pt is never worse on validation than what imitation reached) and at the end;
@@ -105,218 +99,186 @@ def train(
         raise ValueError("config.teacher_steps > 0 needs a teacher(obs, info) callable")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    log = logger or (lambda metrics, step: None)
-    envs: dict[int, gym.Env] = {}
-    with _deterministic_torch():
-        try:
-            return _train(make_env, envs, config, out_dir, log, validate, teacher, resume)
-        finally:
-            for env in envs.values():
-                env.close()
+    run = _Run(config, {"dqn": asdict(config), **(manifest or {})}, out_dir, logger)
+    with (
+        _deterministic_torch(),
+        contextlib.closing(_EpisodeEnvs(make_env, config.train_seeds)) as envs,
+    ):
+        return _train(run, envs, validate, teacher, resume)
 
 
 def _train(
-    make_env: MakeEnv,
-    envs: dict[int, gym.Env],
-    config: DQNConfig,
-    out_dir: Path,
-    log: Logger,
+    run: _Run,
+    envs: _EpisodeEnvs,
     validate: Validator | None,
     teacher: Teacher | None,
     resume: bool,
 ) -> TrainResult:
-    def env_for_episode(episode: int) -> gym.Env:
-        seed = config.train_seeds[episode % len(config.train_seeds)]
-        if seed not in envs:
-            envs[seed] = make_env(seed)
-            if _env_dims(envs[seed]) != (obs_dim, n_actions):
-                raise ValueError(f"make_env({seed}) has other spaces than make_env(first seed)")
-        return envs[seed]
-
-    first_env = make_env(config.train_seeds[0])
-    envs[config.train_seeds[0]] = first_env
-    obs_dim, n_actions = _env_dims(first_env)
-
-    torch.manual_seed(config.seed)
-    online = QNetwork(obs_dim, n_actions, config.hidden, config.dueling)
-    target = copy.deepcopy(online)
-    optimizer = torch.optim.Adam(online.parameters(), lr=config.learning_rate)
-    replay_seed, explore_seed = np.random.SeedSequence(config.seed).spawn(2)
-    buffer = ReplayBuffer(config.buffer_size, obs_dim, n_actions, seed=replay_seed)
-    explore_rng = np.random.default_rng(explore_seed)
-    collector = NStepCollector(config.n_step, config.gamma)
-    progress = _Progress()
-
-    saved = load_training_state(out_dir, asdict(config), buffer) if resume else None
-    if saved is not None:
-        online.load_state_dict(saved["online"])
-        target.load_state_dict(saved["target"])
-        optimizer.load_state_dict(saved["optimizer"])
-        torch.set_rng_state(saved["rng"]["torch"])
-        explore_rng.bit_generator.state = json.loads(saved["rng"]["explore"])
-        progress = _Progress(
-            step=saved["step"],
-            episode=saved["episode"],
-            checkpoint_step=saved["step"],
-            best_score=saved["best"]["score"],
-            best_step=saved["best"]["step"],
-            best_metrics=saved["best"]["metrics"],
-            # checkpoints written before these were recorded resume without them
-            curve=[tuple(row) for row in saved.get("curve", [])],
-            update_sums=dict(saved.get("updates", {}).get("sums", {})),
-            update_count=saved.get("updates", {}).get("count", 0),
-            best_weights=saved["best"].get("weights"),
-        )
-    resumed_from = saved["step"] if saved is not None else None
-    # Acting uses a snapshot of the online network run by the Numba forward pass (a torch call
-    # per step costs more than a simulator step); it is refreshed after every gradient update.
-    acting = GreedyPolicy(to_numpy_weights(online))
-
-    def report(metrics: dict[str, float], step: int) -> None:
-        progress.curve.extend(curve_rows(metrics, step))
-        log(metrics, step)
-
-    def save_best() -> None:
-        progress.best_weights = {k: v.detach().clone() for k, v in online.state_dict().items()}
-        write_best()
-
-    def write_best() -> None:
-        payload = {"network": online.spec, "online": progress.best_weights}
-        save_checkpoint(
-            out_dir / BEST,
-            {
-                **payload,
-                "step": progress.best_step,
-                "config": asdict(config),
-                "metrics": progress.best_metrics,
-            },
-        )
-
+    """The loop: act (teacher, then epsilon-greedy), store, learn, validate, checkpoint."""
+    config = run.config
+    obs_dim, n_actions = envs.dims
+    learner = Learner.create(config, obs_dim, n_actions)
+    saved, restarted_because = (
+        load_training_state(run.out_dir, run.manifest, learner) if resume else (None, [])
+    )
+    resumed_from = None if saved is None else saved.step
+    state = saved or TrainingState()
     # A workflow deletes its declared outputs (best.pt, curve.parquet) before rerunning a job:
     # last.pt holds what rewrites them, also when the rerun finds the training complete.
-    if progress.best_weights is not None and not (out_dir / BEST).is_file():
-        write_best()
-
-    def run_validation(validate: Validator) -> None:
-        metrics = {k: float(v) for k, v in validate(GreedyPolicy(to_numpy_weights(online))).items()}
-        if config.validation_metric not in metrics:
-            raise InputError(
-                None,
-                f"{CONFIG_SECTION}.validation_metric",
-                f"one of the metrics returned by validation {sorted(metrics)}",
-                config.validation_metric,
-            )
-        score = metrics[config.validation_metric]
-        if progress.best_score is None or score > progress.best_score:
-            progress.best_score, progress.best_step, progress.best_metrics = (
-                score,
-                progress.step,
-                metrics,
-            )
-            save_best()
-        report({f"val_{k}": v for k, v in metrics.items()}, progress.step)
-
-    def save_last() -> None:
-        state = {
-            "config": asdict(config),
-            "network": online.spec,
-            "online": online.state_dict(),
-            "target": target.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "step": progress.step,
-            "episode": progress.episode,
-            "best": {
-                "score": progress.best_score,
-                "step": progress.best_step,
-                "metrics": progress.best_metrics,
-                **({"weights": progress.best_weights} if progress.best_weights else {}),
-            },
-            "curve": [list(row) for row in progress.curve],
-            "updates": {"sums": progress.update_sums, "count": progress.update_count},
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "explore": json.dumps(explore_rng.bit_generator.state),
-            },
-        }
-        write_curve(out_dir / CURVE, progress.curve)
-        save_training_state(out_dir, state, buffer)
-        progress.checkpoint_step = progress.step
-
-    while progress.step < config.total_steps:
-        env = env_for_episode(progress.episode)
-        obs, info = env.reset(seed=_episode_seed(config.seed, progress.episode))
+    if state.best_weights is not None and not (run.out_dir / BEST).is_file():
+        run.write_best(learner, state)
+    collector = NStepCollector(config.n_step, config.gamma)
+    # Acting uses a snapshot of the online network run by the Numba forward pass (a torch call
+    # per step costs more than a simulator step); it is refreshed after every gradient update.
+    acting = GreedyPolicy(to_numpy_weights(learner.online))
+    checkpoint_step = state.step
+    while state.step < config.total_steps:
+        env = envs.for_episode(state.episode)
+        obs, info = env.reset(seed=_episode_seed(config.seed, state.episode))
         obs, mask = _observation(obs), _action_mask(info, n_actions)
         collector.clear()
         episode_return, episode_length, episode_over = 0.0, 0, False
-        while not episode_over and progress.step < config.total_steps:
-            expert = progress.step < config.teacher_steps
+        while not episode_over and state.step < config.total_steps:
+            expert = state.step < config.teacher_steps
             if expert:
                 action = int(teacher(obs, info))
                 if not mask[action]:
                     raise ValueError(f"the teacher chose the invalid action {action}")
             else:
-                q_values = acting.q_values(obs)
-                epsilon = linear_epsilon(progress.step, config)
-                action = select_action(q_values, mask, epsilon, explore_rng)
+                epsilon = linear_epsilon(state.step, config)
+                action = select_action(acting.q_values(obs), mask, epsilon, learner.explore_rng)
             next_obs, reward, terminated, truncated, info = env.step(action)
             next_obs, next_mask = _observation(next_obs), _action_mask(info, n_actions)
             for transition in collector.push(
                 obs, mask, action, float(reward), next_obs, next_mask, terminated, truncated, expert
             ):
-                buffer.add(transition)
+                learner.buffer.add(transition)
             obs, mask = next_obs, next_mask
             episode_return += float(reward)
             episode_length += 1
             episode_over = terminated or truncated
-            progress.step += 1
-            step = progress.step
+            state.step += 1
+            step = state.step
             if config.keep_teacher and step == config.teacher_steps:
-                buffer.protect()
+                learner.buffer.protect()
 
-            learning = step > config.learning_starts and len(buffer) >= config.batch_size
+            learning = step > config.learning_starts and len(learner.buffer) >= config.batch_size
             if learning and step % config.train_frequency == 0:
-                batch = buffer.sample(config.batch_size)
-                for key, value in td_update(online, target, optimizer, batch, config).items():
-                    progress.update_sums[key] = progress.update_sums.get(key, 0.0) + value
-                progress.update_count += 1
-                acting = GreedyPolicy(to_numpy_weights(online))
+                batch = learner.buffer.sample(config.batch_size)
+                state.add_update(
+                    td_update(learner.online, learner.target, learner.optimizer, batch, config)
+                )
+                acting = GreedyPolicy(to_numpy_weights(learner.online))
             if step % config.target_update_every == 0:
-                update_target(online, target, config.tau)
+                update_target(learner.online, learner.target, config.tau)
             if step % config.log_every == 0:
-                averages = {k: v / progress.update_count for k, v in progress.update_sums.items()}
-                report({**averages, "epsilon": linear_epsilon(step, config)}, step)
-                progress.update_sums, progress.update_count = {}, 0
+                averages = state.pop_update_averages()
+                run.report(state, {**averages, "epsilon": linear_epsilon(step, config)})
             if validate is not None and (
                 step % config.validation_every == 0
                 or step in (config.teacher_steps, config.total_steps)
             ):
-                run_validation(validate)
+                run.validate(validate, learner, state)
 
-        progress.episode += 1
+        state.episode += 1
         if episode_over:
-            report(
-                {"episode_return": episode_return, "episode_length": episode_length}, progress.step
-            )
-        period = progress.step // config.checkpoint_every
-        if (
-            period > progress.checkpoint_step // config.checkpoint_every
-            or progress.step >= config.total_steps
-        ):
-            save_last()
+            run.report(state, {"episode_return": episode_return, "episode_length": episode_length})
+        period = state.step // config.checkpoint_every
+        if period > checkpoint_step // config.checkpoint_every or state.step >= config.total_steps:
+            write_curve(run.out_dir / CURVE, state.curve)
+            save_training_state(run.out_dir, run.manifest, state, learner)
+            checkpoint_step = state.step
 
     if validate is None:
-        progress.best_step, progress.best_metrics = progress.step, {}
-        save_best()
-    write_curve(out_dir / CURVE, progress.curve)  # also when resuming a run that was complete
+        state.best_step, state.best_metrics = state.step, {}
+        run.keep_best(learner, state)
+    write_curve(run.out_dir / CURVE, state.curve)  # also when resuming a run that was complete
     return TrainResult(
-        best_path=out_dir / BEST,
-        last_path=out_dir / LAST,
-        steps=progress.step,
-        episodes=progress.episode,
-        best_step=progress.best_step,
-        best_metrics=progress.best_metrics,
+        best_path=run.out_dir / BEST,
+        last_path=run.out_dir / LAST,
+        steps=state.step,
+        episodes=state.episode,
+        best_step=state.best_step,
+        best_metrics=state.best_metrics,
         resumed_from=resumed_from,
+        restarted_because=restarted_because,
     )
+
+
+@dataclass
+class _Run:
+    """What the steps of a run share besides the learner and the loop's state: its config, its
+    manifest (what a last.pt must match to be resumed), its directory, its logger."""
+
+    config: DQNConfig
+    manifest: dict[str, Any]
+    out_dir: Path
+    logger: Logger | None
+
+    def report(self, state: TrainingState, metrics: dict[str, float]) -> None:
+        """Log `metrics` at the current step and keep them for the curve."""
+        state.curve.extend(curve_rows(metrics, state.step))
+        if self.logger is not None:
+            self.logger(metrics, state.step)
+
+    def validate(self, validate: Validator, learner: Learner, state: TrainingState) -> None:
+        """Score the online network; keep it as best.pt if it beats the best so far."""
+        policy = GreedyPolicy(to_numpy_weights(learner.online))
+        metrics = {k: float(v) for k, v in validate(policy).items()}
+        metric = self.config.validation_metric
+        if metric not in metrics:
+            raise InputError(
+                None,
+                f"{CONFIG_SECTION}.validation_metric",
+                f"one of the metrics returned by validation {sorted(metrics)}",
+                metric,
+            )
+        if state.best_score is None or metrics[metric] > state.best_score:
+            state.best_score, state.best_step, state.best_metrics = (
+                metrics[metric],
+                state.step,
+                metrics,
+            )
+            self.keep_best(learner, state)
+        self.report(state, {f"val_{k}": v for k, v in metrics.items()})
+
+    def keep_best(self, learner: Learner, state: TrainingState) -> None:
+        """The online network becomes the best policy (in the state and in best.pt)."""
+        online = learner.online.state_dict()
+        state.best_weights = {k: v.detach().clone() for k, v in online.items()}
+        self.write_best(learner, state)
+
+    def write_best(self, learner: Learner, state: TrainingState) -> None:
+        payload = {
+            "network": learner.online.spec,
+            "online": state.best_weights,
+            "step": state.best_step,
+            "config": asdict(self.config),
+            "metrics": state.best_metrics,
+        }
+        save_checkpoint(self.out_dir / BEST, payload)
+
+
+class _EpisodeEnvs:
+    """One environment per training seed, made when first needed; episode k runs that of
+    `seeds[k % len(seeds)]`. All must have the spaces of the first."""
+
+    def __init__(self, make_env: MakeEnv, seeds: tuple[int, ...]) -> None:
+        self.make_env, self.seeds = make_env, seeds
+        self.envs = {seeds[0]: make_env(seeds[0])}
+        self.dims = _env_dims(self.envs[seeds[0]])
+
+    def for_episode(self, episode: int) -> gym.Env:
+        seed = self.seeds[episode % len(self.seeds)]
+        if seed not in self.envs:
+            self.envs[seed] = self.make_env(seed)
+            if _env_dims(self.envs[seed]) != self.dims:
+                raise ValueError(f"make_env({seed}) has other spaces than make_env(first seed)")
+        return self.envs[seed]
+
+    def close(self) -> None:
+        for env in self.envs.values():
+            env.close()
 
 
 @contextlib.contextmanager
