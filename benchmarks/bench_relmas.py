@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from relmas.config import load_config
-from relmas.evaluate import evaluation_runs, policy_options, simulate
+from relmas.evaluate import simulate
 from relmas.hw.spec import parse_spec
 from relmas.io import write_parquet
 from relmas.policies import make_policy
@@ -36,6 +36,7 @@ from relmas.rl.agent import AGENT_FILE, read_agent_info
 from relmas.rl.overhead import overhead_metrics
 from relmas.rl.run import train_scenario
 from relmas.sim.costs import load_costs
+from relmas.study import evaluation_runs, policy_options
 from relmas.workload import make_workload, scenario_system
 from relmas.zoo import layer_table
 

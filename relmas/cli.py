@@ -16,12 +16,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from relmas import catalog
 from relmas.errors import InputError
+from relmas.paths import RESULTS, summary_of
+
+POLICY_HELP = 'a policy name of relmas.catalog (docs/design.md, "Policies")'
 
 
 def load_configs(paths: Sequence[str]) -> dict[str, Any]:
     """Load one or several config files, merged left to right like Snakemake's `--configfile`."""
-    from relmas.config import load_yaml, validate_config
+    from relmas.config import validate_config
+    from relmas.yaml_io import load_yaml
 
     merged: dict[str, Any] = {}
     for path in paths:
@@ -238,10 +243,10 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         agent_scenario,
         evaluate_scenario,
         policy_extra,
-        policy_options,
         summary_row,
         write_results,
     )
+    from relmas.study import policy_options
     from relmas.workload import scenario_system
 
     config = load_configs(args.config)
@@ -284,7 +289,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             write_results(
                 result,
                 out,
-                summary_path(out),
+                summary_of(out),
                 scenario=args.scenario,
                 seed=seed,
                 extra=extra,
@@ -299,11 +304,6 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                 _log_gantt(run, result, args.gantt)
             print(f"{args.scenario} {args.policy} seed {seed}: sla_rate {row['sla_rate']:.3f}")
         run.log_metrics({k: statistics.fmean(r[k] for r in rows) for k in rows[0]})
-
-
-def summary_path(results_path: Path) -> Path:
-    """Where the one-row summary of a results file goes: beside it, `.summary.parquet`."""
-    return results_path.with_name(results_path.name.removesuffix(".parquet") + ".summary.parquet")
 
 
 def _log_gantt(run: Any, result: Any, path: Path) -> None:
@@ -324,7 +324,8 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
     from relmas import tracking
     from relmas.io import write_parquet
-    from relmas.sweep import point_config, point_label, run_sweep_point, sweep_policies
+    from relmas.study import point_label, sweep_policies
+    from relmas.sweep import point_config, run_sweep_point
     from relmas.workload import scenario_system
 
     config = load_configs(args.config)
@@ -508,28 +509,29 @@ def build_parser() -> argparse.ArgumentParser:
     config_arg(workload)
     workload.add_argument("--scenario", required=True, help="a scenario of the config")
     workload.add_argument("--seed", required=True, type=int)
-    workload.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
+    workload.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=costs_help)
     workload.add_argument("--out", required=True, type=Path, help="job trace Parquet to write")
 
     train = command("train", cmd_train, "train the RELMAS agent of one scenario")
     config_arg(train)
     train.add_argument("--scenario", required=True, help="a scenario of the config")
-    train.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
+    train.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=costs_help)
     train.add_argument("--out", required=True, type=Path, help="agent directory to write")
     train.add_argument(
         "--fresh", action="store_true", help="start over instead of resuming from OUT/last.pt"
     )
     train.add_argument(
         "--policy",
-        default="relmas",
-        choices=("relmas", "relmas_resize"),
-        help="relmas, or relmas_resize: actions also cut layers (needs the piece tables)",
+        default=catalog.learned()[0],
+        choices=catalog.learned(),
+        help="a learned policy (relmas.catalog); a resizing one's actions also cut layers (needs "
+        "the piece tables)",
     )
 
     evaluate = command("evaluate", cmd_evaluate, "run one policy on a scenario's traces")
     config_arg(evaluate)
     evaluate.add_argument("--scenario", required=True, help="a scenario of the config")
-    evaluate.add_argument("--policy", required=True, help="a policy name (DESIGN.md)")
+    evaluate.add_argument("--policy", required=True, help=POLICY_HELP)
     evaluate.add_argument(
         "--seed", required=True, type=int, action="append", help="trace seed (repeatable)"
     )
@@ -538,10 +540,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument(
         "--jobs",
-        default="results/workloads/{scenario}/seed{seed}.parquet",
+        default=str(RESULTS.workload("{scenario}", "{seed}")),
         help="job trace path template (default: %(default)s)",
     )
-    evaluate.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
+    evaluate.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=costs_help)
     evaluate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
     evaluate.add_argument("--gantt", type=Path, help="also draw the first seed's Gantt chart here")
 
@@ -549,7 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     config_arg(sweep)
     sweep.add_argument("--sweep", required=True, help="a sweep of the config (sweeps:)")
     sweep.add_argument("--value", required=True, type=float, help="the swept parameter's value")
-    sweep.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
+    sweep.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=costs_help)
     sweep.add_argument(
         "--agents", type=Path, help="the base scenario's agents: one directory per learned policy"
     )
@@ -557,20 +559,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = command("report", cmd_report, "summary.parquet, figures and report.md of a study")
     config_arg(report)
-    report.add_argument("--eval", type=Path, default=Path("results/eval"), help="results dir")
-    report.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
-    report.add_argument("--workloads", type=Path, default=Path("results/workloads"))
-    report.add_argument("--sweeps", type=Path, default=Path("results/sweeps"), help="sweeps dir")
+    report.add_argument("--eval", type=Path, default=RESULTS.eval_dir, help="results dir")
+    report.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=costs_help)
+    report.add_argument("--workloads", type=Path, default=RESULTS.workloads_dir)
+    report.add_argument("--sweeps", type=Path, default=RESULTS.sweeps_dir, help="sweeps dir")
     report.add_argument(
-        "--agents", type=Path, default=Path("results/agents"), help="agents dir (learning curves)"
+        "--agents", type=Path, default=RESULTS.agents_dir, help="agents dir (learning curves)"
     )
-    report.add_argument("--out", type=Path, default=Path("results/report"), help="report dir")
+    report.add_argument("--out", type=Path, default=RESULTS.report_dir, help="report dir")
 
     simulate = command("simulate", cmd_simulate, "run one policy on any job trace and cost tables")
     simulate.add_argument("--system", required=True, type=Path, help="SYSTEM.yaml")
     simulate.add_argument("--jobs", required=True, type=Path, help="job trace Parquet")
     simulate.add_argument("--costs", required=True, type=Path, help=costs_help)
-    simulate.add_argument("--policy", required=True, help="a policy name (DESIGN.md)")
+    simulate.add_argument("--policy", required=True, help=POLICY_HELP)
     simulate.add_argument("--seed", type=int, default=0, help="seed of randomised policies")
     simulate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
     simulate.add_argument("--out", required=True, type=Path, help="per-job results Parquet")

@@ -27,17 +27,12 @@ from typing import Any
 
 import polars as pl
 
+from relmas import catalog
 from relmas.errors import InputError
-from relmas.evaluate import (
-    LEARNED,
-    agent_scenario,
-    policy_extra,
-    policy_options,
-    simulate,
-    summary_row,
-)
+from relmas.evaluate import agent_scenario, policy_extra, simulate, summary_row
 from relmas.policies import make_policy
 from relmas.sim.costs import load_costs
+from relmas.study import policy_options, sweep_policies, sweep_scenario
 from relmas.workload import generate_trace, parse_scenario, scenario_system
 
 SWEEP_PARAMETERS = ("load", "dram_gbps")
@@ -48,41 +43,11 @@ SWEEP_COLUMNS: dict[str, pl.DataType] = {
 }
 
 
-def sweep_points(
-    config: Mapping[str, Any], source: str | Path | None = None
-) -> list[tuple[str, float]]:
-    """Every configured (sweep, value), in config order, after checking each base scenario."""
-    for name in config["sweeps"]:
-        _base_scenario(config, name, source)
-    return [(name, float(v)) for name, sweep in config["sweeps"].items() for v in sweep["values"]]
-
-
-def _base_scenario(config: Mapping[str, Any], sweep: str, source: str | Path | None) -> str:
-    if sweep not in config["sweeps"]:
-        known = sorted(config["sweeps"])
-        raise InputError(source, "--sweep", f"one of the configured sweeps {known}", sweep)
-    scenario = config["sweeps"][sweep]["scenario"]
-    if scenario not in config["scenarios"]:
-        known = sorted(config["scenarios"])
-        raise InputError(source, f"sweeps.{sweep}.scenario", f"one of {known}", scenario)
-    return scenario
-
-
-def point_label(value: float) -> str:
-    """A sweep value as it appears in file names (`0.4`, `16`)."""
-    return f"{value:g}"
-
-
-def sweep_policies(config: Mapping[str, Any]) -> list[str]:
-    """The policies of a sweep point: the evaluated ones without the offline bound."""
-    return [p for p in config["evaluation"]["policies"] if p != "ga_offline"]
-
-
 def point_config(
     config: Mapping[str, Any], sweep: str, value: float, source: str | Path | None = None
 ) -> dict[str, Any]:
     """A copy of `config` whose base scenario of `sweep` has its swept parameter set to `value`."""
-    base = _base_scenario(config, sweep, source)
+    base = sweep_scenario(config, sweep, source)
     if not value > 0:
         raise InputError(source, "--value", "a positive number", value)
     spec = config["sweeps"][sweep]
@@ -139,7 +104,7 @@ def run_sweep_point(
         for policy in sweep_policies(config):
             options = policy_options(config, policy)
             agent = None
-            if policy in LEARNED:
+            if policy in catalog.learned():
                 if agents_dir is None:
                     raise InputError(source, "--agents", f"the agents directory of {base}")
                 agent = Path(agents_dir) / policy

@@ -15,7 +15,6 @@ from relmas.evaluate import (
     SUMMARY_EXTRA,
     agent_scenario,
     evaluate_scenario,
-    generalisation_runs,
     policy_extra,
     simulate_files,
     summary_row,
@@ -31,13 +30,8 @@ from relmas.schemas import JOB_SCHEMA, SUMMARY_SCHEMA
 from relmas.sim import JOB_RESULT_SCHEMA, load_system
 from relmas.sim.costs import load_costs
 from relmas.sim.synthetic import synthetic_costs
-from relmas.sweep import (
-    point_config,
-    point_traces,
-    run_sweep_point,
-    sweep_points,
-    sweep_policies,
-)
+from relmas.study import generalisation_runs, sweep_points, sweep_policies
+from relmas.sweep import point_config, point_traces, run_sweep_point
 from relmas.workload import make_workload
 
 

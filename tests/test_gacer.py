@@ -9,7 +9,6 @@ import yaml
 
 from relmas.config import validate_config
 from relmas.errors import InputError
-from relmas.evaluate import policy_options
 from relmas.hw.spec import parse_spec
 from relmas.policies import make_policy
 from relmas.policies.gacer import Gacer
@@ -18,6 +17,7 @@ from relmas.schemas import LAYER_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
 from relmas.sim.costs import PIECE_SCHEMA, load_costs
 from relmas.sim.synthetic import cost_frame
+from relmas.study import policy_options
 from tests.layers import layer
 from tests.test_hw import EYERISS_168
 from tests.test_sim import trace

@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from relmas import catalog
 from relmas.errors import InputError
-from relmas.evaluate import LEARNED, simulate
+from relmas.evaluate import simulate
 from relmas.hw.spec import Spec, parse_spec
 from relmas.io import atomic_path
 from relmas.rl.agent import AgentInfo, write_agent_info
@@ -34,10 +35,8 @@ from relmas.rl.observation import FEATURES_VERSION, ObservationSettings
 from relmas.rl.overhead import decision_cost
 from relmas.rl.rules import CUT_SUFFIX, SlotRule, cut_form, slot_rules
 from relmas.rl.settings import (
-    BEST_REFERENCE,
     TrainingSettings,
     parse_training,
-    reference_heuristics,
 )
 from relmas.rl.train import Logger, TrainResult, train
 from relmas.sim.costs import WHOLE, CostTables, load_costs
@@ -45,7 +44,6 @@ from relmas.sim.system import System
 from relmas.workload import generate_trace, parse_scenario, scenario_system
 
 Policy = Callable[[np.ndarray, np.ndarray], int]  # (observation, mask) -> action
-RESIZING = "relmas_resize"  # the learned policy that also cuts layers
 SETTINGS_FILE = "training.json"  # observation and reward settings of the run, for resuming
 
 
@@ -87,12 +85,13 @@ def train_scenario(
     source: str | Path | None = None,
     logger: Logger | None = None,
     resume: bool = True,
-    policy: str = "relmas",
+    policy: str | None = None,
 ) -> ScenarioTrainResult:
     """Train the agent of `scenario` into `out_dir` (best.pt, last.pt, agent.json).
 
-    `policy` `relmas_resize` trains an agent whose actions also cut layers into pieces: it needs
-    the piece tables beside the cost tables (`relmas profile --pieces`).
+    `policy` is a learned policy of the catalog (None: the first, `relmas`); a resizing one
+    (`relmas_resize`) trains an agent whose actions also cut layers into pieces: it needs the piece
+    tables beside the cost tables (`relmas profile --pieces`).
 
     `logger(metrics, step)` receives the learner's curves and the validation scores;
     `resume` continues from `out_dir`/last.pt when present; when the training settings changed
@@ -110,9 +109,11 @@ def train_scenario(
         parsed = replace(parsed, jobs=settings.jobs)
     system = scenario_system(config, scenario, source)
     tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
-    if policy not in LEARNED:
-        raise InputError(source, "--policy", f"one of the learned policies {list(LEARNED)}", policy)
-    resize = policy == RESIZING
+    policy = policy or catalog.learned()[0]
+    if policy not in catalog.learned():
+        known = list(catalog.learned())
+        raise InputError(source, "--policy", f"one of the learned policies {known}", policy)
+    resize = policy in catalog.resizing()
     if resize and (tables.pieces is None or len(tables.pieces.variants) < 2):
         expected = "piece tables {accelerator}.pieces.parquet with cuts (relmas profile --pieces)"
         raise InputError(costs_dir, "resizing", expected, "none")
@@ -124,7 +125,7 @@ def train_scenario(
     heuristics = heuristic_scores(system, tables, validation_traces)
     log({f"val_heuristic_{name}_sla_rate": rate for name, rate in heuristics.items()}, 0)
     observation = replace(settings.observation, resize=resize)
-    if observation.reference == BEST_REFERENCE:
+    if observation.reference == catalog.BEST:
         observation = replace(observation, reference=max(heuristics, key=heuristics.__getitem__))
     split_variants = tables.pieces.variants if resize else (WHOLE,)
     # what the agent is trained on besides the training settings: resuming across a change of
@@ -215,7 +216,7 @@ def heuristic_scores(
         name: float(
             np.mean([simulate(system, jobs, tables, name).metrics["sla_rate"] for jobs in traces])
         )
-        for name in reference_heuristics()
+        for name in catalog.teachers()
     }
 
 

@@ -21,17 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from relmas.errors import InputError
-from relmas.policies.heuristics import HeuristicPolicy
 from relmas.rl.dqn import DQNConfig
 from relmas.rl.env import RewardSettings
 from relmas.rl.observation import ObservationSettings
-
-BEST_REFERENCE = "best"  # reference: the best heuristic on the validation traces
-
-
-def reference_heuristics() -> tuple[str, ...]:
-    """Heuristics that can serve as the reference slot and teacher (all but the random floor)."""
-    return tuple(cls.name for cls in HeuristicPolicy.__subclasses__() if cls.name != "random")
 
 
 @dataclass(frozen=True)
@@ -61,10 +53,6 @@ def parse_training(config: Mapping[str, Any], source: str | Path | None = None) 
         overlap = sorted(set(seeds) & set(validation))
         raise InputError(source, "training.validation_seeds", "seeds unused for training", overlap)
     observation = ObservationSettings(**raw.get("observation", {}))
-    known = (*reference_heuristics(), BEST_REFERENCE)
-    if observation.reference not in known:
-        key = "training.observation.reference"
-        raise InputError(source, key, f"one of {list(known)}", observation.reference)
     overhead = raw.get("overhead_accelerator")
     if overhead is not None and overhead not in config["accelerators"]:
         known_acc = sorted(config["accelerators"])

@@ -1,0 +1,108 @@
+"""What a configuration asks the pipeline to run: the (scenario, policy) evaluations, the
+generalisation runs, the sweep points, each policy's options and each scenario's system.
+
+The Snakefile plans the DAG with this module, so it imports nothing that loads Numba or torch
+(tests/test_architecture.py checks it); the library stages read the same functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from relmas import catalog
+from relmas.errors import InputError
+from relmas.workload import scenario_system
+
+
+def evaluation_runs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The (scenario, policy) pairs a configuration evaluates.
+
+    Every configured policy on every scenario, except the offline bounds (`ga_offline`) on
+    scenarios of more than `evaluation.ga.max_jobs` jobs (or of unknown length): they are bounds
+    for small traces.
+    """
+    max_jobs = config["evaluation"]["ga"]["max_jobs"]
+    offline = catalog.offline()
+    return [
+        (scenario, policy)
+        for scenario, spec in config["scenarios"].items()
+        for policy in config["evaluation"]["policies"]
+        if policy not in offline or (spec.get("jobs") or max_jobs + 1) <= max_jobs
+    ]
+
+
+def generalisation_runs(
+    config: Mapping[str, Any], source: str | Path | None = None
+) -> list[tuple[str, str, str]]:
+    """The (agent scenario, scenario, policy) runs of `evaluation.generalisation`: every learned
+    policy of `evaluation.policies`, deployed with the agent trained on another scenario.
+
+    The two scenarios must differ and have the same accelerator instances (an agent's actions
+    and features are per instance); their bandwidth, load and workload may differ.
+    """
+    runs = []
+    for index, pair in enumerate(config["evaluation"]["generalisation"]):
+        key = f"evaluation.generalisation[{index}]"
+        for role in ("agent", "scenario"):
+            if pair[role] not in config["scenarios"]:
+                known = sorted(config["scenarios"])
+                raise InputError(
+                    source, f"{key}.{role}", f"one of the scenarios {known}", pair[role]
+                )
+        if pair["agent"] == pair["scenario"]:
+            raise InputError(source, key, "two different scenarios", pair["scenario"])
+        trained = scenario_system(config, pair["agent"], source).instance_types
+        deployed = scenario_system(config, pair["scenario"], source).instance_types
+        if trained != deployed:
+            raise InputError(
+                source,
+                f"{key}.scenario",
+                f"a scenario with the accelerator instances of {pair['agent']} {list(trained)}",
+                f"{pair['scenario']} {list(deployed)}",
+            )
+        runs += [
+            (pair["agent"], pair["scenario"], policy)
+            for policy in config["evaluation"]["policies"]
+            if policy in catalog.learned()
+        ]
+    return runs
+
+
+def policy_options(config: Mapping[str, Any], policy: str) -> dict[str, Any]:
+    """Configured constructor options of a policy: its section of `evaluation:` (the catalog's
+    `options`), none for the others."""
+    section = catalog.options_section(policy)
+    return dict(config["evaluation"][section]) if section else {}
+
+
+def sweep_points(
+    config: Mapping[str, Any], source: str | Path | None = None
+) -> list[tuple[str, float]]:
+    """Every configured (sweep, value), in config order, after checking each base scenario."""
+    for name in config["sweeps"]:
+        sweep_scenario(config, name, source)
+    return [(name, float(v)) for name, sweep in config["sweeps"].items() for v in sweep["values"]]
+
+
+def sweep_scenario(config: Mapping[str, Any], sweep: str, source: str | Path | None) -> str:
+    """The base scenario of `sweep`, both checked against the config."""
+    if sweep not in config["sweeps"]:
+        known = sorted(config["sweeps"])
+        raise InputError(source, "--sweep", f"one of the configured sweeps {known}", sweep)
+    scenario = config["sweeps"][sweep]["scenario"]
+    if scenario not in config["scenarios"]:
+        known = sorted(config["scenarios"])
+        raise InputError(source, f"sweeps.{sweep}.scenario", f"one of {known}", scenario)
+    return scenario
+
+
+def point_label(value: float) -> str:
+    """A sweep value as it appears in file names (`0.4`, `16`)."""
+    return f"{value:g}"
+
+
+def sweep_policies(config: Mapping[str, Any]) -> list[str]:
+    """The policies of a sweep point: the evaluated ones without the offline bounds."""
+    return [p for p in config["evaluation"]["policies"] if p not in catalog.offline()]
