@@ -35,9 +35,9 @@ class PolicyEntry:
     module: str  # the module that registers the implementation (imported when first made)
     options: str | None = None  # its constructor options: this section of `evaluation:`
     resizing: bool = False  # may cut layers into pieces: needs the piece tables (docs/gacer.md)
-    teacher: bool = (
-        False  # a heuristic that can be the agent's reference slot and warm-start teacher
-    )
+    # a jitted heuristic (HeuristicPolicy) that can be the agent's reference slot and teacher
+    teacher: bool = False
+    floor: bool = False  # a sanity floor (random): a reference in the report, not a competitor
     named_baseline: bool = False  # a baseline the seed papers name (FCFS, SJF): compared by name
     base: str | None = None  # the policy this one extends (the same agent without resizing)
 
@@ -57,7 +57,7 @@ CATALOG: tuple[PolicyEntry, ...] = (
     PolicyEntry("sdrm3", "heuristic", _HEURISTICS, teacher=True),
     PolicyEntry("herald", "heuristic", _HEURISTICS, teacher=True),
     PolicyEntry("planaria", "heuristic", _HEURISTICS, teacher=True),
-    PolicyEntry("random", "heuristic", _HEURISTICS),  # the sanity floor
+    PolicyEntry("random", "heuristic", _HEURISTICS, floor=True),
     PolicyEntry("ga_offline", "offline", "relmas.policies.ga_offline", options="ga"),
     PolicyEntry("gacer", "search", "relmas.policies.gacer", options="gacer", resizing=True),
     PolicyEntry("relmas", "learned", "relmas.rl.policy"),
@@ -105,8 +105,8 @@ def teachers() -> tuple[str, ...]:
 
 
 def floors() -> tuple[str, ...]:
-    """Heuristics that are only a sanity floor (not a teacher)."""
-    return tuple(e.name for e in entries() if e.kind == "heuristic" and not e.teacher)
+    """Sanity floors (random): references of the report, not competitors."""
+    return tuple(e.name for e in entries() if e.floor)
 
 
 def named_baselines() -> tuple[str, ...]:

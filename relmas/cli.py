@@ -18,7 +18,7 @@ from typing import Any
 
 from relmas import catalog
 from relmas.errors import InputError
-from relmas.paths import RESULTS, summary_of
+from relmas.paths import RESULTS, cost_table, summary_of
 
 POLICY_HELP = 'a policy name of relmas.catalog (docs/design.md, "Policies")'
 
@@ -444,7 +444,7 @@ def _static_power(costs: Path, names: Sequence[str]) -> dict[str, float]:
 
     power = {}
     for name in names:
-        path = costs / f"{name}.parquet"
+        path = cost_table(costs, name)
         recorded = read_metadata(path).get(META_SPEC_JSON) if path.is_file() else None
         power[name] = spec_from_json(recorded, path).static_w if recorded else 0.0
     return power
@@ -460,7 +460,7 @@ def _checked_static_power(
     power = {}
     for name in names:
         spec = parse_spec(name, config["accelerators"][name], source)
-        read_cost_table(costs / f"{name}.parquet", spec=spec)
+        read_cost_table(cost_table(costs, name), spec=spec)
         power[name] = spec.static_w
     return power
 
@@ -471,31 +471,44 @@ def build_parser() -> argparse.ArgumentParser:
         description="Multi-tenant DNN scheduling on heterogeneous multi-accelerators.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_build_commands(sub)
+    _add_run_commands(sub)
+    return parser
 
-    def command(name: str, func: Callable[[argparse.Namespace], None], help: str):
-        sp = sub.add_parser(name, help=help, description=help)
-        sp.set_defaults(func=func)
-        return sp
 
-    def config_arg(sp: argparse.ArgumentParser, required: bool = True) -> None:
-        sp.add_argument(
-            "--config",
-            action="append",
-            required=required,
-            metavar="C",
-            help="config YAML (repeat to merge several, later ones win)",
-        )
+COSTS_HELP = "directory of cost tables {accelerator}.parquet"
 
-    zoo = command("zoo", cmd_zoo, "extract the layer table of the configured models")
-    config_arg(zoo)
+
+def _command(sub: Any, name: str, func: Callable[[argparse.Namespace], None], help: str):
+    sp = sub.add_parser(name, help=help, description=help)
+    sp.set_defaults(func=func)
+    return sp
+
+
+def _config_arg(sp: argparse.ArgumentParser, required: bool = True) -> None:
+    sp.add_argument(
+        "--config",
+        action="append",
+        required=required,
+        metavar="C",
+        help="config YAML (repeat to merge several, later ones win)",
+    )
+
+
+def _add_build_commands(sub: Any) -> None:
+    """The stages that build the study's inputs: zoo, profile, workload, train."""
+    zoo = _command(sub, "zoo", cmd_zoo, "extract the layer table of the configured models")
+    _config_arg(zoo)
     zoo.add_argument("--out", required=True, type=Path, help="layer table Parquet to write")
 
-    profile = command("profile", cmd_profile, "cost table of one accelerator for the layer table")
+    profile = _command(
+        sub, "profile", cmd_profile, "cost table of one accelerator for the layer table"
+    )
     profile.add_argument("--layers", required=True, type=Path, help="layer table Parquet")
     target = profile.add_mutually_exclusive_group(required=True)
     target.add_argument("--accelerator", metavar="NAME", help="an accelerator of the config")
     target.add_argument("--spec", type=Path, help="an accelerator spec in its own YAML file")
-    config_arg(profile, required=False)
+    _config_arg(profile, required=False)
     profile.add_argument("--objective", choices=("latency", "energy", "edp"), help="override")
     profile.add_argument(
         "--pieces",
@@ -504,18 +517,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     profile.add_argument("--out", required=True, type=Path, help="cost table Parquet to write")
 
-    costs_help = "directory of cost tables {accelerator}.parquet"
-    workload = command("workload", cmd_workload, "the job trace of one scenario and seed")
-    config_arg(workload)
+    workload = _command(sub, "workload", cmd_workload, "the job trace of one scenario and seed")
+    _config_arg(workload)
     workload.add_argument("--scenario", required=True, help="a scenario of the config")
     workload.add_argument("--seed", required=True, type=int)
-    workload.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=costs_help)
+    workload.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
     workload.add_argument("--out", required=True, type=Path, help="job trace Parquet to write")
 
-    train = command("train", cmd_train, "train the RELMAS agent of one scenario")
-    config_arg(train)
+    train = _command(sub, "train", cmd_train, "train the RELMAS agent of one scenario")
+    _config_arg(train)
     train.add_argument("--scenario", required=True, help="a scenario of the config")
-    train.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=costs_help)
+    train.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
     train.add_argument("--out", required=True, type=Path, help="agent directory to write")
     train.add_argument(
         "--fresh", action="store_true", help="start over instead of resuming from OUT/last.pt"
@@ -528,8 +540,11 @@ def build_parser() -> argparse.ArgumentParser:
         "the piece tables)",
     )
 
-    evaluate = command("evaluate", cmd_evaluate, "run one policy on a scenario's traces")
-    config_arg(evaluate)
+
+def _add_run_commands(sub: Any) -> None:
+    """The stages that run policies and report: evaluate, sweep, report, simulate."""
+    evaluate = _command(sub, "evaluate", cmd_evaluate, "run one policy on a scenario's traces")
+    _config_arg(evaluate)
     evaluate.add_argument("--scenario", required=True, help="a scenario of the config")
     evaluate.add_argument("--policy", required=True, help=POLICY_HELP)
     evaluate.add_argument(
@@ -543,24 +558,26 @@ def build_parser() -> argparse.ArgumentParser:
         default=str(RESULTS.workload("{scenario}", "{seed}")),
         help="job trace path template (default: %(default)s)",
     )
-    evaluate.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=costs_help)
+    evaluate.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
     evaluate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
     evaluate.add_argument("--gantt", type=Path, help="also draw the first seed's Gantt chart here")
 
-    sweep = command("sweep", cmd_sweep, "every policy but ga_offline at one point of a sweep")
-    config_arg(sweep)
+    sweep = _command(sub, "sweep", cmd_sweep, "every policy but ga_offline at one point of a sweep")
+    _config_arg(sweep)
     sweep.add_argument("--sweep", required=True, help="a sweep of the config (sweeps:)")
     sweep.add_argument("--value", required=True, type=float, help="the swept parameter's value")
-    sweep.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=costs_help)
+    sweep.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
     sweep.add_argument(
         "--agents", type=Path, help="the base scenario's agents: one directory per learned policy"
     )
     sweep.add_argument("--out", required=True, type=Path, help="summary rows Parquet to write")
 
-    report = command("report", cmd_report, "summary.parquet, figures and report.md of a study")
-    config_arg(report)
+    report = _command(
+        sub, "report", cmd_report, "summary.parquet, figures and report.md of a study"
+    )
+    _config_arg(report)
     report.add_argument("--eval", type=Path, default=RESULTS.eval_dir, help="results dir")
-    report.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=costs_help)
+    report.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
     report.add_argument("--workloads", type=Path, default=RESULTS.workloads_dir)
     report.add_argument("--sweeps", type=Path, default=RESULTS.sweeps_dir, help="sweeps dir")
     report.add_argument(
@@ -568,15 +585,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--out", type=Path, default=RESULTS.report_dir, help="report dir")
 
-    simulate = command("simulate", cmd_simulate, "run one policy on any job trace and cost tables")
+    simulate = _command(
+        sub, "simulate", cmd_simulate, "run one policy on any job trace and cost tables"
+    )
     simulate.add_argument("--system", required=True, type=Path, help="SYSTEM.yaml")
     simulate.add_argument("--jobs", required=True, type=Path, help="job trace Parquet")
-    simulate.add_argument("--costs", required=True, type=Path, help=costs_help)
+    simulate.add_argument("--costs", required=True, type=Path, help=COSTS_HELP)
     simulate.add_argument("--policy", required=True, help=POLICY_HELP)
     simulate.add_argument("--seed", type=int, default=0, help="seed of randomised policies")
     simulate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
     simulate.add_argument("--out", required=True, type=Path, help="per-job results Parquet")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

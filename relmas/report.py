@@ -564,7 +564,7 @@ def write_report(
         tables.append(out_dir / "sweeps.parquet")
         for name, spec in config["sweeps"].items():
             points = aggregate(sweeps.filter(pl.col("sweep") == name), by=("value", "policy"))
-            title = f"{name}: {spec['scenario']}, every policy but ga_offline"
+            title = f"{name}: {spec['scenario']}, every policy but {', '.join(catalog.offline())}"
             trained_at = (
                 _base_value(config, spec)
                 if set(catalog.learned()) & set(points["policy"])
@@ -589,6 +589,12 @@ def write_report(
     with atomic_path(out_dir / "report.md", suffix=".md") as tmp:
         tmp.write_text("\n".join(sections) + "\n", encoding="utf-8")
     tables.append(out_dir / "report.md")
+    headline = _headline(aggregated, generalisation)
+    return {"figures": figures, "tables": tables, "metrics": headline, "ratios": ratios}
+
+
+def _headline(aggregated: pl.DataFrame, generalisation: pl.DataFrame) -> dict[str, float]:
+    """Mean SLA rate per scenario and policy (and per generalisation run), for MLflow."""
     headline = {
         f"{row['scenario']}.{row['policy']}.sla_rate": row["sla_rate"]
         for row in aggregated.iter_rows(named=True)
@@ -597,7 +603,7 @@ def write_report(
         f"{row['scenario']}.{row['policy']}.from.{row['agent_scenario']}.sla_rate": row["sla_rate"]
         for row in generalisation.iter_rows(named=True)
     }
-    return {"figures": figures, "tables": tables, "metrics": headline, "ratios": ratios}
+    return headline
 
 
 def collect_sweeps(config: Mapping[str, Any], sweeps_dir: Path) -> pl.DataFrame:
