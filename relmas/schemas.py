@@ -1,4 +1,4 @@
-"""Column contracts of the Parquet files exchanged between stages (see DESIGN.md)."""
+"""Column contracts of the Parquet files exchanged between stages (docs/design.md, "data files")."""
 
 from __future__ import annotations
 

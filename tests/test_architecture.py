@@ -284,3 +284,22 @@ def test_a_policy_in_the_catalog_alone_is_planned_into_the_dag(tmp_path):
     output = done.stdout + done.stderr
     assert f"--policy {TOY.name} --seed 1000" in output
     assert f"results/eval/mixed/{TOY.name}/seed1000.summary.parquet" in output
+
+
+def test_the_project_cites_only_its_own_files() -> None:
+    """docs/design.md is the contracts' one reference; nothing points outside the repository."""
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    texts = [ROOT / name for name in tracked if name.endswith((".py", ".md", ".smk", ".yaml"))]
+    texts += WORKFLOW
+    bad = re.compile(r"\bDESIGN\.md|\.\./shared|shared/DESIGN")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in texts
+        if path.is_file() and path.name != "test_architecture.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if bad.search(line)
+    ]
+    assert not found, found
+    assert (ROOT / "docs" / "design.md").is_file()

@@ -1,7 +1,7 @@
 """Accelerator specs: validated immutable descriptions of an Eyeriss-like or Simba-like accelerator.
 
 A spec is what the cost models read and what a cost table's metadata records, so it carries every
-number that changes a cost: the contract sizes (DESIGN.md "accelerator specs") plus the resolved
+number that changes a cost: the contract sizes (docs/design.md, "config keys") plus the resolved
 per-access energies and static power, with the family defaults filled in. `spec_json` is its
 canonical form and `spec_hash` the hash that ties a cost table to the spec it was computed for.
 
