@@ -35,7 +35,6 @@ from relmas.sim.costs import load_costs
 from relmas.study import policy_options, sweep_policies, sweep_scenario
 from relmas.workload import generate_trace, parse_scenario, scenario_system
 
-SWEEP_PARAMETERS = ("load", "dram_gbps")
 SWEEP_COLUMNS: dict[str, pl.DataType] = {
     "sweep": pl.String(),
     "parameter": pl.String(),

@@ -159,7 +159,6 @@ _INT_KEYS = {
     "vector_width",
     "accum_buf_entries",
 }
-_SIZE_KEYS = {"clock_ghz", "glb_kib", "weight_buf_kib", "input_buf_kib"}
 _OPTIONAL_KEYS = ("energy_pj", "static_w")
 _CLASSES: dict[str, type] = {"eyeriss": EyerissSpec, "simba": SimbaSpec}
 _MAX_WORD_BITS = 64
