@@ -36,8 +36,8 @@ from relmas.rl.agent import AGENT_FILE, read_agent_info
 from relmas.rl.overhead import overhead_metrics
 from relmas.rl.run import train_scenario
 from relmas.sim.costs import load_costs
-from relmas.study import evaluation_runs, policy_options
-from relmas.workload import make_workload, scenario_system
+from relmas.study import Study, evaluation_runs, policy_options
+from relmas.workload import scenario_system
 from relmas.zoo import layer_table
 
 RESAMPLES = 10_000
@@ -74,7 +74,7 @@ def evaluate(config, scenario, costs, agent, policies, seeds) -> dict[str, list[
     info = read_agent_info(agent)
     runs: dict[str, list[dict]] = {name: [] for name in (*policies, "relmas")}
     for seed in seeds:
-        jobs = make_workload(config, scenario, seed, costs)
+        jobs = Study(config).trace(scenario, seed, costs)
         for name in runs:
             options = {"agent": agent} if name == "relmas" else policy_options(config, name)
             result = simulate(system, jobs, tables, make_policy(name, seed=seed, **options))

@@ -138,19 +138,18 @@ def cmd_profile(args: argparse.Namespace) -> None:
 def cmd_workload(args: argparse.Namespace) -> None:
     from relmas import tracking
     from relmas.io import write_parquet
-    from relmas.workload import make_workload
+    from relmas.study import Study
 
     config = load_configs(args.config)
-    source = ", ".join(args.config)
-    _check_scenario(config, args.scenario, source)
-    scenario = config["scenarios"][args.scenario]
+    study = Study(config, ", ".join(args.config))
+    scenario = config["scenarios"][study.check_scenario(args.scenario)]
     with tracking.stage_run(
         "workload",
         config,
         tags={"scenario": args.scenario, "seed": args.seed},
         params={"scenario": scenario, "seed": args.seed},
     ) as run:
-        jobs = make_workload(config, args.scenario, args.seed, args.costs, source)
+        jobs = study.trace(args.scenario, args.seed, args.costs)
         write_parquet(jobs, args.out, metadata={"relmas.scenario": args.scenario})
         span = float(jobs["arrival_s"].max() - jobs["arrival_s"].min())
         run.log_metrics(
@@ -171,10 +170,11 @@ def cmd_train(args: argparse.Namespace) -> None:
     from relmas import tracking
     from relmas.rl.run import train_scenario
     from relmas.rl.settings import parse_training
+    from relmas.study import Study
 
     config = load_configs(args.config)
     source = ", ".join(args.config)
-    _check_scenario(config, args.scenario, source)
+    Study(config, source).check_scenario(args.scenario)
     settings = parse_training(config, source)
     progress = Progress(f"train {args.scenario}", settings.dqn.total_steps)
     with tracking.stage_run(
@@ -246,17 +246,17 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         summary_row,
         write_results,
     )
-    from relmas.study import policy_options
-    from relmas.workload import scenario_system
+    from relmas.study import Study, policy_options
 
     config = load_configs(args.config)
     source = ", ".join(args.config)
-    _check_scenario(config, args.scenario, source)
+    study = Study(config, source)
+    study.check_scenario(args.scenario)
     seeds = args.seed
     for flag, template in (("--out", str(args.out)), ("--jobs", args.jobs)):
         if len(seeds) > 1 and "{seed}" not in template:
             raise InputError(None, flag, "a path with '{seed}' when several --seed are given")
-    system = scenario_system(config, args.scenario, source)
+    system = study.system(args.scenario)
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
     options = policy_options(config, args.policy)
     if args.agent:
@@ -324,15 +324,14 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
     from relmas import tracking
     from relmas.io import write_parquet
-    from relmas.study import point_label, sweep_policies
+    from relmas.study import Study, point_label, sweep_policies
     from relmas.sweep import point_config, run_sweep_point
-    from relmas.workload import scenario_system
 
     config = load_configs(args.config)
     source = ", ".join(args.config)
     changed = point_config(config, args.sweep, args.value, source)
     spec = config["sweeps"][args.sweep]
-    system = scenario_system(changed, spec["scenario"], source)
+    system = Study(changed, source).system(spec["scenario"])
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
     policies = sweep_policies(config)
     label = point_label(args.value)
@@ -425,12 +424,6 @@ def cmd_report(args: argparse.Namespace) -> None:
         for path in made["tables"]:
             run.log_artifact(path)
     print(f"report -> {args.out / 'report.md'}")
-
-
-def _check_scenario(config: Mapping[str, Any], scenario: str, source: str) -> None:
-    if scenario not in config["scenarios"]:
-        known = sorted(config["scenarios"])
-        raise InputError(source, "--scenario", f"one of the configured scenarios {known}", scenario)
 
 
 def _static_power(costs: Path, names: Sequence[str]) -> dict[str, float]:

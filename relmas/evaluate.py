@@ -22,7 +22,7 @@ from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
 from relmas.sim.result import SimResult
 from relmas.sim.system import System, load_system
-from relmas.workload import scenario_system
+from relmas.study import Study
 
 # Metrics written to the summary beyond SUMMARY_SCHEMA, in this order.
 SUMMARY_EXTRA = (
@@ -200,11 +200,9 @@ def evaluate_scenario(
     The scenario's system (default system + its override) sets the instances and the bandwidth;
     `static_w` gives each accelerator's static power (W), e.g. from its resolved spec.
     """
-    if scenario not in config["scenarios"]:
-        known = sorted(config["scenarios"])
-        raise InputError(source, "--scenario", f"one of the configured scenarios {known}", scenario)
-    system = scenario_system(config, scenario, source)
-    tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
+    study = Study(config, source)
+    system = study.system(study.check_scenario(scenario))
+    tables = study.costs(scenario, costs_dir)
     jobs = load_job_trace(jobs_path, tables)
     chosen = make_policy(policy, seed=seed, key="--policy", **dict(policy_options or {}))
     return simulate(system, jobs, tables, chosen, static_w=static_w, record=record)

@@ -37,6 +37,13 @@ from relmas.paths import (  # noqa: E402
     workload_file,
 )
 from relmas.schemas import SUMMARY_SCHEMA  # noqa: E402
+from relmas.study import (  # noqa: E402
+    Study,
+    evaluation_runs,
+    generalisation_runs,
+    point_label,
+    sweep_points,
+)
 
 OFFLINE_SHARE = 0.9  # share of the offline bound an online policy should reach (issue 5)
 METRICS = ("sla_rate", "antt", "stp", "fairness", "utilization", "energy_j", "decision_us")
@@ -451,7 +458,6 @@ def heuristic_ranking(config: Mapping[str, Any], aggregated: pl.DataFrame) -> pl
 
     This is the table that shows how the ranking of the heuristics moves with the operating point.
     """
-    from relmas.workload import scenario_system
 
     rows = []
     for scenario, spec in config["scenarios"].items():
@@ -461,8 +467,7 @@ def heuristic_ranking(config: Mapping[str, Any], aggregated: pl.DataFrame) -> pl
         ).sort("sla_rate", descending=True)
         if part.is_empty():
             continue
-        system = scenario_system(config, scenario)
-        gbps = system.dram_gbps
+        gbps = Study(config).system(scenario).dram_gbps
         rows.append(
             {
                 "scenario": scenario,
@@ -515,7 +520,6 @@ def write_report(
     Returns the paths of the figures and tables, and headline metrics, for MLflow.
     """
     from relmas.io import atomic_path, write_parquet
-    from relmas.study import evaluation_runs, generalisation_runs
 
     scenarios = list(config["scenarios"])
     seeds = list(config["evaluation"]["seeds"])
@@ -609,7 +613,6 @@ def _headline(aggregated: pl.DataFrame, generalisation: pl.DataFrame) -> dict[st
 def collect_sweeps(config: Mapping[str, Any], sweeps_dir: Path) -> pl.DataFrame:
     """The rows of every configured sweep point (`relmas sweep` outputs) in one frame; empty
     without sweeps."""
-    from relmas.study import point_label, sweep_points
     from relmas.sweep import SWEEP_COLUMNS
 
     schema = dict(SUMMARY_SCHEMA) | SWEEP_COLUMNS
@@ -624,11 +627,9 @@ def collect_sweeps(config: Mapping[str, Any], sweeps_dir: Path) -> pl.DataFrame:
 
 def _base_value(config: Mapping[str, Any], spec: Mapping[str, Any]) -> float | None:
     """The swept parameter's value in the base scenario itself (where its agent was trained)."""
-    from relmas.workload import scenario_system
-
     if spec["parameter"] == "load":
         return config["scenarios"][spec["scenario"]]["arrival"].get("load")
-    return scenario_system(config, spec["scenario"]).dram_gbps
+    return Study(config).system(spec["scenario"]).dram_gbps
 
 
 def _learning(config: Mapping[str, Any], agents_dir: Path) -> dict[str, dict[str, Any]]:
@@ -636,7 +637,6 @@ def _learning(config: Mapping[str, Any], agents_dir: Path) -> dict[str, dict[str
     its best validation SLA rate, the best heuristic on its validation traces and its teacher."""
     from relmas.rl.agent import read_agent_info
     from relmas.rl.curve import CURVE, read_curve
-    from relmas.study import evaluation_runs
 
     learning = {}
     for scenario, policy in evaluation_runs(config):
@@ -693,15 +693,13 @@ def _sample_gantt(
     from relmas.figures.gantt import plot_gantt
     from relmas.io import atomic_path
     from relmas.schemas import JOB_SCHEMA
-    from relmas.sim.costs import load_costs
-    from relmas.workload import scenario_system
 
     rows = aggregated.filter(
         (pl.col("scenario") == scenario) & pl.col("policy").is_in(heuristics(aggregated["policy"]))
     )
     policy = rows.sort("sla_rate", descending=True)["policy"][0]
-    system = scenario_system(config, scenario, source)
-    tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
+    study = Study(config, source)
+    system, tables = study.system(scenario), study.costs(scenario, costs_dir)
     trace = read_parquet(workload_file(workloads_dir, scenario, seed), JOB_SCHEMA)
     result = simulate(system, trace.sort("arrival_s").head(jobs), tables, policy, record=True)
     path = figures_dir / "gantt.png"

@@ -1,19 +1,87 @@
-"""What a configuration asks the pipeline to run: the (scenario, policy) evaluations, the
-generalisation runs, the sweep points, each policy's options and each scenario's system.
+"""The study a configuration describes: its scenarios, systems, specs, cost tables and traces
+(`Study`), and what it asks the pipeline to run: the (scenario, policy) evaluations, the
+generalisation runs, the sweep points and each policy's options.
 
-The Snakefile plans the DAG with this module, so it imports nothing that loads Numba or torch
-(tests/test_architecture.py checks it); the library stages read the same functions.
+Every stage that needs a scenario's system, cost tables or traces gets them from a `Study`, so the
+checks and their error messages are written once. The Snakefile plans the DAG with this module, so
+it imports nothing that loads Numba or torch (tests/test_architecture.py checks it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from relmas import catalog
 from relmas.errors import InputError
-from relmas.workload import scenario_system
+from relmas.hw.spec import Spec, parse_spec
+from relmas.paths import RESULTS, ResultPaths
+from relmas.sim.costs import CostTables, load_costs
+from relmas.sim.system import System
+from relmas.workload import Scenario, generate_trace, parse_scenario, scenario_system
+
+
+@dataclass(frozen=True)
+class Study:
+    """A validated configuration (schema defaults filled in, relmas.config) and the file it came
+    from, for error messages; `paths` is where its results live."""
+
+    config: Mapping[str, Any]
+    source: str | Path | None = None
+    paths: ResultPaths = field(default=RESULTS)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(self.config["models"])
+
+    def check_scenario(self, name: str, key: str = "--scenario") -> str:
+        """`name`, if it is a configured scenario (else an InputError naming `key`)."""
+        if name not in self.config["scenarios"]:
+            known = sorted(self.config["scenarios"])
+            raise InputError(self.source, key, f"one of the configured scenarios {known}", name)
+        return name
+
+    def scenario(self, name: str, jobs: int | None = None) -> Scenario:
+        """Scenario `name`, parsed; `jobs` replaces its number of jobs (e.g. training traces)."""
+        raw = self.config["scenarios"][self.check_scenario(name)]
+        parsed = parse_scenario(name, raw, list(self.models), self.source)
+        return parsed if jobs is None else replace(parsed, jobs=jobs)
+
+    def system(self, name: str) -> System:
+        """The system of scenario `name`: the default system with its override merged onto it."""
+        return scenario_system(self.config, name, self.source)
+
+    def spec(self, accelerator: str) -> Spec:
+        return parse_spec(accelerator, self.config["accelerators"][accelerator], self.source)
+
+    def costs(self, name: str, costs_dir: str | Path | None = None) -> CostTables:
+        """The cost tables of scenario `name`'s accelerators (default: the study's costs dir)."""
+        directory = self.paths.costs_dir if costs_dir is None else costs_dir
+        return load_costs(directory, self.system(name), self.source, models=self.models)
+
+    def traces(
+        self,
+        name: str,
+        seeds: Iterable[int],
+        costs_dir: str | Path | None = None,
+        jobs: int | None = None,
+    ) -> dict[int, pl.DataFrame]:
+        """The job trace (JOB_SCHEMA) of scenario `name` for each seed."""
+        scenario = self.scenario(name, jobs)
+        system = self.system(name)
+        tables = self.costs(name, costs_dir)
+        return {
+            seed: generate_trace(name, scenario, system, tables, seed, self.source)
+            for seed in seeds
+        }
+
+    def trace(self, name: str, seed: int, costs_dir: str | Path | None = None) -> pl.DataFrame:
+        """`relmas workload`: the job trace of scenario `name` for `seed`."""
+        return self.traces(name, [seed], costs_dir)[seed]
 
 
 def evaluation_runs(config: Mapping[str, Any]) -> list[tuple[str, str]]:

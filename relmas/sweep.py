@@ -31,9 +31,7 @@ from relmas import catalog
 from relmas.errors import InputError
 from relmas.evaluate import agent_scenario, policy_extra, simulate, summary_row
 from relmas.policies import make_policy
-from relmas.sim.costs import load_costs
-from relmas.study import policy_options, sweep_policies, sweep_scenario
-from relmas.workload import generate_trace, parse_scenario, scenario_system
+from relmas.study import Study, policy_options, sweep_policies, sweep_scenario
 
 SWEEP_COLUMNS: dict[str, pl.DataType] = {
     "sweep": pl.String(),
@@ -70,14 +68,7 @@ def point_traces(
     spec = config["sweeps"][sweep]
     base = spec["scenario"]
     workload = point_config(config, sweep, value, source) if spec["parameter"] == "load" else config
-    models = tuple(config["models"])
-    system = scenario_system(workload, base, source)
-    tables = load_costs(costs_dir, system, source, models=models)
-    scenario = parse_scenario(base, workload["scenarios"][base], list(models), source)
-    return {
-        seed: generate_trace(base, scenario, system, tables, seed, source)
-        for seed in config["evaluation"]["seeds"]
-    }
+    return Study(workload, source).traces(base, config["evaluation"]["seeds"], costs_dir)
 
 
 def run_sweep_point(
@@ -94,10 +85,10 @@ def run_sweep_point(
     """Summary rows (plus `sweep`, `parameter`, `value`) of every sweep policy on every evaluation
     seed at one point. Learned policies load `agents_dir`/{policy} (the base scenario's agents).
     `progress(policy, seed, sla_rate)` is called after each simulation."""
-    changed = point_config(config, sweep, value, source)
+    point = Study(point_config(config, sweep, value, source), source)
     base = config["sweeps"][sweep]["scenario"]
-    system = scenario_system(changed, base, source)
-    tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
+    system = point.system(base)
+    tables = point.costs(base, costs_dir)
     rows = []
     for seed, jobs in point_traces(config, sweep, value, costs_dir, source).items():
         for policy in sweep_policies(config):

@@ -37,7 +37,8 @@ from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
 from relmas.sim.synthetic import synthetic_costs, synthetic_pieces
 from relmas.sim.system import load_system
-from relmas.workload import generate_trace, make_workload, scenario_system
+from relmas.study import Study
+from relmas.workload import generate_trace, scenario_system
 
 SYSTEM = load_system(
     {"instances": [{"name": "x", "count": 2}, {"name": "y", "count": 1}], "dram_gbps": 8.0}
@@ -340,7 +341,7 @@ def test_quick_training_gives_an_agent_that_evaluation_runs(quick, trained):
     assert info.teacher == result.teacher
     validated_at = [step for metrics, step in logs if "val_sla_rate" in metrics]
     assert validated_at == [200, 300, 600, 900]  # after the warm start, every 300, at the end
-    jobs = make_workload(config, "mixed", 1000, root / "costs")
+    jobs = Study(config).trace("mixed", 1000, root / "costs")
     write_parquet(jobs, root / "jobs.parquet")
     evaluated = evaluate_scenario(
         config,

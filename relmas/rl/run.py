@@ -39,9 +39,10 @@ from relmas.rl.settings import (
     parse_training,
 )
 from relmas.rl.train import Logger, TrainResult, train
-from relmas.sim.costs import WHOLE, CostTables, load_costs
+from relmas.sim.costs import WHOLE, CostTables
 from relmas.sim.system import System
-from relmas.workload import generate_trace, parse_scenario, scenario_system
+from relmas.study import Study
+from relmas.workload import generate_trace
 
 Policy = Callable[[np.ndarray, np.ndarray], int]  # (observation, mask) -> action
 SETTINGS_FILE = "training.json"  # observation and reward settings of the run, for resuming
@@ -101,14 +102,10 @@ def train_scenario(
     log = logger or (lambda metrics, step: None)
     settings = parse_training(config, source)
     out_dir = Path(out_dir)
-    if scenario not in config["scenarios"]:
-        known = sorted(config["scenarios"])
-        raise InputError(source, "--scenario", f"one of the configured scenarios {known}", scenario)
-    parsed = parse_scenario(scenario, config["scenarios"][scenario], list(config["models"]), source)
-    if settings.jobs is not None:
-        parsed = replace(parsed, jobs=settings.jobs)
-    system = scenario_system(config, scenario, source)
-    tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
+    study = Study(config, source)
+    parsed = study.scenario(scenario, settings.jobs)
+    system = study.system(scenario)
+    tables = study.costs(scenario, costs_dir)
     policy = policy or catalog.learned()[0]
     if policy not in catalog.learned():
         known = list(catalog.learned())
