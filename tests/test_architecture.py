@@ -77,7 +77,21 @@ def test_relmas_has_no_import_cycle() -> None:
 # Files of other refactorings in progress (issue 17) that still hold longer functions.
 LONG_FUNCTIONS_ALLOWED = (
     "relmas/sim/",
-    "relmas/rl/",
+    *(
+        f"relmas/rl/{name}.py"
+        for name in (
+            "observation",
+            "env",
+            "train",
+            "rules",
+            "dqn",
+            "replay",
+            "checkpoint",
+            "agent",
+            "network",
+            "policy",
+        )
+    ),
     "relmas/policies/kernels.py",
     "relmas/policies/heuristics.py",
     "relmas/policies/gacer.py",

@@ -25,7 +25,7 @@ import polars as pl
 from relmas import catalog
 from relmas.errors import InputError
 from relmas.evaluate import simulate
-from relmas.hw.spec import Spec, parse_spec
+from relmas.hw.spec import Spec
 from relmas.io import atomic_path
 from relmas.rl.agent import AgentInfo, write_agent_info
 from relmas.rl.checkpoint import BEST, LAST, changed_config_keys, load_network
@@ -106,14 +106,7 @@ def train_scenario(
     parsed = study.scenario(scenario, settings.jobs)
     system = study.system(scenario)
     tables = study.costs(scenario, costs_dir)
-    policy = policy or catalog.learned()[0]
-    if policy not in catalog.learned():
-        known = list(catalog.learned())
-        raise InputError(source, "--policy", f"one of the learned policies {known}", policy)
-    resize = policy in catalog.resizing()
-    if resize and (tables.pieces is None or len(tables.pieces.variants) < 2):
-        expected = "piece tables {accelerator}.pieces.parquet with cuts (relmas profile --pieces)"
-        raise InputError(costs_dir, "resizing", expected, "none")
+    resize = _resizes(policy or catalog.learned()[0], tables, costs_dir, source)
 
     def trace(seed: int) -> pl.DataFrame:
         return generate_trace(scenario, parsed, system, tables, seed, source)
@@ -121,47 +114,29 @@ def train_scenario(
     validation_traces = [trace(seed) for seed in settings.validation_seeds]
     heuristics = heuristic_scores(system, tables, validation_traces)
     log({f"val_heuristic_{name}_sla_rate": rate for name, rate in heuristics.items()}, 0)
-    observation = replace(settings.observation, resize=resize)
-    if observation.reference == catalog.BEST:
-        observation = replace(observation, reference=max(heuristics, key=heuristics.__getitem__))
+    observation = _observation(settings.observation, resize, heuristics)
     split_variants = tables.pieces.variants if resize else (WHOLE,)
-    # what the agent is trained on besides the training settings: resuming across a change of
-    # any of them would finish training on another problem
-    problem = {
-        "scenario": config["scenarios"][scenario],
-        "system": asdict(system),
-        "accelerators": {name: config["accelerators"][name] for name in system.accelerator_types},
-        "models": {name: config["models"][name] for name in tables.models},
-        **({"split_variants": split_variants} if resize else {}),
-    }
+    problem = _problem(config, scenario, system, tables, split_variants if resize else None)
     stale = _stale_settings(out_dir, observation, settings, problem)
     restarted_because = stale if resume else []
 
-    def make_env(seed: int) -> SchedulingEnv:
-        return SchedulingEnv(
-            system, tables, trace(seed), observation, settings.reward, settings.dqn.gamma
-        )
+    def env(jobs: pl.DataFrame) -> SchedulingEnv:
+        return SchedulingEnv(system, tables, jobs, observation, settings.reward, settings.dqn.gamma)
 
-    validation_envs = [
-        SchedulingEnv(system, tables, jobs, observation, settings.reward, settings.dqn.gamma)
-        for jobs in validation_traces
-    ]
+    def make_env(seed: int) -> SchedulingEnv:
+        return env(trace(seed))
+
+    validation_envs = [env(jobs) for jobs in validation_traces]
 
     def validate(policy: Policy) -> dict[str, float]:
         runs = [rollout(env, policy) for env in validation_envs]
         return {key: float(np.mean([run[key] for run in runs])) for key in runs[0]}
 
     rules: dict[str, float] = {}
-    teacher = None
+    teacher = teacher_rule = None
     if settings.dqn.teacher_steps > 0:
-        candidates = slot_rules(observation, validation_envs[0].layout)
-        rules = {name: validate(rule)["sla_rate"] for name, rule in candidates.items()}
-        if resize:  # cutting is tried on the best whole-layer rule only
-            best = max(rules, key=rules.__getitem__)
-            cut = candidates[best + CUT_SUFFIX] = cut_form(
-                candidates[best], tables.pieces.most_pieces
-            )
-            rules[best + CUT_SUFFIX] = validate(cut)["sla_rate"]
+        pieces = tables.pieces.most_pieces if resize else None
+        rules, teacher_rule = _best_rule(observation, validation_envs[0], validate, pieces)
         log({f"val_rule_{name}_sla_rate": rate for name, rate in rules.items()}, 0)
         teacher = max(rules, key=rules.__getitem__)
     learner = train(
@@ -170,12 +145,11 @@ def train_scenario(
         out_dir,
         logger=log,
         validate=validate,
-        teacher=None if teacher is None else _as_teacher(candidates[teacher]),
+        teacher=None if teacher_rule is None else _as_teacher(teacher_rule),
         resume=resume and not restarted_because,
     )
     hosts = (settings.overhead_accelerator,) if settings.overhead_accelerator else tables.types
-    specs = {name: parse_spec(name, config["accelerators"][name], source) for name in hosts}
-    cost = cheapest_decision(load_network(out_dir / BEST), specs)
+    cost = cheapest_decision(load_network(out_dir / BEST), {h: study.spec(h) for h in hosts})
     info = AgentInfo(
         scenario=scenario,
         observation=observation,
@@ -203,6 +177,67 @@ def train_scenario(
         restarted_because=restarted_because,
         cpu_seconds=time.process_time() - cpu,
     )
+
+
+def _observation(
+    settings: ObservationSettings, resize: bool, heuristics: Mapping[str, float]
+) -> ObservationSettings:
+    """The run's observation: `resize` set, and the reference `best` resolved to the heuristic
+    with the best validation SLA rate (the first of equals, in catalog order)."""
+    observation = replace(settings, resize=resize)
+    if observation.reference == catalog.BEST:
+        observation = replace(observation, reference=max(heuristics, key=heuristics.__getitem__))
+    return observation
+
+
+def _problem(
+    config: Mapping[str, Any],
+    scenario: str,
+    system: System,
+    tables: CostTables,
+    split_variants: tuple[str, ...] | None,
+) -> dict[str, Any]:
+    """What the agent is trained on besides the training settings: resuming across a change of
+    any of it would finish training on another problem."""
+    return {
+        "scenario": config["scenarios"][scenario],
+        "system": asdict(system),
+        "accelerators": {name: config["accelerators"][name] for name in system.accelerator_types},
+        "models": {name: config["models"][name] for name in tables.models},
+        **({"split_variants": split_variants} if split_variants is not None else {}),
+    }
+
+
+def _resizes(
+    policy: str, tables: CostTables, costs_dir: str | Path, source: str | Path | None
+) -> bool:
+    """Whether the learned `policy` cuts layers (after checking it is learned and, if it cuts,
+    that the piece tables have cuts)."""
+    if policy not in catalog.learned():
+        known = list(catalog.learned())
+        raise InputError(source, "--policy", f"one of the learned policies {known}", policy)
+    resize = policy in catalog.resizing()
+    if resize and (tables.pieces is None or len(tables.pieces.variants) < 2):
+        expected = "piece tables {accelerator}.pieces.parquet with cuts (relmas profile --pieces)"
+        raise InputError(costs_dir, "resizing", expected, "none")
+    return resize
+
+
+def _best_rule(
+    observation: ObservationSettings,
+    env: SchedulingEnv,
+    validate: Callable[[Policy], dict[str, float]],
+    most_pieces: tuple[int, ...] | None,
+) -> tuple[dict[str, float], SlotRule]:
+    """The validation SLA rate of every slot rule, and the best rule (the warm start's teacher).
+    With `most_pieces` (a resizing agent) the best whole-layer rule is also scored cut."""
+    candidates = slot_rules(observation, env.layout)
+    rules = {name: validate(rule)["sla_rate"] for name, rule in candidates.items()}
+    if most_pieces is not None:  # cutting is tried on the best whole-layer rule only
+        best = max(rules, key=rules.__getitem__)
+        cut = candidates[best + CUT_SUFFIX] = cut_form(candidates[best], most_pieces)
+        rules[best + CUT_SUFFIX] = validate(cut)["sla_rate"]
+    return rules, candidates[max(rules, key=rules.__getitem__)]
 
 
 def heuristic_scores(
