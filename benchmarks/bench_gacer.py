@@ -28,10 +28,11 @@ import numpy as np
 import polars as pl
 
 from relmas.config import load_config
+from relmas.paths import piece_table
 from relmas.policies import make_policy
 from relmas.report import mean_ci
 from relmas.sim import Engine
-from relmas.sim.costs import load_costs, piece_table_path
+from relmas.sim.costs import load_costs
 from relmas.workload import generate_trace, parse_scenario, scenario_system
 
 HEURISTICS = ["fcfs", "sjf", "edf", "llf", "prema", "sdrm3", "herald", "planaria"]
@@ -44,7 +45,7 @@ def cut_summary(costs: str, accelerators: list[str]) -> pl.DataFrame:
     frames = []
     for name in accelerators:
         whole = pl.read_parquet(Path(costs) / f"{name}.parquet")
-        pieces = pl.read_parquet(piece_table_path(costs, name))
+        pieces = pl.read_parquet(piece_table(costs, name))
         cuts = pieces.group_by("model", "layer", "dim", "splits").agg(
             pl.col("latency_s").max().alias("slowest"),
             pl.col("latency_s").sum().alias("work"),

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from relmas.config import load_config
-from relmas.evaluate import evaluation_runs, policy_options, simulate
+from relmas.evaluate import simulate
 from relmas.hw.spec import parse_spec
 from relmas.io import write_parquet
 from relmas.policies import make_policy
@@ -36,7 +36,8 @@ from relmas.rl.agent import AGENT_FILE, read_agent_info
 from relmas.rl.overhead import overhead_metrics
 from relmas.rl.run import train_scenario
 from relmas.sim.costs import load_costs
-from relmas.workload import make_workload, scenario_system
+from relmas.study import Study, evaluation_runs, policy_options
+from relmas.workload import scenario_system
 from relmas.zoo import layer_table
 
 RESAMPLES = 10_000
@@ -73,7 +74,7 @@ def evaluate(config, scenario, costs, agent, policies, seeds) -> dict[str, list[
     info = read_agent_info(agent)
     runs: dict[str, list[dict]] = {name: [] for name in (*policies, "relmas")}
     for seed in seeds:
-        jobs = make_workload(config, scenario, seed, costs)
+        jobs = Study(config).trace(scenario, seed, costs)
         for name in runs:
             options = {"agent": agent} if name == "relmas" else policy_options(config, name)
             result = simulate(system, jobs, tables, make_policy(name, seed=seed, **options))

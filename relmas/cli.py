@@ -16,12 +16,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from relmas import catalog
 from relmas.errors import InputError
+from relmas.paths import RESULTS, cost_table, summary_of
+
+POLICY_HELP = 'a policy name of relmas.catalog (docs/design.md, "Policies")'
 
 
 def load_configs(paths: Sequence[str]) -> dict[str, Any]:
     """Load one or several config files, merged left to right like Snakemake's `--configfile`."""
-    from relmas.config import load_yaml, validate_config
+    from relmas.config import validate_config
+    from relmas.yaml_io import load_yaml
 
     merged: dict[str, Any] = {}
     for path in paths:
@@ -133,19 +138,18 @@ def cmd_profile(args: argparse.Namespace) -> None:
 def cmd_workload(args: argparse.Namespace) -> None:
     from relmas import tracking
     from relmas.io import write_parquet
-    from relmas.workload import make_workload
+    from relmas.study import Study
 
     config = load_configs(args.config)
-    source = ", ".join(args.config)
-    _check_scenario(config, args.scenario, source)
-    scenario = config["scenarios"][args.scenario]
+    study = Study(config, ", ".join(args.config))
+    scenario = config["scenarios"][study.check_scenario(args.scenario)]
     with tracking.stage_run(
         "workload",
         config,
         tags={"scenario": args.scenario, "seed": args.seed},
         params={"scenario": scenario, "seed": args.seed},
     ) as run:
-        jobs = make_workload(config, args.scenario, args.seed, args.costs, source)
+        jobs = study.trace(args.scenario, args.seed, args.costs)
         write_parquet(jobs, args.out, metadata={"relmas.scenario": args.scenario})
         span = float(jobs["arrival_s"].max() - jobs["arrival_s"].min())
         run.log_metrics(
@@ -166,10 +170,11 @@ def cmd_train(args: argparse.Namespace) -> None:
     from relmas import tracking
     from relmas.rl.run import train_scenario
     from relmas.rl.settings import parse_training
+    from relmas.study import Study
 
     config = load_configs(args.config)
     source = ", ".join(args.config)
-    _check_scenario(config, args.scenario, source)
+    Study(config, source).check_scenario(args.scenario)
     settings = parse_training(config, source)
     progress = Progress(f"train {args.scenario}", settings.dqn.total_steps)
     with tracking.stage_run(
@@ -238,20 +243,20 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         agent_scenario,
         evaluate_scenario,
         policy_extra,
-        policy_options,
         summary_row,
         write_results,
     )
-    from relmas.workload import scenario_system
+    from relmas.study import Study, policy_options
 
     config = load_configs(args.config)
     source = ", ".join(args.config)
-    _check_scenario(config, args.scenario, source)
+    study = Study(config, source)
+    study.check_scenario(args.scenario)
     seeds = args.seed
     for flag, template in (("--out", str(args.out)), ("--jobs", args.jobs)):
         if len(seeds) > 1 and "{seed}" not in template:
             raise InputError(None, flag, "a path with '{seed}' when several --seed are given")
-    system = scenario_system(config, args.scenario, source)
+    system = study.system(args.scenario)
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
     options = policy_options(config, args.policy)
     if args.agent:
@@ -284,7 +289,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             write_results(
                 result,
                 out,
-                summary_path(out),
+                summary_of(out),
                 scenario=args.scenario,
                 seed=seed,
                 extra=extra,
@@ -299,11 +304,6 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                 _log_gantt(run, result, args.gantt)
             print(f"{args.scenario} {args.policy} seed {seed}: sla_rate {row['sla_rate']:.3f}")
         run.log_metrics({k: statistics.fmean(r[k] for r in rows) for k in rows[0]})
-
-
-def summary_path(results_path: Path) -> Path:
-    """Where the one-row summary of a results file goes: beside it, `.summary.parquet`."""
-    return results_path.with_name(results_path.name.removesuffix(".parquet") + ".summary.parquet")
 
 
 def _log_gantt(run: Any, result: Any, path: Path) -> None:
@@ -324,14 +324,14 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
     from relmas import tracking
     from relmas.io import write_parquet
-    from relmas.sweep import point_config, point_label, run_sweep_point, sweep_policies
-    from relmas.workload import scenario_system
+    from relmas.study import Study, point_label, sweep_policies
+    from relmas.sweep import point_config, run_sweep_point
 
     config = load_configs(args.config)
     source = ", ".join(args.config)
     changed = point_config(config, args.sweep, args.value, source)
     spec = config["sweeps"][args.sweep]
-    system = scenario_system(changed, spec["scenario"], source)
+    system = Study(changed, source).system(spec["scenario"])
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
     policies = sweep_policies(config)
     label = point_label(args.value)
@@ -426,12 +426,6 @@ def cmd_report(args: argparse.Namespace) -> None:
     print(f"report -> {args.out / 'report.md'}")
 
 
-def _check_scenario(config: Mapping[str, Any], scenario: str, source: str) -> None:
-    if scenario not in config["scenarios"]:
-        known = sorted(config["scenarios"])
-        raise InputError(source, "--scenario", f"one of the configured scenarios {known}", scenario)
-
-
 def _static_power(costs: Path, names: Sequence[str]) -> dict[str, float]:
     """Static power per accelerator from the spec recorded in its cost table (0 if hand-written).
 
@@ -443,7 +437,7 @@ def _static_power(costs: Path, names: Sequence[str]) -> dict[str, float]:
 
     power = {}
     for name in names:
-        path = costs / f"{name}.parquet"
+        path = cost_table(costs, name)
         recorded = read_metadata(path).get(META_SPEC_JSON) if path.is_file() else None
         power[name] = spec_from_json(recorded, path).static_w if recorded else 0.0
     return power
@@ -459,7 +453,7 @@ def _checked_static_power(
     power = {}
     for name in names:
         spec = parse_spec(name, config["accelerators"][name], source)
-        read_cost_table(costs / f"{name}.parquet", spec=spec)
+        read_cost_table(cost_table(costs, name), spec=spec)
         power[name] = spec.static_w
     return power
 
@@ -470,31 +464,44 @@ def build_parser() -> argparse.ArgumentParser:
         description="Multi-tenant DNN scheduling on heterogeneous multi-accelerators.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_build_commands(sub)
+    _add_run_commands(sub)
+    return parser
 
-    def command(name: str, func: Callable[[argparse.Namespace], None], help: str):
-        sp = sub.add_parser(name, help=help, description=help)
-        sp.set_defaults(func=func)
-        return sp
 
-    def config_arg(sp: argparse.ArgumentParser, required: bool = True) -> None:
-        sp.add_argument(
-            "--config",
-            action="append",
-            required=required,
-            metavar="C",
-            help="config YAML (repeat to merge several, later ones win)",
-        )
+COSTS_HELP = "directory of cost tables {accelerator}.parquet"
 
-    zoo = command("zoo", cmd_zoo, "extract the layer table of the configured models")
-    config_arg(zoo)
+
+def _command(sub: Any, name: str, func: Callable[[argparse.Namespace], None], help: str):
+    sp = sub.add_parser(name, help=help, description=help)
+    sp.set_defaults(func=func)
+    return sp
+
+
+def _config_arg(sp: argparse.ArgumentParser, required: bool = True) -> None:
+    sp.add_argument(
+        "--config",
+        action="append",
+        required=required,
+        metavar="C",
+        help="config YAML (repeat to merge several, later ones win)",
+    )
+
+
+def _add_build_commands(sub: Any) -> None:
+    """The stages that build the study's inputs: zoo, profile, workload, train."""
+    zoo = _command(sub, "zoo", cmd_zoo, "extract the layer table of the configured models")
+    _config_arg(zoo)
     zoo.add_argument("--out", required=True, type=Path, help="layer table Parquet to write")
 
-    profile = command("profile", cmd_profile, "cost table of one accelerator for the layer table")
+    profile = _command(
+        sub, "profile", cmd_profile, "cost table of one accelerator for the layer table"
+    )
     profile.add_argument("--layers", required=True, type=Path, help="layer table Parquet")
     target = profile.add_mutually_exclusive_group(required=True)
     target.add_argument("--accelerator", metavar="NAME", help="an accelerator of the config")
     target.add_argument("--spec", type=Path, help="an accelerator spec in its own YAML file")
-    config_arg(profile, required=False)
+    _config_arg(profile, required=False)
     profile.add_argument("--objective", choices=("latency", "energy", "edp"), help="override")
     profile.add_argument(
         "--pieces",
@@ -503,33 +510,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     profile.add_argument("--out", required=True, type=Path, help="cost table Parquet to write")
 
-    costs_help = "directory of cost tables {accelerator}.parquet"
-    workload = command("workload", cmd_workload, "the job trace of one scenario and seed")
-    config_arg(workload)
+    workload = _command(sub, "workload", cmd_workload, "the job trace of one scenario and seed")
+    _config_arg(workload)
     workload.add_argument("--scenario", required=True, help="a scenario of the config")
     workload.add_argument("--seed", required=True, type=int)
-    workload.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
+    workload.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
     workload.add_argument("--out", required=True, type=Path, help="job trace Parquet to write")
 
-    train = command("train", cmd_train, "train the RELMAS agent of one scenario")
-    config_arg(train)
+    train = _command(sub, "train", cmd_train, "train the RELMAS agent of one scenario")
+    _config_arg(train)
     train.add_argument("--scenario", required=True, help="a scenario of the config")
-    train.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
+    train.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
     train.add_argument("--out", required=True, type=Path, help="agent directory to write")
     train.add_argument(
         "--fresh", action="store_true", help="start over instead of resuming from OUT/last.pt"
     )
     train.add_argument(
         "--policy",
-        default="relmas",
-        choices=("relmas", "relmas_resize"),
-        help="relmas, or relmas_resize: actions also cut layers (needs the piece tables)",
+        default=catalog.learned()[0],
+        choices=catalog.learned(),
+        help="a learned policy (relmas.catalog); a resizing one's actions also cut layers (needs "
+        "the piece tables)",
     )
 
-    evaluate = command("evaluate", cmd_evaluate, "run one policy on a scenario's traces")
-    config_arg(evaluate)
+
+def _add_run_commands(sub: Any) -> None:
+    """The stages that run policies and report: evaluate, sweep, report, simulate."""
+    evaluate = _command(sub, "evaluate", cmd_evaluate, "run one policy on a scenario's traces")
+    _config_arg(evaluate)
     evaluate.add_argument("--scenario", required=True, help="a scenario of the config")
-    evaluate.add_argument("--policy", required=True, help="a policy name (DESIGN.md)")
+    evaluate.add_argument("--policy", required=True, help=POLICY_HELP)
     evaluate.add_argument(
         "--seed", required=True, type=int, action="append", help="trace seed (repeatable)"
     )
@@ -538,43 +548,46 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument(
         "--jobs",
-        default="results/workloads/{scenario}/seed{seed}.parquet",
+        default=str(RESULTS.workload("{scenario}", "{seed}")),
         help="job trace path template (default: %(default)s)",
     )
-    evaluate.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
+    evaluate.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
     evaluate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
     evaluate.add_argument("--gantt", type=Path, help="also draw the first seed's Gantt chart here")
 
-    sweep = command("sweep", cmd_sweep, "every policy but ga_offline at one point of a sweep")
-    config_arg(sweep)
+    sweep = _command(sub, "sweep", cmd_sweep, "every policy but ga_offline at one point of a sweep")
+    _config_arg(sweep)
     sweep.add_argument("--sweep", required=True, help="a sweep of the config (sweeps:)")
     sweep.add_argument("--value", required=True, type=float, help="the swept parameter's value")
-    sweep.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
+    sweep.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
     sweep.add_argument(
         "--agents", type=Path, help="the base scenario's agents: one directory per learned policy"
     )
     sweep.add_argument("--out", required=True, type=Path, help="summary rows Parquet to write")
 
-    report = command("report", cmd_report, "summary.parquet, figures and report.md of a study")
-    config_arg(report)
-    report.add_argument("--eval", type=Path, default=Path("results/eval"), help="results dir")
-    report.add_argument("--costs", type=Path, default=Path("results/costs"), help=costs_help)
-    report.add_argument("--workloads", type=Path, default=Path("results/workloads"))
-    report.add_argument("--sweeps", type=Path, default=Path("results/sweeps"), help="sweeps dir")
-    report.add_argument(
-        "--agents", type=Path, default=Path("results/agents"), help="agents dir (learning curves)"
+    report = _command(
+        sub, "report", cmd_report, "summary.parquet, figures and report.md of a study"
     )
-    report.add_argument("--out", type=Path, default=Path("results/report"), help="report dir")
+    _config_arg(report)
+    report.add_argument("--eval", type=Path, default=RESULTS.eval_dir, help="results dir")
+    report.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
+    report.add_argument("--workloads", type=Path, default=RESULTS.workloads_dir)
+    report.add_argument("--sweeps", type=Path, default=RESULTS.sweeps_dir, help="sweeps dir")
+    report.add_argument(
+        "--agents", type=Path, default=RESULTS.agents_dir, help="agents dir (learning curves)"
+    )
+    report.add_argument("--out", type=Path, default=RESULTS.report_dir, help="report dir")
 
-    simulate = command("simulate", cmd_simulate, "run one policy on any job trace and cost tables")
+    simulate = _command(
+        sub, "simulate", cmd_simulate, "run one policy on any job trace and cost tables"
+    )
     simulate.add_argument("--system", required=True, type=Path, help="SYSTEM.yaml")
     simulate.add_argument("--jobs", required=True, type=Path, help="job trace Parquet")
-    simulate.add_argument("--costs", required=True, type=Path, help=costs_help)
-    simulate.add_argument("--policy", required=True, help="a policy name (DESIGN.md)")
+    simulate.add_argument("--costs", required=True, type=Path, help=COSTS_HELP)
+    simulate.add_argument("--policy", required=True, help=POLICY_HELP)
     simulate.add_argument("--seed", type=int, default=0, help="seed of randomised policies")
     simulate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
     simulate.add_argument("--out", required=True, type=Path, help="per-job results Parquet")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,29 +16,24 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
+from relmas import catalog
 from relmas.errors import InputError
+from relmas.yaml_io import load_yaml
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
 
-def load_yaml(path: str | Path) -> Any:
-    """Parse a YAML file, turning a missing file or a syntax error into an InputError."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(path, None, "an existing YAML file")
-    try:
-        with path.open(encoding="utf-8") as handle:
-            return yaml.safe_load(handle)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else None
-        raise InputError(path, where, "well-formed YAML", getattr(exc, "problem", None)) from None
-
-
 def load_schema() -> dict[str, Any]:
-    return load_yaml(SCHEMA_PATH)
+    """The config schema, with the policy names of relmas.catalog as the enums of the keys that
+    name policies (the YAML file does not repeat them; Snakemake's `validate` checks the rest)."""
+    schema = load_yaml(SCHEMA_PATH)
+    evaluation = schema["properties"]["evaluation"]["properties"]
+    evaluation["policies"]["items"]["enum"] = list(catalog.names())
+    training = schema["properties"]["training"]["properties"]
+    reference = training["observation"]["properties"]["reference"]
+    reference["enum"] = [catalog.BEST, *catalog.teachers()]
+    return schema
 
 
 def load_config(path: str | Path) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import polars as pl
 
+from relmas import catalog
 from relmas.errors import InputError
 from relmas.io import read_parquet, write_parquet
 from relmas.policies import Policy, make_policy
@@ -21,7 +22,7 @@ from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
 from relmas.sim.result import SimResult
 from relmas.sim.system import System, load_system
-from relmas.workload import scenario_system
+from relmas.study import Study
 
 # Metrics written to the summary beyond SUMMARY_SCHEMA, in this order.
 SUMMARY_EXTRA = (
@@ -36,69 +37,6 @@ SUMMARY_EXTRA = (
     "assignments",
     "mean_bandwidth_gbps",
 )
-# Policies that deploy a trained agent (`--agent`); their summary rows name its scenario.
-LEARNED = ("relmas", "relmas_resize")
-# Policies with settings in `evaluation:`: policy -> its section (the policy's constructor options).
-POLICY_SETTINGS = {"ga_offline": "ga", "gacer": "gacer"}
-
-
-def evaluation_runs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The (scenario, policy) pairs a configuration evaluates.
-
-    Every configured policy on every scenario, except `ga_offline` on scenarios of more than
-    `evaluation.ga.max_jobs` jobs (or of unknown length): it is an offline bound for small traces.
-    """
-    max_jobs = config["evaluation"]["ga"]["max_jobs"]
-    return [
-        (scenario, policy)
-        for scenario, spec in config["scenarios"].items()
-        for policy in config["evaluation"]["policies"]
-        if policy != "ga_offline" or (spec.get("jobs") or max_jobs + 1) <= max_jobs
-    ]
-
-
-def generalisation_runs(
-    config: Mapping[str, Any], source: str | Path | None = None
-) -> list[tuple[str, str, str]]:
-    """The (agent scenario, scenario, policy) runs of `evaluation.generalisation`: every learned
-    policy of `evaluation.policies`, deployed with the agent trained on another scenario.
-
-    The two scenarios must differ and have the same accelerator instances (an agent's actions
-    and features are per instance); their bandwidth, load and workload may differ.
-    """
-    runs = []
-    for index, pair in enumerate(config["evaluation"]["generalisation"]):
-        key = f"evaluation.generalisation[{index}]"
-        for role in ("agent", "scenario"):
-            if pair[role] not in config["scenarios"]:
-                known = sorted(config["scenarios"])
-                raise InputError(
-                    source, f"{key}.{role}", f"one of the scenarios {known}", pair[role]
-                )
-        if pair["agent"] == pair["scenario"]:
-            raise InputError(source, key, "two different scenarios", pair["scenario"])
-        trained = scenario_system(config, pair["agent"], source).instance_types
-        deployed = scenario_system(config, pair["scenario"], source).instance_types
-        if trained != deployed:
-            raise InputError(
-                source,
-                f"{key}.scenario",
-                f"a scenario with the accelerator instances of {pair['agent']} {list(trained)}",
-                f"{pair['scenario']} {list(deployed)}",
-            )
-        runs += [
-            (pair["agent"], pair["scenario"], policy)
-            for policy in config["evaluation"]["policies"]
-            if policy in LEARNED
-        ]
-    return runs
-
-
-def policy_options(config: Mapping[str, Any], policy: str) -> dict[str, Any]:
-    """Configured constructor options of a policy: its section of `evaluation:` (POLICY_SETTINGS),
-    none for the others."""
-    section = POLICY_SETTINGS.get(policy)
-    return dict(config["evaluation"][section]) if section else {}
 
 
 def simulate(
@@ -119,7 +57,7 @@ def simulate(
 
 def agent_scenario(policy: str, agent: str | Path | None) -> str | None:
     """The scenario a learned policy's agent was trained on (its agent.json); None otherwise."""
-    if policy not in LEARNED or agent is None:
+    if policy not in catalog.learned() or agent is None:
         return None
     from relmas.rl.agent import read_agent_info
 
@@ -129,7 +67,7 @@ def agent_scenario(policy: str, agent: str | Path | None) -> str | None:
 def policy_extra(policy: str, agent: str | Path | None, result: SimResult) -> dict[str, float]:
     """A learned policy's own cost in this run (MACs, energy and time per decision, priced from
     its agent.json); nothing for the others."""
-    if policy not in LEARNED or agent is None:
+    if policy not in catalog.learned() or agent is None:
         return {}
     from relmas.rl.agent import read_agent_info
     from relmas.rl.overhead import overhead_metrics
@@ -262,11 +200,9 @@ def evaluate_scenario(
     The scenario's system (default system + its override) sets the instances and the bandwidth;
     `static_w` gives each accelerator's static power (W), e.g. from its resolved spec.
     """
-    if scenario not in config["scenarios"]:
-        known = sorted(config["scenarios"])
-        raise InputError(source, "--scenario", f"one of the configured scenarios {known}", scenario)
-    system = scenario_system(config, scenario, source)
-    tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
+    study = Study(config, source)
+    system = study.system(study.check_scenario(scenario))
+    tables = study.costs(scenario, costs_dir)
     jobs = load_job_trace(jobs_path, tables)
     chosen = make_policy(policy, seed=seed, key="--policy", **dict(policy_options or {}))
     return simulate(system, jobs, tables, chosen, static_w=static_w, record=record)

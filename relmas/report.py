@@ -25,13 +25,27 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from relmas.evaluate import LEARNED  # noqa: E402
+from relmas import catalog  # noqa: E402
 from relmas.io import read_parquet  # noqa: E402
+from relmas.paths import (  # noqa: E402
+    RESULTS,
+    agent_dir,
+    cost_table,
+    evaluation_file,
+    summary_of,
+    sweep_file,
+    workload_file,
+)
 from relmas.schemas import SUMMARY_SCHEMA  # noqa: E402
+from relmas.study import (  # noqa: E402
+    Study,
+    evaluation_runs,
+    generalisation_runs,
+    point_label,
+    sweep_points,
+)
 
-OFFLINE = "ga_offline"  # the offline bound (knows the whole trace)
 OFFLINE_SHARE = 0.9  # share of the offline bound an online policy should reach (issue 5)
-REFERENCES = (OFFLINE, "random")
 METRICS = ("sla_rate", "antt", "stp", "fairness", "utilization", "energy_j", "decision_us")
 BOOTSTRAP_SAMPLES = 10_000
 
@@ -79,7 +93,18 @@ def aggregate(summary: pl.DataFrame, by: Sequence[str] = ("scenario", "policy"))
 
 def heuristics(policies: Sequence[str]) -> list[str]:
     """The online heuristics among `policies` (not learned, not the offline bound or random)."""
-    return [p for p in policies if p not in LEARNED + REFERENCES]
+    return [p for p in policies if p not in catalog.learned() + _references()]
+
+
+def _references() -> tuple[str, ...]:
+    """The references of the comparison, not competitors: the offline bounds and the floor."""
+    return catalog.offline() + catalog.floors()
+
+
+def _offline() -> str:
+    """The offline bound the learned policies are measured against (the catalog's one)."""
+    (bound,) = catalog.offline()
+    return bound
 
 
 def paired_ratio(
@@ -116,12 +141,12 @@ def ratio_to_best_heuristic(
             continue
         table = group.pivot(on="policy", index="seed", values=metric).sort("seed")
         best = max(candidates, key=lambda p: float(table[p].mean()))
-        for learned in (p for p in LEARNED if p in policies):
+        for learned in (p for p in catalog.learned() if p in policies):
             ours, theirs = table[learned].to_numpy(), table[best].to_numpy()
             ratio, low, high = paired_ratio(ours, theirs, rng)
             offline = (None, None, None)
-            if OFFLINE in policies:
-                offline = paired_ratio(ours, table[OFFLINE].to_numpy(), rng)
+            if _offline() in policies:
+                offline = paired_ratio(ours, table[_offline()].to_numpy(), rng)
             rows.append(
                 {
                     "scenario": scenario,
@@ -155,13 +180,18 @@ def shortfalls(ratios: pl.DataFrame, offline_share: float = OFFLINE_SHARE) -> li
         if row["offline_ratio"] is not None and row["offline_ratio"] < offline_share:
             lines.append(
                 f"On {row['scenario']}, {row['policy']} reaches {row['offline_ratio']:.0%} "
-                f"[{row['offline_ci_low']:.0%}, {row['offline_ci_high']:.0%}] of {OFFLINE}'s "
+                f"[{row['offline_ci_low']:.0%}, {row['offline_ci_high']:.0%}] of {_offline()}'s "
                 f"SLA rate, below the {offline_share:.0%} aimed at."
             )
     return lines
 
 
-RESIZING = ("relmas_resize", "relmas", "gacer")  # the resizing agent, its base, the regulator
+def resizing_roles() -> tuple[str, str, str]:
+    """(the learned policy that cuts layers, the same agent without cuts, the policy that cuts by
+    search), from the catalog: relmas_resize, relmas, gacer."""
+    agent = next(p for p in catalog.learned() if p in catalog.resizing())
+    regulator = next(p for p in catalog.resizing() if p not in catalog.learned())
+    return agent, catalog.entry(agent).base, regulator
 
 
 def resizing_table(summary: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
@@ -169,19 +199,20 @@ def resizing_table(summary: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
     relmas's and gacer's, and its SLA ratio to each (paired bootstrap 95% interval): where letting
     the agent cut layers pays off, and how it compares with the regulator built for cutting."""
     rng = np.random.default_rng(seed)
+    roles = resizing_roles()
     rows = []
     for (scenario,), group in summary.group_by(["scenario"], maintain_order=True):
-        if not {"relmas_resize", "relmas"} <= set(group["policy"]):
+        if not set(roles[:2]) <= set(group["policy"]):
             continue
         sla = group.pivot(on="policy", index="seed", values="sla_rate").sort("seed")
         antt = group.pivot(on="policy", index="seed", values="antt")
         row: dict[str, Any] = {"scenario": scenario}
-        for policy in RESIZING:
+        for policy in roles:
             present = policy in sla.columns
             row[f"{policy}_sla_rate"] = float(sla[policy].mean()) if present else math.nan
             row[f"{policy}_antt"] = float(antt[policy].mean()) if present else math.nan
-        ours = sla["relmas_resize"].to_numpy()
-        for policy in RESIZING[1:]:
+        ours = sla[roles[0]].to_numpy()
+        for policy in roles[1:]:
             ratio = (math.nan,) * 3
             if policy in sla.columns:
                 ratio = paired_ratio(ours, sla[policy].to_numpy(), rng)
@@ -199,22 +230,23 @@ def resizing_table(summary: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
 def resizing_verdicts(table: pl.DataFrame) -> list[str]:
     """One sentence per scenario: resizing pays (interval above 1), costs (below 1) or makes no
     measurable difference, for relmas_resize against relmas."""
+    agent, base, _ = resizing_roles()
     lines = []
     for row in table.iter_rows(named=True):
-        low, high = row["ratio_relmas_ci_low"], row["ratio_relmas_ci_high"]
+        low, high = row[f"ratio_{base}_ci_low"], row[f"ratio_{base}_ci_high"]
         verdict = (
             "pays off" if low > 1 else "costs SLA" if high < 1 else "makes no measurable difference"
         )
         lines.append(
-            f"On {row['scenario']}, letting the agent cut layers {verdict}: relmas_resize "
-            f"{row['relmas_resize_sla_rate']:.4f} against relmas {row['relmas_sla_rate']:.4f} "
-            f"({_ratio_text(row, 'relmas')}), ANTT {row['relmas_resize_antt']:.2f} against "
-            f"{row['relmas_antt']:.2f}."
+            f"On {row['scenario']}, letting the agent cut layers {verdict}: {agent} "
+            f"{row[f'{agent}_sla_rate']:.4f} against {base} {row[f'{base}_sla_rate']:.4f} "
+            f"({_ratio_text(row, base)}), ANTT {row[f'{agent}_antt']:.2f} against "
+            f"{row[f'{base}_antt']:.2f}."
         )
     return lines
 
 
-GENERALISATION_REFERENCES = ("fcfs", "sjf", "best")
+BEST = "best"  # the column of the scenario's best heuristic beside the named baselines
 
 
 def generalisation_table(summary: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
@@ -249,7 +281,8 @@ def generalisation_table(summary: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
             "own_agent_sla_rate": float(table[policy].mean()) if policy in table else math.nan,
             "best_heuristic": best,
         }
-        for ref, column in zip(GENERALISATION_REFERENCES, ("fcfs", "sjf", best), strict=True):
+        baselines = catalog.named_baselines()
+        for ref, column in zip((*baselines, BEST), (*baselines, best), strict=True):
             if column in table.columns:
                 ratio = paired_ratio(table["moved_sla"].to_numpy(), table[column].to_numpy(), rng)
             else:
@@ -283,7 +316,7 @@ def _policy_order(policies: Sequence[str]) -> list[str]:
     """Heuristics first, then the references, then the learned policies (drawn last, on top)."""
     present = set(policies)
     ordered = sorted(heuristics(list(present)))
-    ordered += [p for p in REFERENCES + LEARNED if p in present]
+    ordered += [p for p in _references() + catalog.learned() if p in present]
     return ordered
 
 
@@ -306,7 +339,7 @@ def plot_metric_by_scenario(aggregated: pl.DataFrame, metric: str, label: str) -
             yerr=[errors.get(s, 0.0) for s in scenarios],
             label=policy,
             color=cmap(i % cmap.N),
-            edgecolor="black" if policy in LEARNED else "none",
+            edgecolor="black" if policy in catalog.learned() else "none",
             capsize=2,
         )
     ax.set_xticks(np.arange(len(scenarios)), scenarios, rotation=15)
@@ -361,7 +394,7 @@ def plot_sweep(
     for i, policy in enumerate(policies):
         rows = aggregated.filter(pl.col("policy") == policy).sort("value")
         x, mean, half = (rows[c].to_numpy() for c in ("value", "sla_rate", "sla_rate_ci95"))
-        learned = policy in LEARNED
+        learned = policy in catalog.learned()
         color = "black" if learned else cmap(i % cmap.N)
         ax.plot(
             x,
@@ -425,7 +458,6 @@ def heuristic_ranking(config: Mapping[str, Any], aggregated: pl.DataFrame) -> pl
 
     This is the table that shows how the ranking of the heuristics moves with the operating point.
     """
-    from relmas.workload import scenario_system
 
     rows = []
     for scenario, spec in config["scenarios"].items():
@@ -435,8 +467,7 @@ def heuristic_ranking(config: Mapping[str, Any], aggregated: pl.DataFrame) -> pl
         ).sort("sla_rate", descending=True)
         if part.is_empty():
             continue
-        system = scenario_system(config, scenario)
-        gbps = system.dram_gbps
+        gbps = Study(config).system(scenario).dram_gbps
         rows.append(
             {
                 "scenario": scenario,
@@ -488,20 +519,19 @@ def write_report(
     `{agents_dir}/{scenario}/{policy}/curve.parquet` (+ agent.json) for every evaluated agent.
     Returns the paths of the figures and tables, and headline metrics, for MLflow.
     """
-    from relmas.evaluate import evaluation_runs, generalisation_runs
     from relmas.io import atomic_path, write_parquet
 
     scenarios = list(config["scenarios"])
     seeds = list(config["evaluation"]["seeds"])
     runs = [(s, p, n) for s, p in evaluation_runs(config) for n in seeds]
-    base = {run: eval_dir / run[0] / run[1] / f"seed{run[2]}" for run in runs}
+    base = {run: evaluation_file(eval_dir, *run) for run in runs}
     moved = [
-        eval_dir / scenario / policy / f"from-{agent}" / f"seed{seed}.summary.parquet"
+        summary_of(evaluation_file(eval_dir, scenario, policy, seed, agent))
         for agent, scenario, policy in generalisation_runs(config, source)
         for seed in seeds
     ]
-    summary = collect_summaries([f"{path}.summary.parquet" for path in base.values()] + moved)
-    results = {run: pl.read_parquet(f"{path}.parquet") for run, path in base.items()}
+    summary = collect_summaries([summary_of(path) for path in base.values()] + moved)
+    results = {run: pl.read_parquet(path) for run, path in base.items()}
     figures_dir = out_dir / "figures"
     figures_dir.mkdir(parents=True, exist_ok=True)
     write_parquet(summary, out_dir / "summary.parquet")
@@ -532,16 +562,20 @@ def write_report(
         save(plot_metric_by_scenario(aggregated, metric, label), metric)
     for scenario in scenarios:
         save(plot_tenant_sla(tenants, scenario), f"tenants_{scenario}")
-    sweeps = collect_sweeps(config, sweeps_dir or Path("results/sweeps"))
+    sweeps = collect_sweeps(config, sweeps_dir or RESULTS.sweeps_dir)
     if sweeps.height:
         write_parquet(sweeps, out_dir / "sweeps.parquet")
         tables.append(out_dir / "sweeps.parquet")
         for name, spec in config["sweeps"].items():
             points = aggregate(sweeps.filter(pl.col("sweep") == name), by=("value", "policy"))
-            title = f"{name}: {spec['scenario']}, every policy but ga_offline"
-            trained_at = _base_value(config, spec) if set(LEARNED) & set(points["policy"]) else None
+            title = f"{name}: {spec['scenario']}, every policy but {', '.join(catalog.offline())}"
+            trained_at = (
+                _base_value(config, spec)
+                if set(catalog.learned()) & set(points["policy"])
+                else None
+            )
             save(plot_sweep(points, title, spec["parameter"], trained_at), f"sweep_{name}")
-    learning = _learning(config, agents_dir or Path("results/agents"))
+    learning = _learning(config, agents_dir or RESULTS.agents_dir)
     if learning:
         best = {title: agent["best_heuristic"] for title, agent in learning.items()}
         curves = {title: agent["curve"] for title, agent in learning.items()}
@@ -559,6 +593,12 @@ def write_report(
     with atomic_path(out_dir / "report.md", suffix=".md") as tmp:
         tmp.write_text("\n".join(sections) + "\n", encoding="utf-8")
     tables.append(out_dir / "report.md")
+    headline = _headline(aggregated, generalisation)
+    return {"figures": figures, "tables": tables, "metrics": headline, "ratios": ratios}
+
+
+def _headline(aggregated: pl.DataFrame, generalisation: pl.DataFrame) -> dict[str, float]:
+    """Mean SLA rate per scenario and policy (and per generalisation run), for MLflow."""
     headline = {
         f"{row['scenario']}.{row['policy']}.sla_rate": row["sla_rate"]
         for row in aggregated.iter_rows(named=True)
@@ -567,17 +607,17 @@ def write_report(
         f"{row['scenario']}.{row['policy']}.from.{row['agent_scenario']}.sla_rate": row["sla_rate"]
         for row in generalisation.iter_rows(named=True)
     }
-    return {"figures": figures, "tables": tables, "metrics": headline, "ratios": ratios}
+    return headline
 
 
 def collect_sweeps(config: Mapping[str, Any], sweeps_dir: Path) -> pl.DataFrame:
     """The rows of every configured sweep point (`relmas sweep` outputs) in one frame; empty
     without sweeps."""
-    from relmas.sweep import SWEEP_COLUMNS, point_label, sweep_points
+    from relmas.sweep import SWEEP_COLUMNS
 
     schema = dict(SUMMARY_SCHEMA) | SWEEP_COLUMNS
     frames = [
-        read_parquet(sweeps_dir / name / f"{point_label(value)}.parquet", schema)
+        read_parquet(sweep_file(sweeps_dir, name, point_label(value)), schema)
         for name, value in sweep_points(config)
     ]
     if not frames:
@@ -587,28 +627,25 @@ def collect_sweeps(config: Mapping[str, Any], sweeps_dir: Path) -> pl.DataFrame:
 
 def _base_value(config: Mapping[str, Any], spec: Mapping[str, Any]) -> float | None:
     """The swept parameter's value in the base scenario itself (where its agent was trained)."""
-    from relmas.workload import scenario_system
-
     if spec["parameter"] == "load":
         return config["scenarios"][spec["scenario"]]["arrival"].get("load")
-    return scenario_system(config, spec["scenario"]).dram_gbps
+    return Study(config).system(spec["scenario"]).dram_gbps
 
 
 def _learning(config: Mapping[str, Any], agents_dir: Path) -> dict[str, dict[str, Any]]:
     """Per evaluated agent (titled by scenario, and policy if not relmas): its learning curve,
     its best validation SLA rate, the best heuristic on its validation traces and its teacher."""
-    from relmas.evaluate import evaluation_runs
     from relmas.rl.agent import read_agent_info
     from relmas.rl.curve import CURVE, read_curve
 
     learning = {}
     for scenario, policy in evaluation_runs(config):
-        if policy not in LEARNED:
+        if policy not in catalog.learned():
             continue
-        directory = agents_dir / scenario / policy
+        directory = agent_dir(agents_dir, scenario, policy)
         info = read_agent_info(directory)
         heuristic = max(info.heuristics_validation, key=info.heuristics_validation.__getitem__)
-        title = scenario if policy == "relmas" else f"{scenario} ({policy})"
+        title = scenario if catalog.entry(policy).base is None else f"{scenario} ({policy})"
         learning[title] = {
             "curve": read_curve(directory / CURVE),
             "best_heuristic": (heuristic, info.heuristics_validation[heuristic]),
@@ -626,7 +663,7 @@ def _cost_figures(config: Mapping[str, Any], costs_dir: Path, figures_dir: Path)
     from relmas.schemas import COST_SCHEMA
 
     tables = {
-        name: read_parquet(costs_dir / f"{name}.parquet", COST_SCHEMA)
+        name: read_parquet(cost_table(costs_dir, name), COST_SCHEMA)
         for name in config["accelerators"]
     }
     made = {}
@@ -656,16 +693,14 @@ def _sample_gantt(
     from relmas.figures.gantt import plot_gantt
     from relmas.io import atomic_path
     from relmas.schemas import JOB_SCHEMA
-    from relmas.sim.costs import load_costs
-    from relmas.workload import scenario_system
 
     rows = aggregated.filter(
         (pl.col("scenario") == scenario) & pl.col("policy").is_in(heuristics(aggregated["policy"]))
     )
     policy = rows.sort("sla_rate", descending=True)["policy"][0]
-    system = scenario_system(config, scenario, source)
-    tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
-    trace = read_parquet(workloads_dir / scenario / f"seed{seed}.parquet", JOB_SCHEMA)
+    study = Study(config, source)
+    system, tables = study.system(scenario), study.costs(scenario, costs_dir)
+    trace = read_parquet(workload_file(workloads_dir, scenario, seed), JOB_SCHEMA)
     result = simulate(system, trace.sort("arrival_s").head(jobs), tables, policy, record=True)
     path = figures_dir / "gantt.png"
     with atomic_path(path, suffix=".png") as tmp:
@@ -716,7 +751,8 @@ def _markdown(
         parts += [
             "## Learned policies against the best heuristic\n",
             "Ratio of mean SLA rates, paired bootstrap 95% interval over seeds. A ratio below 1 "
-            f"means the heuristic wins on that scenario; `offline_ratio`: against {OFFLINE}, the "
+            "means the heuristic wins on that scenario; `offline_ratio`: against "
+            f"{_offline()}, the "
             "offline bound, where it ran.\n",
             markdown_table(ratios),
             "",
@@ -778,10 +814,9 @@ def _generalisation_markdown(config: Mapping[str, Any], table: pl.DataFrame) -> 
             "policy": row["policy"],
             "SLA rate": f"{row['sla_rate']:.3f} ± {row['sla_rate_ci95']:.3f}",
             "own agent": f"{row['own_agent_sla_rate']:.3f}",
-            "vs fcfs": _ratio_text(row, "fcfs"),
-            "vs sjf": _ratio_text(row, "sjf"),
+            **{f"vs {name}": _ratio_text(row, name) for name in catalog.named_baselines()},
             "best heuristic": str(row["best_heuristic"]),
-            "vs best heuristic": _ratio_text(row, "best"),
+            "vs best heuristic": _ratio_text(row, BEST),
         }
         for row in table.iter_rows(named=True)
     ]
@@ -791,30 +826,31 @@ def _generalisation_markdown(config: Mapping[str, Any], table: pl.DataFrame) -> 
 def _resizing_markdown(table: pl.DataFrame, learning: Mapping[str, Mapping[str, Any]]) -> list[str]:
     if not table.height:
         return []
+    resize, base, regulator = resizing_roles()
     rows = []
     for row in table.iter_rows(named=True):
-        agent = learning.get(f"{row['scenario']} (relmas_resize)", {})
+        agent = learning.get(f"{row['scenario']} ({resize})", {})
         cuts = agent.get("share_split")
         rows.append(
             {
                 "scenario": row["scenario"],
-                "relmas": f"{row['relmas_sla_rate']:.3f}",
-                "relmas_resize": f"{row['relmas_resize_sla_rate']:.3f}",
-                "vs relmas": _ratio_text(row, "relmas"),
-                "gacer": f"{row['gacer_sla_rate']:.3f}",
-                "vs gacer": _ratio_text(row, "gacer"),
-                "ANTT relmas / resize / gacer": "{:.2f} / {:.2f} / {:.2f}".format(
-                    row["relmas_antt"], row["relmas_resize_antt"], row["gacer_antt"]
+                base: f"{row[f'{base}_sla_rate']:.3f}",
+                resize: f"{row[f'{resize}_sla_rate']:.3f}",
+                f"vs {base}": _ratio_text(row, base),
+                regulator: f"{row[f'{regulator}_sla_rate']:.3f}",
+                f"vs {regulator}": _ratio_text(row, regulator),
+                f"ANTT {base} / resize / {regulator}": "{:.2f} / {:.2f} / {:.2f}".format(
+                    row[f"{base}_antt"], row[f"{resize}_antt"], row[f"{regulator}_antt"]
                 ),
                 "teacher": str(agent.get("teacher")),
                 "cuts (validation)": "n/a" if cuts is None else f"{cuts:.1%}",
             }
         )
     return [
-        "## Operator resizing: relmas_resize against relmas and gacer\n",
-        "`relmas_resize` is RELMAS whose action also chooses how to cut the chosen layer (split "
-        "variants of the piece tables, `resizing:`); `gacer` cuts and reorders by search. SLA "
-        "rates are means over the evaluation seeds, ratios paired bootstrap 95% intervals; "
+        f"## Operator resizing: {resize} against {base} and {regulator}\n",
+        f"`{resize}` is RELMAS whose action also chooses how to cut the chosen layer (split "
+        f"variants of the piece tables, `resizing:`); `{regulator}` cuts and reorders by search. "
+        "SLA rates are means over the evaluation seeds, ratios paired bootstrap 95% intervals; "
         "`teacher`: the warm-start rule chosen on validation (`_cut`: cuts onto spare "
         "instances); `cuts`: share of its decisions on validation that cut a layer.\n",
         markdown_table(pl.DataFrame(rows)),

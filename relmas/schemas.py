@@ -1,4 +1,4 @@
-"""Column contracts of the Parquet files exchanged between stages (see DESIGN.md)."""
+"""Column contracts of the Parquet files exchanged between stages (docs/design.md, "data files")."""
 
 from __future__ import annotations
 
@@ -61,19 +61,3 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "makespan_s": pl.Float64(),
     "decision_us": pl.Float64(),
 }
-
-POLICY_NAMES = (
-    "fcfs",
-    "sjf",
-    "edf",
-    "llf",
-    "prema",
-    "sdrm3",
-    "herald",
-    "planaria",
-    "random",
-    "ga_offline",
-    "gacer",
-    "relmas",
-    "relmas_resize",
-)

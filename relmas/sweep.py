@@ -27,20 +27,12 @@ from typing import Any
 
 import polars as pl
 
+from relmas import catalog
 from relmas.errors import InputError
-from relmas.evaluate import (
-    LEARNED,
-    agent_scenario,
-    policy_extra,
-    policy_options,
-    simulate,
-    summary_row,
-)
+from relmas.evaluate import agent_scenario, policy_extra, simulate, summary_row
 from relmas.policies import make_policy
-from relmas.sim.costs import load_costs
-from relmas.workload import generate_trace, parse_scenario, scenario_system
+from relmas.study import Study, policy_options, sweep_policies, sweep_scenario
 
-SWEEP_PARAMETERS = ("load", "dram_gbps")
 SWEEP_COLUMNS: dict[str, pl.DataType] = {
     "sweep": pl.String(),
     "parameter": pl.String(),
@@ -48,41 +40,11 @@ SWEEP_COLUMNS: dict[str, pl.DataType] = {
 }
 
 
-def sweep_points(
-    config: Mapping[str, Any], source: str | Path | None = None
-) -> list[tuple[str, float]]:
-    """Every configured (sweep, value), in config order, after checking each base scenario."""
-    for name in config["sweeps"]:
-        _base_scenario(config, name, source)
-    return [(name, float(v)) for name, sweep in config["sweeps"].items() for v in sweep["values"]]
-
-
-def _base_scenario(config: Mapping[str, Any], sweep: str, source: str | Path | None) -> str:
-    if sweep not in config["sweeps"]:
-        known = sorted(config["sweeps"])
-        raise InputError(source, "--sweep", f"one of the configured sweeps {known}", sweep)
-    scenario = config["sweeps"][sweep]["scenario"]
-    if scenario not in config["scenarios"]:
-        known = sorted(config["scenarios"])
-        raise InputError(source, f"sweeps.{sweep}.scenario", f"one of {known}", scenario)
-    return scenario
-
-
-def point_label(value: float) -> str:
-    """A sweep value as it appears in file names (`0.4`, `16`)."""
-    return f"{value:g}"
-
-
-def sweep_policies(config: Mapping[str, Any]) -> list[str]:
-    """The policies of a sweep point: the evaluated ones without the offline bound."""
-    return [p for p in config["evaluation"]["policies"] if p != "ga_offline"]
-
-
 def point_config(
     config: Mapping[str, Any], sweep: str, value: float, source: str | Path | None = None
 ) -> dict[str, Any]:
     """A copy of `config` whose base scenario of `sweep` has its swept parameter set to `value`."""
-    base = _base_scenario(config, sweep, source)
+    base = sweep_scenario(config, sweep, source)
     if not value > 0:
         raise InputError(source, "--value", "a positive number", value)
     spec = config["sweeps"][sweep]
@@ -106,14 +68,7 @@ def point_traces(
     spec = config["sweeps"][sweep]
     base = spec["scenario"]
     workload = point_config(config, sweep, value, source) if spec["parameter"] == "load" else config
-    models = tuple(config["models"])
-    system = scenario_system(workload, base, source)
-    tables = load_costs(costs_dir, system, source, models=models)
-    scenario = parse_scenario(base, workload["scenarios"][base], list(models), source)
-    return {
-        seed: generate_trace(base, scenario, system, tables, seed, source)
-        for seed in config["evaluation"]["seeds"]
-    }
+    return Study(workload, source).traces(base, config["evaluation"]["seeds"], costs_dir)
 
 
 def run_sweep_point(
@@ -130,16 +85,16 @@ def run_sweep_point(
     """Summary rows (plus `sweep`, `parameter`, `value`) of every sweep policy on every evaluation
     seed at one point. Learned policies load `agents_dir`/{policy} (the base scenario's agents).
     `progress(policy, seed, sla_rate)` is called after each simulation."""
-    changed = point_config(config, sweep, value, source)
+    point = Study(point_config(config, sweep, value, source), source)
     base = config["sweeps"][sweep]["scenario"]
-    system = scenario_system(changed, base, source)
-    tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
+    system = point.system(base)
+    tables = point.costs(base, costs_dir)
     rows = []
     for seed, jobs in point_traces(config, sweep, value, costs_dir, source).items():
         for policy in sweep_policies(config):
             options = policy_options(config, policy)
             agent = None
-            if policy in LEARNED:
+            if policy in catalog.learned():
                 if agents_dir is None:
                     raise InputError(source, "--agents", f"the agents directory of {base}")
                 agent = Path(agents_dir) / policy

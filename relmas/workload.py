@@ -30,7 +30,7 @@ import polars as pl
 from relmas.errors import InputError
 from relmas.io import read_parquet
 from relmas.schemas import JOB_SCHEMA
-from relmas.sim.costs import CostTables, load_costs
+from relmas.sim.costs import CostTables
 from relmas.sim.system import System, load_system, override_system
 
 PRIORITIES = (1, 3, 9)
@@ -382,20 +382,3 @@ def _parse_arrival(raw: Any, source, key: str) -> Arrival:
         raise InputError(source, f"{key}.burst_fraction", "a number in (0, 1)", fraction)
     burst_jobs = _positive(params["mean_burst_jobs"], source, f"{key}.mean_burst_jobs")
     return Arrival(process, load, ratio, fraction, burst_jobs)
-
-
-def make_workload(
-    config: Mapping[str, Any],
-    scenario: str,
-    seed: int,
-    costs_dir: str | Path,
-    source: str | Path | None = None,
-) -> pl.DataFrame:
-    """`relmas workload`: the trace of a configured scenario, costs from `costs_dir`."""
-    if scenario not in config["scenarios"]:
-        known = sorted(config["scenarios"])
-        raise InputError(source, "--scenario", f"one of the configured scenarios {known}", scenario)
-    parsed = parse_scenario(scenario, config["scenarios"][scenario], list(config["models"]), source)
-    system = scenario_system(config, scenario, source)
-    tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
-    return generate_trace(scenario, parsed, system, tables, seed, source)

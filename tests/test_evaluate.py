@@ -15,7 +15,6 @@ from relmas.evaluate import (
     SUMMARY_EXTRA,
     agent_scenario,
     evaluate_scenario,
-    generalisation_runs,
     policy_extra,
     simulate_files,
     summary_row,
@@ -30,14 +29,8 @@ from relmas.rl.observation import Layout, ObservationSettings
 from relmas.schemas import JOB_SCHEMA, SUMMARY_SCHEMA
 from relmas.sim import JOB_RESULT_SCHEMA, load_system
 from relmas.sim.costs import load_costs
-from relmas.sweep import (
-    point_config,
-    point_traces,
-    run_sweep_point,
-    sweep_points,
-    sweep_policies,
-)
-from relmas.workload import make_workload
+from relmas.study import Study, generalisation_runs, sweep_points, sweep_policies
+from relmas.sweep import point_config, point_traces, run_sweep_point
 from tests.synthetic import synthetic_costs
 
 
@@ -199,7 +192,7 @@ def test_configured_scenarios_generate_and_evaluate_end_to_end(inputs):
             }
         },
     }
-    trace = make_workload(config, "mixed", 1, tmp_path / "costs", "config.yaml")
+    trace = Study(config, "config.yaml").trace("mixed", 1, tmp_path / "costs")
     write_parquet(trace, tmp_path / "trace.parquet")
     result = evaluate_scenario(
         config, "mixed", "prema", 1, tmp_path / "trace.parquet", tmp_path / "costs", record=True
@@ -210,7 +203,7 @@ def test_configured_scenarios_generate_and_evaluate_end_to_end(inputs):
     plot_gantt(result, tmp_path / "gantt.png")
     assert (tmp_path / "gantt.png").stat().st_size > 10_000
     with pytest.raises(InputError, match=r"config.yaml: --scenario: expected one of"):
-        make_workload(config, "other", 1, tmp_path / "costs", "config.yaml")
+        Study(config, "config.yaml").trace("other", 1, tmp_path / "costs")
 
 
 # --- generalisation and sweeps: another scenario's agent, one parameter varied -------------------
@@ -306,7 +299,7 @@ def test_generalisation_runs_pair_scenarios_of_the_same_instances(study):
 
 def test_an_agent_deployed_on_another_scenario_names_where_it_was_trained(study):
     config, tmp_path, agents = study
-    trace = make_workload(config, "big", 1, tmp_path / "costs")
+    trace = Study(config).trace("big", 1, tmp_path / "costs")
     write_parquet(trace, tmp_path / "big.parquet")
     agent = agents / "relmas"
     result = evaluate_scenario(
@@ -332,7 +325,7 @@ def test_sweep_points_change_one_parameter_of_the_same_traces(study):
     )
     scaled = traces[0]["arrival_s"] * 0.5 / 1.5
     assert np.allclose(traces[1]["arrival_s"], scaled, rtol=1e-12)  # same jobs, time rescaled
-    base = make_workload(config, "small", 1, costs)
+    base = Study(config).trace("small", 1, costs)
     assert all(point_traces(config, "bandwidth", v, costs)[1].equals(base) for v in (1.0, 8.0))
     assert point_config(config, "bandwidth", 8.0)["scenarios"]["small"]["system"]["dram_gbps"] == 8
     assert sweep_points(config) == [

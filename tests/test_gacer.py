@@ -9,7 +9,6 @@ import yaml
 
 from relmas.config import validate_config
 from relmas.errors import InputError
-from relmas.evaluate import policy_options
 from relmas.hw.spec import parse_spec
 from relmas.policies import make_policy
 from relmas.policies.gacer import Gacer
@@ -17,6 +16,7 @@ from relmas.profile import profile_layers, profile_pieces, split_layers, write_c
 from relmas.schemas import LAYER_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
 from relmas.sim.costs import PIECE_SCHEMA, load_costs
+from relmas.study import policy_options
 from tests.layers import layer
 from tests.synthetic import cost_frame
 from tests.test_hw import EYERISS_168

@@ -1,6 +1,6 @@
 """Accelerator specs and the Eyeriss-like / Simba-like cost models with their mapping search.
 
-Published references (DESIGN.md "Published facts"): Timeloop's public exercise outputs, 8-bit,
+Published references (docs/design.md, "Published facts"): Timeloop's public exercise outputs, 8-bit,
 batch 1 — layer C=3, K=32, 3x3, 112x112 output, stride 2 (10,838,016 MACs): eyeriss-like 14x12 PEs
 -> 86,016 cycles; simba-like 16 PEs x 4 lanes x 4 MACs -> 225,792 cycles; VGG layer C=128, K=256,
 3x3, 56x56 on the eyeriss-like -> 5,505,024 cycles. docs/costmodel.md explains our gaps to them.
@@ -37,7 +37,7 @@ from relmas.hw.spec import (
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The architectures of the Timeloop exercises (DESIGN.md).
+# The architectures of the Timeloop exercises (docs/costmodel.md).
 TIMELOOP_EYERISS = {
     "kind": "eyeriss",
     "clock_ghz": 1.0,

@@ -15,9 +15,8 @@ import polars as pl
 import pytest
 
 from relmas.config import load_config
-from relmas.evaluate import evaluation_runs
 from relmas.schemas import LAYER_SCHEMA, SUMMARY_SCHEMA
-from relmas.sweep import point_label, sweep_points, sweep_policies
+from relmas.study import evaluation_runs, point_label, sweep_points, sweep_policies
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")

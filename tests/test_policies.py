@@ -84,7 +84,7 @@ def test_registry_has_the_heuristics_and_rejects_unknown_names():
         assert make_policy(name).name == name
     with pytest.raises(InputError, match=r"policy: expected one of the available policies.*'nope'"):
         make_policy("nope")
-    with pytest.raises(ValueError, match="contract policy name"):
+    with pytest.raises(ValueError, match="not a policy of relmas.catalog"):
         register("my_policy")
 
 

@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 import torch
 
+from relmas import catalog
 from relmas.config import load_config
-from relmas.evaluate import LEARNED
 from relmas.io import write_parquet
 from relmas.report import (
     aggregate,
@@ -41,7 +41,7 @@ def summary(
             "policy": policy,
             "seed": seed,
             "sla_rate": value,
-            "agent_scenario": (agent or scenario) if policy in LEARNED else None,
+            "agent_scenario": (agent or scenario) if policy in catalog.learned() else None,
         }
         for policy, series in values.items()
         for seed, value in enumerate(series)

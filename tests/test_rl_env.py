@@ -13,7 +13,7 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from relmas.config import load_config
+from relmas.config import load_config, validate_config
 from relmas.errors import InputError
 from relmas.evaluate import evaluate_scenario, simulate
 from relmas.io import write_parquet
@@ -37,7 +37,8 @@ from relmas.sim import access
 from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
 from relmas.sim.system import load_system
-from relmas.workload import generate_trace, make_workload, scenario_system
+from relmas.study import Study
+from relmas.workload import generate_trace, scenario_system
 from tests.synthetic import synthetic_costs, synthetic_pieces
 
 SYSTEM = load_system(
@@ -356,7 +357,7 @@ def test_quick_training_gives_an_agent_that_evaluation_runs(quick, trained):
     assert info.teacher == result.teacher
     validated_at = [step for metrics, step in logs if "val_sla_rate" in metrics]
     assert validated_at == [200, 300, 600, 900]  # after the warm start, every 300, at the end
-    jobs = make_workload(config, "mixed", 1000, root / "costs")
+    jobs = Study(config).trace("mixed", 1000, root / "costs")
     write_parquet(jobs, root / "jobs.parquet")
     evaluated = evaluate_scenario(
         config,
@@ -460,8 +461,8 @@ def test_resume_after_interruption_gives_the_same_agent(quick, trained):
 def test_training_settings_errors_name_the_key(quick, change, key):
     config = copy.deepcopy(quick[0])
     config["training"].update(change)
-    with pytest.raises(InputError, match=key.replace(".", r"\.")):
-        parse_training(config, "config.yaml")
+    with pytest.raises(InputError, match=key.replace(".", r"\.")):  # the schema's or ours
+        parse_training(validate_config(config, "config.yaml"), "config.yaml")
 
 
 def test_relmas_policy_needs_an_agent_of_the_same_system(quick, trained, tables):

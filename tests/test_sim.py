@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from relmas.evaluate import LEARNED
+from relmas import catalog
 from relmas.policies import Policy, available_policies, make_policy
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, System, access, load_system
@@ -92,7 +92,7 @@ def test_one_job_alone_finishes_at_its_isolated_latency(dram_gbps, isolated):
     )
     assert tables.isolated_latency("m") == pytest.approx(isolated)
     # random picks any idle instance; the learned policies need an agent (tests/test_rl_env.py)
-    for policy in set(available_policies()) - {"random", *LEARNED}:
+    for policy in set(available_policies()) - {*catalog.floors(), *catalog.learned()}:
         jobs = trace([("m", 2.5, 2.5 + isolated, 3)])
         result = Engine(system, tables, jobs).run(make_policy(policy))
         row = result.jobs.row(0, named=True)
@@ -289,7 +289,7 @@ def scenarios_with_costs(draw):
         for _ in range(count)
     ]
     jobs = trace([(m, a, a + d, p) for m, a, d, p in rows])
-    policy = draw(st.sampled_from(sorted(set(available_policies()) - set(LEARNED))))
+    policy = draw(st.sampled_from(sorted(set(available_policies()) - set(catalog.learned()))))
     return system, costs, types, jobs, policy, draw(st.integers(0, 99))
 
 

@@ -1,6 +1,6 @@
 """Write the hand-made inputs of `relmas simulate`: a job trace and two cost tables.
 
-Any tool that writes Parquet will do; these are the columns and types of DESIGN.md's contracts.
+Any tool that writes Parquet will do; these are the columns and types of docs/design.md's contracts.
 Run: python examples/handwritten/make_inputs.py (writes jobs.parquet and costs/ beside this file).
 """
 

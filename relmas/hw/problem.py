@@ -21,7 +21,6 @@ from relmas.schemas import LAYER_OPS, LAYER_SCHEMA
 
 # Columns of a problem array, in order.
 G, N, K, C, P, Q, R, S, STRIDE, IN_ELEMS, W_ELEMS, OUT_ELEMS, MACS = range(13)
-PROBLEM_FIELDS = ("G", "N", "K", "C", "P", "Q", "R", "S", "stride", "in", "w", "out", "macs")
 
 _POSITIVE = (
     "N",

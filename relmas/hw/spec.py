@@ -1,7 +1,7 @@
 """Accelerator specs: validated immutable descriptions of an Eyeriss-like or Simba-like accelerator.
 
 A spec is what the cost models read and what a cost table's metadata records, so it carries every
-number that changes a cost: the contract sizes (DESIGN.md "accelerator specs") plus the resolved
+number that changes a cost: the contract sizes (docs/design.md, "config keys") plus the resolved
 per-access energies and static power, with the family defaults filled in. `spec_json` is its
 canonical form and `spec_hash` the hash that ties a cost table to the spec it was computed for.
 
@@ -159,7 +159,6 @@ _INT_KEYS = {
     "vector_width",
     "accum_buf_entries",
 }
-_SIZE_KEYS = {"clock_ghz", "glb_kib", "weight_buf_kib", "input_buf_kib"}
 _OPTIONAL_KEYS = ("energy_pj", "static_w")
 _CLASSES: dict[str, type] = {"eyeriss": EyerissSpec, "simba": SimbaSpec}
 _MAX_WORD_BITS = 64
@@ -232,7 +231,7 @@ def load_spec_file(path: str | Path) -> tuple[str, Spec]:
 
     The accelerator's name is the `name:` key when present, else the file's stem.
     """
-    from relmas.config import load_yaml
+    from relmas.yaml_io import load_yaml
 
     raw = load_yaml(path)
     if not isinstance(raw, Mapping):

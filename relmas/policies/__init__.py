@@ -2,7 +2,6 @@
 
 from relmas.policies import heuristics as _heuristics  # noqa: F401 - registers the heuristics
 from relmas.policies.base import (
-    PROVIDERS,
     Policy,
     available_policies,
     make_policy,
@@ -11,7 +10,6 @@ from relmas.policies.base import (
 from relmas.policies.heuristics import HeuristicPolicy
 
 __all__ = [
-    "PROVIDERS",
     "HeuristicPolicy",
     "Policy",
     "available_policies",

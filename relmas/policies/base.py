@@ -1,5 +1,5 @@
 """The one interface of every scheduling policy (heuristics, the offline bound, the RL agent),
-and the registry that maps contract policy names to their implementations."""
+and the registry that maps contract policy names (relmas.catalog) to their implementations."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from relmas import catalog
 from relmas.errors import InputError
-from relmas.schemas import POLICY_NAMES
 
 if TYPE_CHECKING:
     from relmas.sim.engine import DecisionView, Engine
@@ -41,21 +41,15 @@ class Policy(ABC):
 
 
 PolicyFactory = Callable[..., Policy]
+# Implementations registered so far; the catalog names the module that registers each policy,
+# imported only when that policy is asked for (so that e.g. torch is not loaded for a heuristic).
 _REGISTRY: dict[str, PolicyFactory] = {}
-# Modules that register further policies when imported (only imported when one of them is asked
-# for, so that e.g. torch is not loaded for a heuristic run). Other stages add theirs here.
-PROVIDERS: dict[str, str] = {
-    "ga_offline": "relmas.policies.ga_offline",
-    "gacer": "relmas.policies.gacer",
-    "relmas": "relmas.rl.policy",
-    "relmas_resize": "relmas.rl.policy",
-}
 
 
 def register(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
     """Class decorator: make a policy available under its contract `name`."""
-    if name not in POLICY_NAMES:
-        raise ValueError(f"{name!r} is not a contract policy name {POLICY_NAMES}")
+    if catalog.entry(name) is None:
+        raise ValueError(f"{name!r} is not a policy of relmas.catalog {catalog.names()}")
 
     def decorate(factory: PolicyFactory) -> PolicyFactory:
         _REGISTRY[name] = factory
@@ -65,16 +59,17 @@ def register(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
 
 
 def available_policies() -> tuple[str, ...]:
-    """Contract names with an implementation (registered or with a provider module)."""
-    return tuple(n for n in POLICY_NAMES if n in _REGISTRY or n in PROVIDERS)
+    """Contract names with an implementation (every policy of the catalog)."""
+    return catalog.names()
 
 
 def make_policy(
     name: str, *, seed: int = 0, source: str | Path | None = None, key: str = "policy", **options
 ) -> Policy:
     """A fresh policy by contract name; `seed` seeds random policies, `options` go to the class."""
-    if name not in _REGISTRY and name in PROVIDERS:
-        importlib.import_module(PROVIDERS[name])
+    module = catalog.implementation(name)
+    if name not in _REGISTRY and module is not None:
+        importlib.import_module(module)
     if name not in _REGISTRY:
         raise InputError(
             source, key, f"one of the available policies {list(available_policies())}", name

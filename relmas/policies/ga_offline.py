@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from relmas import catalog
 from relmas.errors import InputError
 from relmas.policies import ga_kernels
 from relmas.policies.base import Policy, make_policy, register
@@ -34,7 +35,7 @@ from relmas.sim.kernels import STATUS_DONE, entry_point
 from relmas.sim.metrics import deadline_met
 
 # Heuristics whose schedules seed the initial population.
-SEED_POLICIES = ("fcfs", "sjf", "edf", "llf", "prema", "sdrm3", "herald", "planaria", "random")
+SEED_POLICIES = catalog.heuristics()
 # Mutation strength: expected mutated genes per child for instance genes and for single keys;
 # a key moves by a normal step of KEY_STEP mean layer latencies. Whole jobs: each job is shifted
 # with probability 1 / jobs, by a normal step of one mean isolated job latency.

@@ -1,4 +1,4 @@
-"""The heuristic baseline schedulers (DESIGN.md "Baseline policies"), each a job rule plus an
+"""The heuristic baseline schedulers (docs/design.md, "Policies"), each a job rule plus an
 accelerator rule evaluated by the Numba kernels of `relmas.policies.kernels`.
 
 Estimates come from the cost tables (`relmas.sim.costs`): *remaining work* = sum of the job's

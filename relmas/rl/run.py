@@ -21,24 +21,28 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from relmas import catalog
 from relmas.errors import InputError
-from relmas.evaluate import LEARNED, simulate
-from relmas.hw.spec import Spec, parse_spec
+from relmas.evaluate import simulate
+from relmas.hw.spec import Spec
 from relmas.rl.agent import AgentInfo, write_agent_info
 from relmas.rl.checkpoint import BEST, load_network
 from relmas.rl.env import SchedulingEnv
 from relmas.rl.network import QNetwork
-from relmas.rl.observation import FEATURES_VERSION
+from relmas.rl.observation import FEATURES_VERSION, ObservationSettings
 from relmas.rl.overhead import decision_cost
 from relmas.rl.rules import CUT_SUFFIX, SlotRule, cut_form, slot_rules
-from relmas.rl.settings import BEST_REFERENCE, parse_training, reference_heuristics
+from relmas.rl.settings import (
+    TrainingSettings,
+    parse_training,
+)
 from relmas.rl.train import Logger, TrainResult, train
-from relmas.sim.costs import WHOLE, CostTables, load_costs
+from relmas.sim.costs import WHOLE, CostTables
 from relmas.sim.system import System
-from relmas.workload import generate_trace, parse_scenario, scenario_system
+from relmas.study import Study
+from relmas.workload import generate_trace
 
 Policy = Callable[[np.ndarray, np.ndarray], int]  # (observation, mask) -> action
-RESIZING = "relmas_resize"  # the learned policy that also cuts layers
 
 
 @dataclass(frozen=True)
@@ -79,12 +83,13 @@ def train_scenario(
     source: str | Path | None = None,
     logger: Logger | None = None,
     resume: bool = True,
-    policy: str = "relmas",
+    policy: str | None = None,
 ) -> ScenarioTrainResult:
     """Train the agent of `scenario` into `out_dir` (best.pt, last.pt, agent.json).
 
-    `policy` `relmas_resize` trains an agent whose actions also cut layers into pieces: it needs
-    the piece tables beside the cost tables (`relmas profile --pieces`).
+    `policy` is a learned policy of the catalog (None: the first, `relmas`); a resizing one
+    (`relmas_resize`) trains an agent whose actions also cut layers into pieces: it needs the piece
+    tables beside the cost tables (`relmas profile --pieces`).
 
     `logger(metrics, step)` receives the learner's curves and the validation scores;
     `resume` continues from `out_dir`/last.pt when present; when the training settings changed
@@ -94,20 +99,11 @@ def train_scenario(
     log = logger or (lambda metrics, step: None)
     settings = parse_training(config, source)
     out_dir = Path(out_dir)
-    if scenario not in config["scenarios"]:
-        known = sorted(config["scenarios"])
-        raise InputError(source, "--scenario", f"one of the configured scenarios {known}", scenario)
-    parsed = parse_scenario(scenario, config["scenarios"][scenario], list(config["models"]), source)
-    if settings.jobs is not None:
-        parsed = replace(parsed, jobs=settings.jobs)
-    system = scenario_system(config, scenario, source)
-    tables = load_costs(costs_dir, system, source, models=tuple(config["models"]))
-    if policy not in LEARNED:
-        raise InputError(source, "--policy", f"one of the learned policies {list(LEARNED)}", policy)
-    resize = policy == RESIZING
-    if resize and (tables.pieces is None or len(tables.pieces.variants) < 2):
-        expected = "piece tables {accelerator}.pieces.parquet with cuts (relmas profile --pieces)"
-        raise InputError(costs_dir, "resizing", expected, "none")
+    study = Study(config, source)
+    parsed = study.scenario(scenario, settings.jobs)
+    system = study.system(scenario)
+    tables = study.costs(scenario, costs_dir)
+    resize = _resizes(policy or catalog.learned()[0], tables, costs_dir, source)
 
     def trace(seed: int) -> pl.DataFrame:
         return generate_trace(scenario, parsed, system, tables, seed, source)
@@ -115,67 +111,41 @@ def train_scenario(
     validation_traces = [trace(seed) for seed in settings.validation_seeds]
     heuristics = heuristic_scores(system, tables, validation_traces)
     log({f"val_heuristic_{name}_sla_rate": rate for name, rate in heuristics.items()}, 0)
-    observation = replace(settings.observation, resize=resize)
-    if observation.reference == BEST_REFERENCE:
-        observation = replace(observation, reference=max(heuristics, key=heuristics.__getitem__))
+    observation = _observation(settings.observation, resize, heuristics)
     split_variants = tables.pieces.variants if resize else (WHOLE,)
-    # the run's manifest besides the learner config: what the agent sees, how it is rewarded and
-    # the problem it is trained on; resuming across a change of any of them would finish training
-    # on another problem (the learner restarts instead, `relmas.rl.train`)
-    seen = asdict(observation)
-    if not observation.resize:
-        del seen["resize"]  # recorded only when set
-    manifest = {
-        "observation": seen,
-        "features": FEATURES_VERSION,
-        "reward": asdict(settings.reward),
-        "scenario": config["scenarios"][scenario],
-        "system": asdict(system),
-        "accelerators": {name: config["accelerators"][name] for name in system.accelerator_types},
-        "models": {name: config["models"][name] for name in tables.models},
-        **({"split_variants": split_variants} if resize else {}),
-    }
+    problem = _problem(config, scenario, system, tables, split_variants if resize else None)
+
+    def env(jobs: pl.DataFrame) -> SchedulingEnv:
+        return SchedulingEnv(system, tables, jobs, observation, settings.reward, settings.dqn.gamma)
 
     def make_env(seed: int) -> SchedulingEnv:
-        return SchedulingEnv(
-            system, tables, trace(seed), observation, settings.reward, settings.dqn.gamma
-        )
+        return env(trace(seed))
 
-    validation_envs = [
-        SchedulingEnv(system, tables, jobs, observation, settings.reward, settings.dqn.gamma)
-        for jobs in validation_traces
-    ]
+    validation_envs = [env(jobs) for jobs in validation_traces]
 
     def validate(policy: Policy) -> dict[str, float]:
         runs = [rollout(env, policy) for env in validation_envs]
         return {key: float(np.mean([run[key] for run in runs])) for key in runs[0]}
 
     rules: dict[str, float] = {}
-    teacher = None
+    teacher = teacher_rule = None
     if settings.dqn.teacher_steps > 0:
-        candidates = slot_rules(observation, validation_envs[0].layout)
-        rules = {name: validate(rule)["sla_rate"] for name, rule in candidates.items()}
-        if resize:  # cutting is tried on the best whole-layer rule only
-            best = max(rules, key=rules.__getitem__)
-            cut = candidates[best + CUT_SUFFIX] = cut_form(
-                candidates[best], tables.pieces.most_pieces
-            )
-            rules[best + CUT_SUFFIX] = validate(cut)["sla_rate"]
+        pieces = tables.pieces.most_pieces if resize else None
+        rules, teacher_rule = _best_rule(observation, validation_envs[0], validate, pieces)
         log({f"val_rule_{name}_sla_rate": rate for name, rate in rules.items()}, 0)
         teacher = max(rules, key=rules.__getitem__)
     learner = train(
         make_env,
         settings.dqn,
         out_dir,
-        manifest=manifest,
+        manifest=_manifest(observation, settings, problem),
         logger=log,
         validate=validate,
-        teacher=None if teacher is None else _as_teacher(candidates[teacher]),
+        teacher=None if teacher_rule is None else _as_teacher(teacher_rule),
         resume=resume,
     )
     hosts = (settings.overhead_accelerator,) if settings.overhead_accelerator else tables.types
-    specs = {name: parse_spec(name, config["accelerators"][name], source) for name in hosts}
-    cost = cheapest_decision(load_network(out_dir / BEST), specs)
+    cost = cheapest_decision(load_network(out_dir / BEST), {h: study.spec(h) for h in hosts})
     info = AgentInfo(
         scenario=scenario,
         observation=observation,
@@ -205,6 +175,67 @@ def train_scenario(
     )
 
 
+def _observation(
+    settings: ObservationSettings, resize: bool, heuristics: Mapping[str, float]
+) -> ObservationSettings:
+    """The run's observation: `resize` set, and the reference `best` resolved to the heuristic
+    with the best validation SLA rate (the first of equals, in catalog order)."""
+    observation = replace(settings, resize=resize)
+    if observation.reference == catalog.BEST:
+        observation = replace(observation, reference=max(heuristics, key=heuristics.__getitem__))
+    return observation
+
+
+def _problem(
+    config: Mapping[str, Any],
+    scenario: str,
+    system: System,
+    tables: CostTables,
+    split_variants: tuple[str, ...] | None,
+) -> dict[str, Any]:
+    """What the agent is trained on besides the training settings: resuming across a change of
+    any of it would finish training on another problem."""
+    return {
+        "scenario": config["scenarios"][scenario],
+        "system": asdict(system),
+        "accelerators": {name: config["accelerators"][name] for name in system.accelerator_types},
+        "models": {name: config["models"][name] for name in tables.models},
+        **({"split_variants": split_variants} if split_variants is not None else {}),
+    }
+
+
+def _resizes(
+    policy: str, tables: CostTables, costs_dir: str | Path, source: str | Path | None
+) -> bool:
+    """Whether the learned `policy` cuts layers (after checking it is learned and, if it cuts,
+    that the piece tables have cuts)."""
+    if policy not in catalog.learned():
+        known = list(catalog.learned())
+        raise InputError(source, "--policy", f"one of the learned policies {known}", policy)
+    resize = policy in catalog.resizing()
+    if resize and (tables.pieces is None or len(tables.pieces.variants) < 2):
+        expected = "piece tables {accelerator}.pieces.parquet with cuts (relmas profile --pieces)"
+        raise InputError(costs_dir, "resizing", expected, "none")
+    return resize
+
+
+def _best_rule(
+    observation: ObservationSettings,
+    env: SchedulingEnv,
+    validate: Callable[[Policy], dict[str, float]],
+    most_pieces: tuple[int, ...] | None,
+) -> tuple[dict[str, float], SlotRule]:
+    """The validation SLA rate of every slot rule, and the best rule (the warm start's teacher).
+    With `most_pieces` (a resizing agent) the best whole-layer rule is also scored cut."""
+    candidates = slot_rules(observation, env.layout)
+    rules = {name: validate(rule)["sla_rate"] for name, rule in candidates.items()}
+    if most_pieces is not None:  # cutting is tried on the best whole-layer rule only
+        best = max(rules, key=rules.__getitem__)
+        cut = candidates[best + CUT_SUFFIX] = cut_form(candidates[best], most_pieces)
+        rules[best + CUT_SUFFIX] = validate(cut)["sla_rate"]
+    return rules, candidates[max(rules, key=rules.__getitem__)]
+
+
 def heuristic_scores(
     system: System, tables: CostTables, traces: Sequence[pl.DataFrame]
 ) -> dict[str, float]:
@@ -213,7 +244,7 @@ def heuristic_scores(
         name: float(
             np.mean([simulate(system, jobs, tables, name).metrics["sla_rate"] for jobs in traces])
         )
-        for name in reference_heuristics()
+        for name in catalog.teachers()
     }
 
 
@@ -247,3 +278,20 @@ def rollout(env: SchedulingEnv, policy: Policy) -> dict[str, float]:
 def _as_teacher(rule: SlotRule) -> Callable[[np.ndarray, Mapping[str, Any]], int]:
     """The learner's teacher(obs, info) signature for a slot rule."""
     return lambda obs, info: rule(obs, info["action_mask"])
+
+
+def _manifest(
+    observation: ObservationSettings, settings: TrainingSettings, problem: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The run's manifest besides the learner config: what the agent sees, how it is rewarded and
+    the `problem` it is trained on; resuming across a change of any of them would finish training
+    on another problem (the learner restarts instead, `relmas.rl.train`)."""
+    seen = asdict(observation)
+    if not observation.resize:
+        del seen["resize"]  # recorded only when set
+    return {
+        "observation": seen,
+        "features": FEATURES_VERSION,
+        "reward": asdict(settings.reward),
+        **problem,
+    }

@@ -4,7 +4,7 @@
       seeds: [0, 1, 2, 3, 4, 5, 6, 7]   # training traces (never the evaluation seeds)
       validation_seeds: [100, 101]      # traces scored every dqn.validation_every steps
       jobs: null                        # jobs per training/validation trace (null = the scenario's)
-      observation: {candidates: 3, reference: best}
+      observation: {candidates: 2, reference: best}
       reward: {met: 1.0, missed: 1.0, priority_exponent: 0.0}
       overhead_accelerator: null        # runs the policy network (null = cheapest system type)
       dqn: {...}                        # relmas.rl.dqn.DQNConfig keys except train_seeds
@@ -16,41 +16,36 @@ this module adds the cross-checks a schema cannot express and names `training.<k
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from relmas.errors import InputError
-from relmas.policies.heuristics import HeuristicPolicy
 from relmas.rl.dqn import DQNConfig
 from relmas.rl.env import RewardSettings
 from relmas.rl.observation import ObservationSettings
 
-BEST_REFERENCE = "best"  # reference: the best heuristic on the validation traces
-
-
-def reference_heuristics() -> tuple[str, ...]:
-    """Heuristics that can serve as the reference slot and teacher (all but the random floor)."""
-    return tuple(cls.name for cls in HeuristicPolicy.__subclasses__() if cls.name != "random")
-
 
 @dataclass(frozen=True)
 class TrainingSettings:
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6, 7)
-    validation_seeds: tuple[int, ...] = (100, 101)
-    jobs: int | None = None
-    observation: ObservationSettings = field(default_factory=ObservationSettings)
-    reward: RewardSettings = field(default_factory=RewardSettings)
-    overhead_accelerator: str | None = None
-    dqn: DQNConfig = field(default_factory=DQNConfig)
+    """The `training:` section; no defaults here: the schema's are filled in when it is loaded."""
+
+    seeds: tuple[int, ...]
+    validation_seeds: tuple[int, ...]
+    jobs: int | None
+    observation: ObservationSettings
+    reward: RewardSettings
+    overhead_accelerator: str | None
+    dqn: DQNConfig
 
 
 def parse_training(config: Mapping[str, Any], source: str | Path | None = None) -> TrainingSettings:
-    """Settings from `config["training"]` (a validated config: schema defaults filled in)."""
-    raw = config.get("training", {})
-    seeds = tuple(raw.get("seeds", TrainingSettings.seeds))
-    validation = tuple(raw.get("validation_seeds", TrainingSettings.validation_seeds))
-    reserved = set(config.get("evaluation", {}).get("seeds", ()))
+    """Settings from `config["training"]` of a validated config (relmas.config: the schema's types,
+    enums and defaults), with the cross-checks the schema cannot express."""
+    raw = config["training"]
+    seeds = tuple(raw["seeds"])
+    validation = tuple(raw["validation_seeds"])
+    reserved = set(config["evaluation"]["seeds"])
     for key, values in (("seeds", seeds), ("validation_seeds", validation)):
         if not values:
             raise InputError(source, f"training.{key}", "at least one seed", list(values))
@@ -60,26 +55,22 @@ def parse_training(config: Mapping[str, Any], source: str | Path | None = None) 
     if set(seeds) & set(validation):
         overlap = sorted(set(seeds) & set(validation))
         raise InputError(source, "training.validation_seeds", "seeds unused for training", overlap)
-    observation = ObservationSettings(**raw.get("observation", {}))
-    known = (*reference_heuristics(), BEST_REFERENCE)
-    if observation.reference not in known:
-        key = "training.observation.reference"
-        raise InputError(source, key, f"one of {list(known)}", observation.reference)
-    overhead = raw.get("overhead_accelerator")
+    observation = ObservationSettings(**raw["observation"])
+    overhead = raw["overhead_accelerator"]
     if overhead is not None and overhead not in config["accelerators"]:
         known_acc = sorted(config["accelerators"])
         raise InputError(
             source, "training.overhead_accelerator", f"one of {known_acc} or null", overhead
         )
-    dqn_values = dict(raw.get("dqn", {}))
+    dqn_values = dict(raw["dqn"])
     if "train_seeds" in dqn_values:
         raise InputError(source, "training.dqn.train_seeds", "training.seeds instead", "set")
     return TrainingSettings(
         seeds=seeds,
         validation_seeds=validation,
-        jobs=raw.get("jobs"),
+        jobs=raw["jobs"],
         observation=observation,
-        reward=RewardSettings(**raw.get("reward", {})),
+        reward=RewardSettings(**raw["reward"]),
         overhead_accelerator=overhead,
         dqn=DQNConfig.from_dict({**dqn_values, "train_seeds": list(seeds)}, source),
     )

@@ -32,6 +32,7 @@ import polars as pl
 
 from relmas.errors import InputError
 from relmas.io import read_metadata, read_parquet
+from relmas.paths import cost_table, piece_table
 from relmas.schemas import COST_SCHEMA
 from relmas.sim.system import System
 
@@ -51,10 +52,6 @@ PIECE_SCHEMA: dict[str, pl.DataType] = {
 }
 SPLIT_DIMS = ("K", "Y")
 WHOLE = "whole"  # the label of split variant 0: the layer in one piece
-
-
-def piece_table_path(directory: str | Path, accelerator: str) -> Path:
-    return Path(directory) / f"{accelerator}.pieces.parquet"
 
 
 @dataclass(frozen=True, eq=False)
@@ -269,7 +266,7 @@ def read_cost_tables(directory: str | Path, accelerators: Sequence[str]) -> pl.D
     """Concatenate `{directory}/{name}.parquet` of each accelerator, checking the name column."""
     frames = []
     for name in dict.fromkeys(accelerators):
-        path = Path(directory) / f"{name}.parquet"
+        path = cost_table(directory, name)
         frame = read_parquet(path, COST_SCHEMA)
         wrong = frame.filter(pl.col("accelerator") != name)
         if wrong.height:
@@ -286,7 +283,7 @@ def load_costs(
 ) -> CostTables:
     """Cost tables `{directory}/{accelerator}.parquet` of the system's types, indexed."""
     for i, instance in enumerate(system.instances):
-        path = Path(directory) / f"{instance.name}.parquet"
+        path = cost_table(directory, instance.name)
         if not path.is_file():
             raise InputError(
                 system_source,
@@ -303,7 +300,7 @@ def load_costs(
         bandwidth_bps=system.bandwidth_bytes_per_s,
     )
     names = system.accelerator_types
-    if all(piece_table_path(directory, name).is_file() for name in names):
+    if all(piece_table(directory, name).is_file() for name in names):
         tables = tables.with_pieces(read_piece_tables(directory, names), directory)
     return tables
 
@@ -317,9 +314,9 @@ def read_piece_tables(directory: str | Path, accelerators: Sequence[str]) -> pl.
     """
     frames = []
     for name in dict.fromkeys(accelerators):
-        path = piece_table_path(directory, name)
+        path = piece_table(directory, name)
         own = read_metadata(path)
-        for key, value in read_metadata(Path(directory) / f"{name}.parquet").items():
+        for key, value in read_metadata(cost_table(directory, name)).items():
             if own.get(key) != value:
                 expected = f"{value[:12]} as in {name}.parquet (re-run relmas profile --pieces)"
                 raise InputError(path, f"metadata.{key}", expected, own.get(key, "missing"))

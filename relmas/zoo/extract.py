@@ -10,7 +10,7 @@ that does not come from a recorded call raises `UnattributedOperatorError`, so a
 its MACs in an unsupported composite (e.g. `nn.MultiheadAttention`, `einsum`, `conv3d`) fails
 loudly instead of being under-counted.
 
-Row conventions (the layer table of DESIGN.md):
+Row conventions (the layer table of docs/design.md):
 
 - `conv`: `F.conv1d`/`F.conv2d`. N = batch, K = all output channels, C = input channels per
   group, (Y, X) = output size, (R, S) = kernel, stride = the row stride, groups as in torch.

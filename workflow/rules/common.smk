@@ -5,13 +5,20 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from relmas import catalog
 from relmas.config import config_hash
-from relmas.evaluate import LEARNED, evaluation_runs, generalisation_runs, policy_options
-from relmas.sweep import point_label, sweep_points, sweep_policies
+from relmas.paths import RESULTS as PATHS, summary_of
+from relmas.study import (
+    evaluation_runs,
+    generalisation_runs,
+    point_label,
+    policy_options,
+    sweep_points,
+    sweep_policies,
+)
 
 RELMAS = f"{sys.executable} -m relmas"
 CONFIG_ARGS = " ".join(f"--config {path}" for path in CONFIG_FILES)
-RESULTS = "results"
 
 
 def slice_hash(*keys):
@@ -41,17 +48,13 @@ def scenario_accelerators(scenario):
     return scenario_system(CONFIG, scenario).accelerator_types
 
 
-# Policies that may cut layers into pieces: they also need the piece tables (docs/gacer.md).
-RESIZING_POLICIES = ("gacer", "relmas_resize")
-
-
 def scenario_costs(wildcards):
     """Cost tables of the accelerators in a scenario's system (and their piece tables for the
     jobs of a resizing policy)."""
     names = scenario_accelerators(wildcards.scenario)
-    tables = [f"{RESULTS}/costs/{name}.parquet" for name in names]
-    if getattr(wildcards, "policy", None) in RESIZING_POLICIES:
-        tables += [f"{RESULTS}/costs/{name}.pieces.parquet" for name in names]
+    tables = [str(PATHS.costs(name)) for name in names]
+    if getattr(wildcards, "policy", None) in catalog.resizing():
+        tables += [str(PATHS.pieces(name)) for name in names]
     return tables
 
 
@@ -68,8 +71,8 @@ EVAL_RUNS = evaluation_runs(CONFIG)
 
 def agent_files(scenario, policy):
     """The trained agent of `scenario` that a learned policy needs (nothing for heuristics)."""
-    if policy in LEARNED:
-        return [f"{RESULTS}/agents/{scenario}/{policy}/best.pt"]
+    if policy in catalog.learned():
+        return [str(PATHS.agent(scenario, policy) / "best.pt")]
     return []
 
 
@@ -85,6 +88,12 @@ try:
     SWEEP_POINTS = sweep_points(CONFIG, ", ".join(CONFIG_FILES))
 except InputError as error:
     raise WorkflowError(f"invalid configuration: {error}")
+
+
+# The option sections of `evaluation:` a sweep point reads: those of its (online) policies.
+SWEEP_OPTIONS = [
+    entry.options for entry in catalog.entries() if entry.options and entry.kind != "offline"
+]
 
 
 def sweep_base(wildcards):

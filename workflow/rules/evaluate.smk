@@ -1,15 +1,15 @@
 rule evaluate:
     """One policy on every evaluation trace of one scenario: one MLflow run, seeds as steps."""
     input:
-        traces=expand(f"{RESULTS}/workloads/{{{{scenario}}}}/seed{{seed}}.parquet", seed=EVAL_SEEDS),
+        traces=expand(str(PATHS.workload("{{scenario}}", "{seed}")), seed=EVAL_SEEDS),
         costs=scenario_costs,
         agent=policy_agent,
     output:
         results=expand(
-            f"{RESULTS}/eval/{{{{scenario}}}}/{{{{policy}}}}/seed{{seed}}.parquet", seed=EVAL_SEEDS
+            str(PATHS.evaluation("{{scenario}}", "{{policy}}", "{seed}")), seed=EVAL_SEEDS
         ),
         summaries=expand(
-            f"{RESULTS}/eval/{{{{scenario}}}}/{{{{policy}}}}/seed{{seed}}.summary.parquet",
+            str(summary_of(PATHS.evaluation("{{scenario}}", "{{policy}}", "{seed}"))),
             seed=EVAL_SEEDS,
         ),
     params:
@@ -26,9 +26,9 @@ rule evaluate:
         # one results file per seed: the command fills in {seed}
         out=lambda wildcards, output: Path(output.results[0]).with_name("seed{seed}.parquet"),
     log:
-        f"{RESULTS}/logs/evaluate/{{scenario}}/{{policy}}.log",
+        PATHS.log("evaluate", "{scenario}", "{policy}"),
     benchmark:
-        f"{RESULTS}/benchmarks/evaluate/{{scenario}}/{{policy}}.tsv"
+        PATHS.benchmark("evaluate", "{scenario}", "{policy}")
     shell:
         "{RELMAS} evaluate {CONFIG_ARGS} --scenario {wildcards.scenario}"
         " --policy {wildcards.policy} {params.seeds} {params.agent} --costs {params.costs}"
@@ -40,14 +40,14 @@ use rule evaluate as evaluate_generalisation with:
     # evaluation.generalisation). Same command; policy_agent() picks wildcards.agent's agent.
     output:
         results=expand(
-            f"{RESULTS}/eval/{{{{scenario}}}}/{{{{policy}}}}/from-{{{{agent}}}}/seed{{seed}}.parquet",
+            str(PATHS.evaluation("{{scenario}}", "{{policy}}", "{seed}", agent="{{agent}}")),
             seed=EVAL_SEEDS,
         ),
         summaries=expand(
-            f"{RESULTS}/eval/{{{{scenario}}}}/{{{{policy}}}}/from-{{{{agent}}}}/seed{{seed}}.summary.parquet",
+            str(summary_of(PATHS.evaluation("{{scenario}}", "{{policy}}", "{seed}", agent="{{agent}}"))),
             seed=EVAL_SEEDS,
         ),
     log:
-        f"{RESULTS}/logs/evaluate/{{scenario}}/{{policy}}-from-{{agent}}.log",
+        PATHS.log("evaluate", "{scenario}", "{policy}-from-{agent}"),
     benchmark:
-        f"{RESULTS}/benchmarks/evaluate/{{scenario}}/{{policy}}-from-{{agent}}.tsv"
+        PATHS.benchmark("evaluate", "{scenario}", "{policy}-from-{agent}")

@@ -7,15 +7,15 @@ rule profile:
     profiling time is in the log and in the MLflow run (`seconds`) instead.
     """
     input:
-        layers=f"{RESULTS}/layers.parquet",
+        layers=PATHS.layers,
     output:
-        f"{RESULTS}/costs/{{accelerator}}.parquet",
+        PATHS.costs("{accelerator}"),
     params:
         spec=lambda wildcards: slice_of("accelerators", wildcards.accelerator),
         objective=CONFIG["profile"]["objective"],
     cache: True
     log:
-        f"{RESULTS}/logs/profile/{{accelerator}}.log",
+        PATHS.log("profile", "{accelerator}"),
     shell:
         "{RELMAS} profile --layers {input.layers} --accelerator {wildcards.accelerator}"
         " {CONFIG_ARGS} --out {output} > {log} 2>&1"
@@ -28,16 +28,16 @@ rule profile_pieces:
     `resizing:` changes, and cached the same way (Snakemake caches rules with one output file).
     """
     input:
-        layers=f"{RESULTS}/layers.parquet",
+        layers=PATHS.layers,
     output:
-        f"{RESULTS}/costs/{{accelerator}}.pieces.parquet",
+        PATHS.pieces("{accelerator}"),
     params:
         spec=lambda wildcards: slice_of("accelerators", wildcards.accelerator),
         objective=CONFIG["profile"]["objective"],
         resizing=json.dumps(CONFIG["resizing"], sort_keys=True),
     cache: True
     log:
-        f"{RESULTS}/logs/profile/{{accelerator}}.pieces.log",
+        PATHS.log("profile", "{accelerator}.pieces"),
     shell:
         "{RELMAS} profile --layers {input.layers} --accelerator {wildcards.accelerator} --pieces"
         " {CONFIG_ARGS} --out {output} > {log} 2>&1"

@@ -2,48 +2,48 @@ rule report:
     """summary.parquet, the figures and report.md of the whole study."""
     input:
         summaries=[
-            f"{RESULTS}/eval/{scenario}/{policy}/seed{seed}.summary.parquet"
+            summary_of(PATHS.evaluation(scenario, policy, seed))
             for scenario, policy in EVAL_RUNS
             for seed in EVAL_SEEDS
         ],
         generalisation=[
-            f"{RESULTS}/eval/{scenario}/{policy}/from-{agent}/seed{seed}.summary.parquet"
+            summary_of(PATHS.evaluation(scenario, policy, seed, agent=agent))
             for agent, scenario, policy in GENERALISATION_RUNS
             for seed in EVAL_SEEDS
         ],
         sweeps=[
-            f"{RESULTS}/sweeps/{sweep}/{point_label(value)}.parquet"
+            PATHS.sweep_point(sweep, point_label(value))
             for sweep, value in SWEEP_POINTS
         ],
         # learning curves and validation scores of the evaluated agents
         agents=[
-            f"{RESULTS}/agents/{scenario}/{policy}/{name}"
+            PATHS.agent(scenario, policy) / name
             for scenario, policy in EVAL_RUNS
-            if policy in LEARNED
+            if policy in catalog.learned()
             for name in ("agent.json", "curve.parquet")
         ],
-        costs=expand(f"{RESULTS}/costs/{{accelerator}}.parquet", accelerator=CONFIG["accelerators"]),
+        costs=expand(str(PATHS.costs("{accelerator}")), accelerator=CONFIG["accelerators"]),
         traces=expand(
-            f"{RESULTS}/workloads/{{scenario}}/seed{{seed}}.parquet",
+            str(PATHS.workload("{scenario}", "{seed}")),
             scenario=CONFIG["scenarios"],
             seed=EVAL_SEEDS,
         ),
     output:
         summary=report(
-            f"{RESULTS}/report/summary.parquet", caption="../report/summary.rst", category="Summary"
+            PATHS.report_dir / "summary.parquet", caption="../report/summary.rst", category="Summary"
         ),
-        markdown=f"{RESULTS}/report/report.md",
+        markdown=PATHS.report_dir / "report.md",
         sla=report(
-            f"{RESULTS}/report/figures/sla_rate.png",
+            PATHS.figure("sla_rate"),
             caption="../report/sla_rate.rst",
             category="Evaluation",
         ),
         gantt=report(
-            f"{RESULTS}/report/figures/gantt.png", caption="../report/gantt.rst", category="Schedule"
+            PATHS.figure("gantt"), caption="../report/gantt.rst", category="Schedule"
         ),
         sweeps=[
             report(
-                f"{RESULTS}/report/figures/sweep_{sweep}.png",
+                PATHS.figure(f"sweep_{sweep}"),
                 caption="../report/sweep.rst",
                 category="Sweeps",
                 labels={"sweep": sweep, "parameter": spec["parameter"], "scenario": spec["scenario"]},
@@ -52,12 +52,12 @@ rule report:
         ],
         curves=[
             report(
-                f"{RESULTS}/report/figures/learning_curves.png",
+                PATHS.figure("learning_curves"),
                 caption="../report/learning_curves.rst",
                 category="Training",
             )
         ]
-        if any(policy in LEARNED for _, policy in EVAL_RUNS)
+        if any(policy in catalog.learned() for _, policy in EVAL_RUNS)
         else [],
     params:
         evaluation=slice_hash("evaluation", "scenarios", "system", "models"),
@@ -74,9 +74,9 @@ rule report:
         ),
         out=lambda wildcards, output: Path(output.markdown).parent,
     log:
-        f"{RESULTS}/logs/report.log",
+        PATHS.log("report"),
     benchmark:
-        f"{RESULTS}/benchmarks/report.tsv"
+        PATHS.benchmark("report")
     shell:
         "{RELMAS} report {CONFIG_ARGS} --eval {params.eval} --costs {params.costs}"
         " --workloads {params.workloads} {params.sweeps} {params.agents}"

@@ -7,14 +7,14 @@ rule sweep:
         costs=sweep_costs,
         agents=sweep_agents,
     output:
-        f"{RESULTS}/sweeps/{{sweep}}/{{value}}.parquet",
+        PATHS.sweep_point("{sweep}", "{value}"),
     params:
         # what a point depends on (not the other values: adding one runs only the new point)
         sweep=lambda wildcards: sweep_point_spec(wildcards.sweep),
         scenario=lambda wildcards: slice_of("scenarios", sweep_base(wildcards)),
         system=slice_hash("system"),
         evaluation=config_hash(
-            {key: CONFIG["evaluation"][key] for key in ("seeds", "policies", "gacer")}
+            {key: CONFIG["evaluation"][key] for key in ("seeds", "policies", *SWEEP_OPTIONS)}
         ),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
         # the base scenario's agents directory: results/agents/{scenario}/{policy}/best.pt
@@ -22,9 +22,9 @@ rule sweep:
             f"--agents {Path(input.agents[0]).parents[1]}" if input.agents else ""
         ),
     log:
-        f"{RESULTS}/logs/sweep/{{sweep}}/{{value}}.log",
+        PATHS.log("sweep", "{sweep}", "{value}"),
     benchmark:
-        f"{RESULTS}/benchmarks/sweep/{{sweep}}/{{value}}.tsv"
+        PATHS.benchmark("sweep", "{sweep}", "{value}")
     shell:
         "{RELMAS} sweep {CONFIG_ARGS} --sweep {wildcards.sweep} --value {wildcards.value}"
         " --costs {params.costs} {params.agents} --out {output} > {log} 2>&1"

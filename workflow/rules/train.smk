@@ -10,9 +10,9 @@ rule train:
     input:
         costs=scenario_costs,
     output:
-        agent=f"{RESULTS}/agents/{{scenario}}/{{policy}}/best.pt",
-        info=f"{RESULTS}/agents/{{scenario}}/{{policy}}/agent.json",
-        curve=f"{RESULTS}/agents/{{scenario}}/{{policy}}/curve.parquet",
+        agent=PATHS.agent("{scenario}", "{policy}") / "best.pt",
+        info=PATHS.agent("{scenario}", "{policy}") / "agent.json",
+        curve=PATHS.agent("{scenario}", "{policy}") / "curve.parquet",
     params:
         training=slice_hash("training"),
         scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
@@ -20,12 +20,12 @@ rule train:
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
         out=lambda wildcards, output: Path(output.agent).parent,
     wildcard_constraints:
-        policy="|".join(LEARNED),
+        policy="|".join(catalog.learned()),
     threads: 1
     log:
-        f"{RESULTS}/logs/train/{{scenario}}/{{policy}}.log",
+        PATHS.log("train", "{scenario}", "{policy}"),
     benchmark:
-        f"{RESULTS}/benchmarks/train/{{scenario}}/{{policy}}.tsv"
+        PATHS.benchmark("train", "{scenario}", "{policy}")
     shell:
         "{RELMAS} train {CONFIG_ARGS} --scenario {wildcards.scenario} --policy {wildcards.policy}"
         " --costs {params.costs} --out {params.out} > {log} 2>&1"

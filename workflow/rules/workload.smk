@@ -4,15 +4,15 @@ rule workload:
         costs=scenario_costs,
         replay=scenario_trace_file,
     output:
-        f"{RESULTS}/workloads/{{scenario}}/seed{{seed}}.parquet",
+        PATHS.workload("{scenario}", "{seed}"),
     params:
         scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
         system=slice_hash("system"),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
     log:
-        f"{RESULTS}/logs/workload/{{scenario}}/seed{{seed}}.log",
+        PATHS.log("workload", "{scenario}", "seed{seed}"),
     benchmark:
-        f"{RESULTS}/benchmarks/workload/{{scenario}}/seed{{seed}}.tsv"
+        PATHS.benchmark("workload", "{scenario}", "seed{seed}")
     shell:
         "{RELMAS} workload {CONFIG_ARGS} --scenario {wildcards.scenario} --seed {wildcards.seed}"
         " --costs {params.costs} --out {output} > {log} 2>&1"

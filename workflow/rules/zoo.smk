@@ -1,12 +1,12 @@
 rule zoo:
     """Trace the configured models on the meta device into the layer table."""
     output:
-        f"{RESULTS}/layers.parquet",
+        PATHS.layers,
     params:
         models=slice_hash("models"),
     log:
-        f"{RESULTS}/logs/zoo.log",
+        PATHS.log("zoo"),
     benchmark:
-        f"{RESULTS}/benchmarks/zoo.tsv"
+        PATHS.benchmark("zoo")
     shell:
         "{RELMAS} zoo {CONFIG_ARGS} --out {output} > {log} 2>&1"

@@ -1,0 +1,130 @@
+"""The one list of scheduling policies: every fact about a policy that another stage needs.
+
+The config schema's enums (checked by a test), the Snakemake rules, the evaluation, the report,
+the GA's seed schedules, the RL reference heuristics and the command line read this module; no
+other module lists policy names. Adding a policy = its implementation (a `Policy` class registered
+under its name with `relmas.policies.register`) plus one `PolicyEntry` here (docs/design.md,
+"Adding a policy").
+
+This module imports nothing heavy: an implementation is imported only when its policy is made, so
+that e.g. torch is not loaded for a heuristic run and the DAG is planned without Numba.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+BEST = "best"  # as a reference: the teacher with the best SLA rate on the validation traces
+
+Kind = Literal["heuristic", "search", "offline", "learned"]
+KINDS: tuple[Kind, ...] = ("heuristic", "search", "offline", "learned")
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    """One policy of the contract.
+
+    kind: `heuristic` (a fixed online rule), `search` (an online policy that searches at each
+    decision), `offline` (knows the whole trace: an upper reference for small traces only),
+    `learned` (deploys a trained agent: needs `--agent`, its rows name the agent's scenario).
+    """
+
+    name: str
+    kind: Kind
+    module: str  # the module that registers the implementation (imported when first made)
+    options: str | None = None  # its constructor options: this section of `evaluation:`
+    resizing: bool = False  # may cut layers into pieces: needs the piece tables (docs/gacer.md)
+    # a jitted heuristic (HeuristicPolicy) that can be the agent's reference slot and teacher
+    teacher: bool = False
+    floor: bool = False  # a sanity floor (random): a reference in the report, not a competitor
+    named_baseline: bool = False  # a baseline the seed papers name (FCFS, SJF): compared by name
+    base: str | None = None  # the policy this one extends (the same agent without resizing)
+
+    @property
+    def needs_agent(self) -> bool:
+        return self.kind == "learned"
+
+
+_HEURISTICS = "relmas.policies.heuristics"
+
+CATALOG: tuple[PolicyEntry, ...] = (
+    PolicyEntry("fcfs", "heuristic", _HEURISTICS, teacher=True, named_baseline=True),
+    PolicyEntry("sjf", "heuristic", _HEURISTICS, teacher=True, named_baseline=True),
+    PolicyEntry("edf", "heuristic", _HEURISTICS, teacher=True),
+    PolicyEntry("llf", "heuristic", _HEURISTICS, teacher=True),
+    PolicyEntry("prema", "heuristic", _HEURISTICS, teacher=True),
+    PolicyEntry("sdrm3", "heuristic", _HEURISTICS, teacher=True),
+    PolicyEntry("herald", "heuristic", _HEURISTICS, teacher=True),
+    PolicyEntry("planaria", "heuristic", _HEURISTICS, teacher=True),
+    PolicyEntry("random", "heuristic", _HEURISTICS, floor=True),
+    PolicyEntry("ga_offline", "offline", "relmas.policies.ga_offline", options="ga"),
+    PolicyEntry("gacer", "search", "relmas.policies.gacer", options="gacer", resizing=True),
+    PolicyEntry("relmas", "learned", "relmas.rl.policy"),
+    PolicyEntry("relmas_resize", "learned", "relmas.rl.policy", resizing=True, base="relmas"),
+)
+
+
+def entries() -> tuple[PolicyEntry, ...]:
+    """Every policy in contract order (a function, so that tests can extend the catalog)."""
+    return CATALOG
+
+
+def names() -> tuple[str, ...]:
+    """Contract policy names, as on the command line and in summary.parquet."""
+    return tuple(entry.name for entry in entries())
+
+
+def entry(name: str) -> PolicyEntry | None:
+    """The entry of `name`, None for an unknown name."""
+    return next((e for e in entries() if e.name == name), None)
+
+
+def of_kind(*kinds: Kind) -> tuple[str, ...]:
+    return tuple(e.name for e in entries() if e.kind in kinds)
+
+
+def learned() -> tuple[str, ...]:
+    """Policies that deploy a trained agent (`--agent`); their summary rows name its scenario."""
+    return of_kind("learned")
+
+
+def offline() -> tuple[str, ...]:
+    """Offline bounds: evaluated only on scenarios of at most `evaluation.ga.max_jobs` jobs."""
+    return of_kind("offline")
+
+
+def heuristics() -> tuple[str, ...]:
+    """The fixed rules, the random floor included (the GA's seed schedules)."""
+    return of_kind("heuristic")
+
+
+def teachers() -> tuple[str, ...]:
+    """Heuristics that can be the agent's reference slot and teacher (all but the random floor)."""
+    return tuple(e.name for e in entries() if e.teacher)
+
+
+def floors() -> tuple[str, ...]:
+    """Sanity floors (random): references of the report, not competitors."""
+    return tuple(e.name for e in entries() if e.floor)
+
+
+def named_baselines() -> tuple[str, ...]:
+    return tuple(e.name for e in entries() if e.named_baseline)
+
+
+def resizing() -> tuple[str, ...]:
+    """Policies that may cut layers: their jobs also need the piece tables."""
+    return tuple(e.name for e in entries() if e.resizing)
+
+
+def options_section(name: str) -> str | None:
+    """The section of `evaluation:` holding the constructor options of `name` (None: no options)."""
+    found = entry(name)
+    return found.options if found else None
+
+
+def implementation(name: str) -> str | None:
+    """The module that registers `name` (None for an unknown name)."""
+    found = entry(name)
+    return found.module if found else None

@@ -1,0 +1,126 @@
+"""Where each artefact of the pipeline lives, relative to one results root.
+
+The command line's defaults, the Snakemake rules, the cost-table loader and the report take their
+paths from here, so that a file is named in one place. Every method also works with Snakemake
+wildcards as arguments (`paths.workload("{scenario}", "{seed}")` is the rule's pattern).
+A study whose results go elsewhere passes another `root`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_ROOT = Path("results")
+PIECES_SUFFIX = ".pieces.parquet"
+SUMMARY_SUFFIX = ".summary.parquet"
+
+
+def cost_table(costs_dir: str | Path, accelerator: str) -> Path:
+    """The cost table of `accelerator` in a directory of cost tables."""
+    return Path(costs_dir) / f"{accelerator}.parquet"
+
+
+def piece_table(costs_dir: str | Path, accelerator: str) -> Path:
+    """The piece table (operator resizing, docs/gacer.md) beside the cost table of `accelerator`."""
+    return Path(costs_dir) / f"{accelerator}{PIECES_SUFFIX}"
+
+
+def workload_file(workloads_dir: str | Path, scenario: str, seed: int | str) -> Path:
+    """The job trace of one scenario and seed in a directory of traces."""
+    return Path(workloads_dir) / scenario / f"seed{seed}.parquet"
+
+
+def agent_dir(agents_dir: str | Path, scenario: str, policy: str) -> Path:
+    """The agent of `policy` trained on `scenario`: a directory (best.pt, agent.json, ...)."""
+    return Path(agents_dir) / scenario / policy
+
+
+def evaluation_file(
+    eval_dir: str | Path, scenario: str, policy: str, seed: int | str, agent: str | None = None
+) -> Path:
+    """Per-job results of one run; `agent`: the scenario of another scenario's agent."""
+    directory = Path(eval_dir) / scenario / policy
+    if agent is not None:
+        directory = directory / f"from-{agent}"
+    return directory / f"seed{seed}.parquet"
+
+
+def sweep_file(sweeps_dir: str | Path, sweep: str, label: str) -> Path:
+    """The summary rows of one sweep point (`label`: the value as in file names)."""
+    return Path(sweeps_dir) / sweep / f"{label}.parquet"
+
+
+def summary_of(results: str | Path) -> Path:
+    """Where the one-row summary of a per-job results file goes: beside it, `.summary.parquet`."""
+    results = Path(results)
+    return results.with_name(results.name.removesuffix(".parquet") + SUMMARY_SUFFIX)
+
+
+@dataclass(frozen=True)
+class ResultPaths:
+    """The files of one study under `root`."""
+
+    root: Path = DEFAULT_ROOT
+
+    @property
+    def layers(self) -> Path:
+        return self.root / "layers.parquet"
+
+    @property
+    def costs_dir(self) -> Path:
+        return self.root / "costs"
+
+    def costs(self, accelerator: str) -> Path:
+        return cost_table(self.costs_dir, accelerator)
+
+    def pieces(self, accelerator: str) -> Path:
+        return piece_table(self.costs_dir, accelerator)
+
+    @property
+    def workloads_dir(self) -> Path:
+        return self.root / "workloads"
+
+    def workload(self, scenario: str, seed: int | str) -> Path:
+        return workload_file(self.workloads_dir, scenario, seed)
+
+    @property
+    def agents_dir(self) -> Path:
+        return self.root / "agents"
+
+    def agent(self, scenario: str, policy: str) -> Path:
+        return agent_dir(self.agents_dir, scenario, policy)
+
+    @property
+    def eval_dir(self) -> Path:
+        return self.root / "eval"
+
+    def evaluation(
+        self, scenario: str, policy: str, seed: int | str, agent: str | None = None
+    ) -> Path:
+        return evaluation_file(self.eval_dir, scenario, policy, seed, agent)
+
+    @property
+    def sweeps_dir(self) -> Path:
+        return self.root / "sweeps"
+
+    def sweep_point(self, sweep: str, label: str) -> Path:
+        return sweep_file(self.sweeps_dir, sweep, label)
+
+    @property
+    def report_dir(self) -> Path:
+        return self.root / "report"
+
+    def figure(self, name: str) -> Path:
+        return self.report_dir / "figures" / f"{name}.png"
+
+    def log(self, *parts: str) -> Path:
+        """A job's log: `logs/{parts...}.log` (e.g. `log("evaluate", scenario, policy)`)."""
+        return self.root / "logs" / Path(*parts[:-1]) / f"{parts[-1]}.log"
+
+    def benchmark(self, *parts: str) -> Path:
+        """A job's Snakemake benchmark: `benchmarks/{parts...}.tsv`."""
+        return self.root / "benchmarks" / Path(*parts[:-1]) / f"{parts[-1]}.tsv"
+
+
+RESULTS = ResultPaths()

@@ -1,0 +1,176 @@
+"""The study a configuration describes: its scenarios, systems, specs, cost tables and traces
+(`Study`), and what it asks the pipeline to run: the (scenario, policy) evaluations, the
+generalisation runs, the sweep points and each policy's options.
+
+Every stage that needs a scenario's system, cost tables or traces gets them from a `Study`, so the
+checks and their error messages are written once. The Snakefile plans the DAG with this module, so
+it imports nothing that loads Numba or torch (tests/test_architecture.py checks it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from relmas import catalog
+from relmas.errors import InputError
+from relmas.hw.spec import Spec, parse_spec
+from relmas.paths import RESULTS, ResultPaths
+from relmas.sim.costs import CostTables, load_costs
+from relmas.sim.system import System
+from relmas.workload import Scenario, generate_trace, parse_scenario, scenario_system
+
+
+@dataclass(frozen=True)
+class Study:
+    """A validated configuration (schema defaults filled in, relmas.config) and the file it came
+    from, for error messages; `paths` is where its results live."""
+
+    config: Mapping[str, Any]
+    source: str | Path | None = None
+    paths: ResultPaths = field(default=RESULTS)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(self.config["models"])
+
+    def check_scenario(self, name: str, key: str = "--scenario") -> str:
+        """`name`, if it is a configured scenario (else an InputError naming `key`)."""
+        if name not in self.config["scenarios"]:
+            known = sorted(self.config["scenarios"])
+            raise InputError(self.source, key, f"one of the configured scenarios {known}", name)
+        return name
+
+    def scenario(self, name: str, jobs: int | None = None) -> Scenario:
+        """Scenario `name`, parsed; `jobs` replaces its number of jobs (e.g. training traces)."""
+        raw = self.config["scenarios"][self.check_scenario(name)]
+        parsed = parse_scenario(name, raw, list(self.models), self.source)
+        return parsed if jobs is None else replace(parsed, jobs=jobs)
+
+    def system(self, name: str) -> System:
+        """The system of scenario `name`: the default system with its override merged onto it."""
+        return scenario_system(self.config, name, self.source)
+
+    def spec(self, accelerator: str) -> Spec:
+        return parse_spec(accelerator, self.config["accelerators"][accelerator], self.source)
+
+    def costs(self, name: str, costs_dir: str | Path | None = None) -> CostTables:
+        """The cost tables of scenario `name`'s accelerators (default: the study's costs dir)."""
+        directory = self.paths.costs_dir if costs_dir is None else costs_dir
+        return load_costs(directory, self.system(name), self.source, models=self.models)
+
+    def traces(
+        self,
+        name: str,
+        seeds: Iterable[int],
+        costs_dir: str | Path | None = None,
+        jobs: int | None = None,
+    ) -> dict[int, pl.DataFrame]:
+        """The job trace (JOB_SCHEMA) of scenario `name` for each seed."""
+        scenario = self.scenario(name, jobs)
+        system = self.system(name)
+        tables = self.costs(name, costs_dir)
+        return {
+            seed: generate_trace(name, scenario, system, tables, seed, self.source)
+            for seed in seeds
+        }
+
+    def trace(self, name: str, seed: int, costs_dir: str | Path | None = None) -> pl.DataFrame:
+        """`relmas workload`: the job trace of scenario `name` for `seed`."""
+        return self.traces(name, [seed], costs_dir)[seed]
+
+
+def evaluation_runs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The (scenario, policy) pairs a configuration evaluates.
+
+    Every configured policy on every scenario, except the offline bounds (`ga_offline`) on
+    scenarios of more than `evaluation.ga.max_jobs` jobs (or of unknown length): they are bounds
+    for small traces.
+    """
+    max_jobs = config["evaluation"]["ga"]["max_jobs"]
+    offline = catalog.offline()
+    return [
+        (scenario, policy)
+        for scenario, spec in config["scenarios"].items()
+        for policy in config["evaluation"]["policies"]
+        if policy not in offline or (spec.get("jobs") or max_jobs + 1) <= max_jobs
+    ]
+
+
+def generalisation_runs(
+    config: Mapping[str, Any], source: str | Path | None = None
+) -> list[tuple[str, str, str]]:
+    """The (agent scenario, scenario, policy) runs of `evaluation.generalisation`: every learned
+    policy of `evaluation.policies`, deployed with the agent trained on another scenario.
+
+    The two scenarios must differ and have the same accelerator instances (an agent's actions
+    and features are per instance); their bandwidth, load and workload may differ.
+    """
+    runs = []
+    for index, pair in enumerate(config["evaluation"]["generalisation"]):
+        key = f"evaluation.generalisation[{index}]"
+        for role in ("agent", "scenario"):
+            if pair[role] not in config["scenarios"]:
+                known = sorted(config["scenarios"])
+                raise InputError(
+                    source, f"{key}.{role}", f"one of the scenarios {known}", pair[role]
+                )
+        if pair["agent"] == pair["scenario"]:
+            raise InputError(source, key, "two different scenarios", pair["scenario"])
+        trained = scenario_system(config, pair["agent"], source).instance_types
+        deployed = scenario_system(config, pair["scenario"], source).instance_types
+        if trained != deployed:
+            raise InputError(
+                source,
+                f"{key}.scenario",
+                f"a scenario with the accelerator instances of {pair['agent']} {list(trained)}",
+                f"{pair['scenario']} {list(deployed)}",
+            )
+        runs += [
+            (pair["agent"], pair["scenario"], policy)
+            for policy in config["evaluation"]["policies"]
+            if policy in catalog.learned()
+        ]
+    return runs
+
+
+def policy_options(config: Mapping[str, Any], policy: str) -> dict[str, Any]:
+    """Configured constructor options of a policy: its section of `evaluation:` (the catalog's
+    `options`), none for the others."""
+    section = catalog.options_section(policy)
+    return dict(config["evaluation"][section]) if section else {}
+
+
+def sweep_points(
+    config: Mapping[str, Any], source: str | Path | None = None
+) -> list[tuple[str, float]]:
+    """Every configured (sweep, value), in config order, after checking each base scenario."""
+    for name in config["sweeps"]:
+        sweep_scenario(config, name, source)
+    return [(name, float(v)) for name, sweep in config["sweeps"].items() for v in sweep["values"]]
+
+
+def sweep_scenario(config: Mapping[str, Any], sweep: str, source: str | Path | None) -> str:
+    """The base scenario of `sweep`, both checked against the config."""
+    if sweep not in config["sweeps"]:
+        known = sorted(config["sweeps"])
+        raise InputError(source, "--sweep", f"one of the configured sweeps {known}", sweep)
+    scenario = config["sweeps"][sweep]["scenario"]
+    if scenario not in config["scenarios"]:
+        known = sorted(config["scenarios"])
+        raise InputError(source, f"sweeps.{sweep}.scenario", f"one of {known}", scenario)
+    return scenario
+
+
+def point_label(value: float) -> str:
+    """A sweep value as it appears in file names (`0.4`, `16`)."""
+    return f"{value:g}"
+
+
+def sweep_policies(config: Mapping[str, Any]) -> list[str]:
+    """The policies of a sweep point: the evaluated ones without the offline bounds."""
+    return [p for p in config["evaluation"]["policies"] if p not in catalog.offline()]
