@@ -16,25 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from relmas.errors import InputError
+from relmas.yaml_load import load_yaml
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
-
-
-def load_yaml(path: str | Path) -> Any:
-    """Parse a YAML file, turning a missing file or a syntax error into an InputError."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(path, None, "an existing YAML file")
-    try:
-        with path.open(encoding="utf-8") as handle:
-            return yaml.safe_load(handle)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else None
-        raise InputError(path, where, "well-formed YAML", getattr(exc, "problem", None)) from None
 
 
 def load_schema() -> dict[str, Any]:
@@ -134,6 +120,7 @@ def _schema_error(error: jsonschema.ValidationError, source: str | Path | None) 
         "exclusiveMinimum": lambda: f"a value > {value}",
         "exclusiveMaximum": lambda: f"a value < {value}",
         "minimum": lambda: f"a value >= {value}",
+        "maximum": lambda: f"a value <= {value}",
         "minItems": lambda: f"at least {value} item(s)",
         "minProperties": lambda: f"at least {value} entry(ies)",
         "minLength": lambda: "a non-empty string",

@@ -168,6 +168,8 @@ def _train(
             best_weights=saved["best"].get("weights"),
         )
     resumed_from = saved["step"] if saved is not None else None
+    if resumed_from is not None:
+        print(f"{out_dir}: resumed from last.pt at step {resumed_from}", flush=True)
     # Acting uses a snapshot of the online network run by the Numba forward pass (a torch call
     # per step costs more than a simulator step); it is refreshed after every gradient update.
     acting = GreedyPolicy(to_numpy_weights(online))

@@ -1,6 +1,7 @@
 """Constants and helpers shared by the rules."""
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -9,8 +10,9 @@ from relmas.config import config_hash
 from relmas.evaluate import LEARNED, evaluation_runs, generalisation_runs, policy_options
 from relmas.sweep import point_label, sweep_points, sweep_policies
 
-RELMAS = f"{sys.executable} -m relmas"
-CONFIG_ARGS = " ".join(f"--config {path}" for path in CONFIG_FILES)
+# Shell words, quoted: a checkout, venv or config path may hold spaces or `$(...)`.
+RELMAS = f"{shlex.quote(sys.executable)} -m relmas"
+CONFIG_ARGS = " ".join(f"--config {shlex.quote(path)}" for path in CONFIG_FILES)
 RESULTS = "results"
 
 

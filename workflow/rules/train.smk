@@ -27,5 +27,5 @@ rule train:
     benchmark:
         f"{RESULTS}/benchmarks/train/{{scenario}}/{{policy}}.tsv"
     shell:
-        "{RELMAS} train {CONFIG_ARGS} --scenario {wildcards.scenario} --policy {wildcards.policy}"
-        " --costs {params.costs} --out {params.out} > {log} 2>&1"
+        "{RELMAS} train {CONFIG_ARGS} --scenario {wildcards.scenario:q} --policy {wildcards.policy}"
+        " --costs {params.costs:q} --out {params.out:q} > {log:q} 2>&1"
