@@ -180,15 +180,14 @@ def _store_errors() -> Iterator[None]:
         yield
     except (sqlalchemy.exc.SQLAlchemyError, sqlite3.Error, mlflow.exceptions.MlflowException) as e:
         raise _store_error(e) from None
-    except OSError as exc:
-        if exc.filename is not None:
-            raise  # a file the caller names (the command line does)
+    except OSError as exc:  # the store's directory or lock file
         raise _store_error(exc) from None
 
 
 def _store_error(exc: BaseException) -> InputError:
     store = _sqlite_path() or tracking_uri()
-    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    reason = str(getattr(exc, "orig", None) or getattr(exc, "strerror", None) or exc)
+    reason = reason.strip().splitlines()
     got = reason[0] if reason else type(exc).__name__
     return InputError(store, "MLFLOW_TRACKING_URI", "a readable and writable MLflow store", got)
 
