@@ -8,10 +8,12 @@ in-process (the code path of `python -m relmas`, without an interpreter start pe
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -436,5 +438,41 @@ def test_outputs_follow_the_umask(tmp_path: Path) -> None:
 def test_the_corpus_is_large() -> None:
     cases = len(CONFIG_CASES) + len(YAML_TEXT_CASES) + 2 + len(SPEC_CASES) + 2
     cases += len(LAYER_CASES) + 3 + len(TRACE_CASES) + len(COST_CASES) + 2 + 4
-    cases += len(USAGE_CASES) + 3 + 3 + 1 + 1 + 2
+    cases += len(USAGE_CASES) + 3 + 3 + 1 + 1 + 2 + 2
     assert cases >= 60
+
+
+def test_a_read_only_filesystem(
+    work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EROFS cannot be provoked without mounting; the error is what the kernel would raise."""
+
+    def read_only(prefix: str, suffix: str, dir: Path) -> None:
+        raise OSError(
+            errno.EROFS, "Read-only file system", str(Path(dir) / f"{prefix}abcd1234{suffix}")
+        )
+
+    monkeypatch.setattr(io.tempfile, "mkstemp", read_only)
+    line = assert_refused(profile_argv("layers.parquet"), work, capsys, "c.parquet", "--out")
+    assert "expected a path on a writable filesystem" in line
+
+
+def test_a_read_only_store(
+    work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mlflow
+    import sqlalchemy
+
+    def read_only(*args, **kwargs) -> None:
+        cause = sqlite3.OperationalError("attempt to write a readonly database")
+        raise sqlalchemy.exc.OperationalError("INSERT INTO runs", {}, cause)
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{work / 'ro' / 'mlflow.db'}")
+    monkeypatch.setattr(mlflow, "start_run", read_only)
+    argv = ["zoo", "--config", "config.yaml", "--out", "l.parquet"]
+    before = files(work)
+    code, err = run_main(argv, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "ro/mlflow.db: MLFLOW_TRACKING_URI: expected a readable and writable MLflow store" in err
+    assert "attempt to write a readonly database" in err
+    assert {p for p in files(work) - before if p.relative_to(work).parts[0] != "ro"} == set()
