@@ -254,6 +254,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     for flag, template in (("--out", str(args.out)), ("--jobs", args.jobs)):
         if len(seeds) > 1 and "{seed}" not in template:
             raise InputError(None, flag, "a path with '{seed}' when several --seed are given")
+    _fill("--out", str(args.out), seed=0)
+    _fill("--jobs", args.jobs, scenario=args.scenario, seed=0)
     system = scenario_system(config, args.scenario, source)
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
     options = policy_options(config, args.policy)
@@ -269,14 +271,14 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     ) as run:
         rows = []
         for index, seed in enumerate(seeds):
-            out = Path(str(args.out).format(seed=seed))
+            out = Path(_fill("--out", str(args.out), seed=seed))
             record = args.gantt is not None and index == 0
             result = evaluate_scenario(
                 config,
                 args.scenario,
                 args.policy,
                 seed,
-                args.jobs.format(scenario=args.scenario, seed=seed),
+                _fill("--jobs", args.jobs, scenario=args.scenario, seed=seed),
                 args.costs,
                 source=source,
                 static_w=static_w,
@@ -302,6 +304,17 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                 _log_gantt(run, result, args.gantt)
             print(f"{args.scenario} {args.policy} seed {seed}: sla_rate {row['sla_rate']:.3f}")
         run.log_metrics({k: statistics.fmean(r[k] for r in rows) for k in rows[0]})
+
+
+def _fill(option: str, template: str, **fields: object) -> str:
+    """A path template of an option with its placeholders filled in (a stray brace is an error)."""
+    try:
+        return template.format(**fields)
+    except (KeyError, IndexError, ValueError):
+        names = ", ".join("{" + name + "}" for name in fields)
+        raise InputError(
+            None, option, f"a path whose only placeholders are {names}", template
+        ) from None
 
 
 def summary_path(results_path: Path) -> Path:

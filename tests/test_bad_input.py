@@ -374,6 +374,16 @@ def test_unknown_names_in_options(work: Path, capsys: pytest.CaptureFixture) -> 
     )
 
 
+def test_path_templates_with_unknown_placeholders(
+    work: Path, capsys: pytest.CaptureFixture
+) -> None:
+    argv = ["evaluate", "--config", "config.yaml", "--scenario", "mixed", "--policy", "fcfs"]
+    argv += ["--seed", "1", "--costs", "costs"]
+    for option, template in (("--out", "r{run}.parquet"), ("--jobs", "{seed}{.parquet")):
+        other = ("--jobs", "jobs.parquet") if option == "--out" else ("--out", "r.parquet")
+        assert_refused([*argv, option, template, *other], work, capsys, option, "placeholders")
+
+
 def test_outputs_that_cannot_be_written(work: Path, capsys: pytest.CaptureFixture) -> None:
     (work / "outdir").mkdir()
     (work / "afile").write_text("")
@@ -438,7 +448,7 @@ def test_outputs_follow_the_umask(tmp_path: Path) -> None:
 def test_the_corpus_is_large() -> None:
     cases = len(CONFIG_CASES) + len(YAML_TEXT_CASES) + 2 + len(SPEC_CASES) + 2
     cases += len(LAYER_CASES) + 3 + len(TRACE_CASES) + len(COST_CASES) + 2 + 4
-    cases += len(USAGE_CASES) + 3 + 3 + 1 + 1 + 2 + 2
+    cases += len(USAGE_CASES) + 3 + 2 + 3 + 1 + 1 + 2 + 2
     assert cases >= 60
 
 
