@@ -8,6 +8,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= all
 
+# After an interrupted run (Ctrl-C, kill -9, a lost node) the same target just continues:
+# `relmas recover` removes Snakemake's stale lock and the temporary files of killed writes (only
+# when no other snakemake or relmas process works in this directory), and --rerun-incomplete redoes
+# the jobs that were cut short. README "Recovering from an interrupted run" explains it.
+SNAKEMAKE := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --rerun-incomplete
+RECOVER := $(BIN)/python -m relmas recover
+
 .PHONY: run quick test lint bench clean
 
 $(STAMP): pyproject.toml requirements.lock
@@ -18,10 +25,12 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $@
 
 run: $(STAMP)  ## the whole study on config/config.yaml
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES)
+	$(RECOVER)
+	$(SNAKEMAKE) --cores $(CORES)
 
 quick: $(STAMP)  ## the whole DAG on the tiny config/quick.yaml
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --configfile config/quick.yaml
+	$(RECOVER)
+	$(SNAKEMAKE) --cores $(CORES) --configfile config/quick.yaml
 
 test: $(STAMP)  ## lint and the test suite
 	$(BIN)/ruff check .

@@ -8,8 +8,11 @@ line on stderr naming the file, the key and what was expected, and exit status 2
 from __future__ import annotations
 
 import argparse
+import errno
+import fnmatch
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +29,7 @@ POLICY_HELP = 'a policy name of relmas.catalog (docs/design.md, "Policies")'
 def load_configs(paths: Sequence[str]) -> dict[str, Any]:
     """Load one or several config files, merged left to right like Snakemake's `--configfile`."""
     from relmas.config import validate_config
-    from relmas.yaml_io import load_yaml
+    from relmas.yaml_load import load_yaml
 
     merged: dict[str, Any] = {}
     for path in paths:
@@ -256,6 +259,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     for flag, template in (("--out", str(args.out)), ("--jobs", args.jobs)):
         if len(seeds) > 1 and "{seed}" not in template:
             raise InputError(None, flag, "a path with '{seed}' when several --seed are given")
+    _fill("--out", str(args.out), seed=0)
+    _fill("--jobs", args.jobs, scenario=args.scenario, seed=0)
     system = study.system(args.scenario)
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
     options = policy_options(config, args.policy)
@@ -271,14 +276,14 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     ) as run:
         rows = []
         for index, seed in enumerate(seeds):
-            out = Path(str(args.out).format(seed=seed))
+            out = Path(_fill("--out", str(args.out), seed=seed))
             record = args.gantt is not None and index == 0
             result = evaluate_scenario(
                 config,
                 args.scenario,
                 args.policy,
                 seed,
-                args.jobs.format(scenario=args.scenario, seed=seed),
+                _fill("--jobs", args.jobs, scenario=args.scenario, seed=seed),
                 args.costs,
                 source=source,
                 static_w=static_w,
@@ -304,6 +309,17 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                 _log_gantt(run, result, args.gantt)
             print(f"{args.scenario} {args.policy} seed {seed}: sla_rate {row['sla_rate']:.3f}")
         run.log_metrics({k: statistics.fmean(r[k] for r in rows) for k in rows[0]})
+
+
+def _fill(option: str, template: str, **fields: object) -> str:
+    """A path template of an option with its placeholders filled in (a stray brace is an error)."""
+    try:
+        return template.format(**fields)
+    except (KeyError, IndexError, ValueError):
+        names = ", ".join("{" + name + "}" for name in fields)
+        raise InputError(
+            None, option, f"a path whose only placeholders are {names}", template
+        ) from None
 
 
 def _log_gantt(run: Any, result: Any, path: Path) -> None:
@@ -458,8 +474,45 @@ def _checked_static_power(
     return power
 
 
+def cmd_recover(args: argparse.Namespace) -> None:
+    """Unlock the workflow and sweep stale temporary files after a kill, unless another runs."""
+    from relmas.recover import recover
+
+    done = recover(args.dir)
+    if done.busy:
+        pids = ", ".join(map(str, done.busy))
+        print(f"recover: another instance works in {args.dir} (pid {pids}): nothing touched")
+        return
+    lock_note = "removed the stale Snakemake lock" if done.unlocked else "no Snakemake lock"
+    print(f"recover: {lock_note}, swept {len(done.swept)} stale temporary file(s)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line (exit 2), like every other bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
+SEED_MAX = 2**32 - 1  # numpy's SeedSequence takes any non-negative int; traces name it in paths
+
+
+def _seed(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"expected a seed in [0, {SEED_MAX}], got {text!r}")
+    return value
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="relmas",
         description="Multi-tenant DNN scheduling on heterogeneous multi-accelerators.",
     )
@@ -513,7 +566,7 @@ def _add_build_commands(sub: Any) -> None:
     workload = _command(sub, "workload", cmd_workload, "the job trace of one scenario and seed")
     _config_arg(workload)
     workload.add_argument("--scenario", required=True, help="a scenario of the config")
-    workload.add_argument("--seed", required=True, type=int)
+    workload.add_argument("--seed", required=True, type=_seed)
     workload.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
     workload.add_argument("--out", required=True, type=Path, help="job trace Parquet to write")
 
@@ -522,6 +575,8 @@ def _add_build_commands(sub: Any) -> None:
     train.add_argument("--scenario", required=True, help="a scenario of the config")
     train.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
     train.add_argument("--out", required=True, type=Path, help="agent directory to write")
+    # an interrupted training resumes from last.pt and the replay buffer: keep them on failure
+    train.set_defaults(keep_partial=True)
     train.add_argument(
         "--fresh", action="store_true", help="start over instead of resuming from OUT/last.pt"
     )
@@ -541,7 +596,7 @@ def _add_run_commands(sub: Any) -> None:
     evaluate.add_argument("--scenario", required=True, help="a scenario of the config")
     evaluate.add_argument("--policy", required=True, help=POLICY_HELP)
     evaluate.add_argument(
-        "--seed", required=True, type=int, action="append", help="trace seed (repeatable)"
+        "--seed", required=True, type=_seed, action="append", help="trace seed (repeatable)"
     )
     evaluate.add_argument(
         "--out", required=True, help="per-job results Parquet ('{seed}' with several seeds)"
@@ -558,7 +613,7 @@ def _add_run_commands(sub: Any) -> None:
     sweep = _command(sub, "sweep", cmd_sweep, "every policy but ga_offline at one point of a sweep")
     _config_arg(sweep)
     sweep.add_argument("--sweep", required=True, help="a sweep of the config (sweeps:)")
-    sweep.add_argument("--value", required=True, type=float, help="the swept parameter's value")
+    sweep.add_argument("--value", required=True, type=_finite, help="the swept parameter's value")
     sweep.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
     sweep.add_argument(
         "--agents", type=Path, help="the base scenario's agents: one directory per learned policy"
@@ -585,16 +640,70 @@ def _add_run_commands(sub: Any) -> None:
     simulate.add_argument("--jobs", required=True, type=Path, help="job trace Parquet")
     simulate.add_argument("--costs", required=True, type=Path, help=COSTS_HELP)
     simulate.add_argument("--policy", required=True, help=POLICY_HELP)
-    simulate.add_argument("--seed", type=int, default=0, help="seed of randomised policies")
+    simulate.add_argument("--seed", type=_seed, default=0, help="seed of randomised policies")
     simulate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
     simulate.add_argument("--out", required=True, type=Path, help="per-job results Parquet")
 
+    recover = _command(sub, "recover", cmd_recover, "unlock and sweep temporary files after a kill")
+    recover.add_argument("--dir", type=Path, default=Path("."), help="the project directory")
+
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand. Bad input and OS errors (a path that is a directory, a read-only
+    filesystem, ...) end as one line on stderr and exit 2, and the failed command's outputs are
+    removed (but for a training's checkpoints, which a rerun resumes from)."""
     args = build_parser().parse_args(argv)
+    from relmas import io
+
+    io.forget_outputs()
     try:
         args.func(args)
-    except InputError as error:
+    except (InputError, OSError) as exc:
+        if not getattr(args, "keep_partial", False):
+            io.discard_outputs()
+        error = exc if isinstance(exc, InputError) else _os_input_error(exc, args)
         print(f"relmas {args.command}: error: {error}", file=sys.stderr)
         return 2
     return 0
+
+
+_EXPECTED = {
+    errno.ENOENT: "an existing path",
+    errno.EISDIR: "a file path, not a directory",
+    errno.ENOTDIR: "a path whose parents are directories",
+    errno.EEXIST: "a directory path, not an existing file",
+    errno.EACCES: "a path this user may access",
+    errno.EPERM: "a path this user may access",
+    errno.EROFS: "a path on a writable filesystem",
+    errno.ENOSPC: "a filesystem with free space",
+    errno.ENAMETOOLONG: "a shorter path",
+}
+
+
+def _os_input_error(exc: OSError, args: argparse.Namespace) -> InputError:
+    """An OSError as an InputError naming its file and the option that gave the path."""
+    filename = exc.filename2 if exc.filename is None else exc.filename
+    expected = _EXPECTED.get(exc.errno, "a usable path")
+    return InputError(filename, _option_for(filename, args), expected, exc.strerror or str(exc))
+
+
+def _option_for(filename: object, args: argparse.Namespace) -> str | None:
+    """The option whose path is `filename`, contains it or lies under it (the closest one)."""
+    if filename is None:
+        return None
+    path = os.path.abspath(os.fsdecode(filename))
+    best: tuple[int, str] | None = None
+    for name, value in vars(args).items():
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, str | Path) or name in ("command", "func"):
+                continue
+            given = os.path.abspath(str(item))
+            pattern = given.replace("{seed}", "*").replace("{scenario}", "*")
+            related = (
+                fnmatch.fnmatchcase(path, pattern)
+                or path.startswith(given + os.sep)
+                or given.startswith(path + os.sep)
+            )
+            if related and (best is None or len(given) > best[0]):
+                best = (len(given), "--" + name.replace("_", "-"))
+    return best[1] if best else None

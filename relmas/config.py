@@ -19,7 +19,7 @@ import jsonschema
 
 from relmas import catalog
 from relmas.errors import InputError
-from relmas.yaml_io import load_yaml
+from relmas.yaml_load import load_yaml
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -129,6 +129,7 @@ def _schema_error(error: jsonschema.ValidationError, source: str | Path | None) 
         "exclusiveMinimum": lambda: f"a value > {value}",
         "exclusiveMaximum": lambda: f"a value < {value}",
         "minimum": lambda: f"a value >= {value}",
+        "maximum": lambda: f"a value <= {value}",
         "minItems": lambda: f"at least {value} item(s)",
         "minProperties": lambda: f"at least {value} entry(ies)",
         "minLength": lambda: "a non-empty string",

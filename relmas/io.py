@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -17,22 +18,87 @@ import pyarrow.parquet as pq
 
 from relmas.errors import InputError
 
+# The temporary name of an atomic write: `.{target}.{8 random characters}{suffix}` (tempfile's
+# mkstemp). One pattern, so that `relmas recover` sweeps the leftovers of killed writes, no more.
+TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.(?P<random>[a-z0-9_]{8})(?P<suffix>\.[A-Za-z0-9]+)$")
+
+# What this process wrote (files) and created (directories) through atomic_path, in order: the
+# command line removes them when the command fails, so a failed command leaves no output behind.
+_written: list[Path] = []
+_created_dirs: list[Path] = []
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."""
+    """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds.
+
+    The file gets the permissions of a newly created file (0666 less the umask), not mkstemp's 0600.
+    """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent
-    )
+    with _naming(target, None):
+        _make_dirs(target.parent)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent
+        )
     os.close(fd)
     tmp_path = Path(tmp)
     try:
-        yield tmp_path
-        os.replace(tmp_path, target)
+        with _naming(target, tmp):
+            yield tmp_path
+            os.chmod(tmp_path, 0o666 & ~_umask())
+            os.replace(tmp_path, target)
+        _written.append(target)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _naming(target: Path, tmp: str | None) -> Iterator[None]:
+    """Report an OS error about the hidden temporary file (or no file) as one about `target`."""
+    try:
+        yield
+    except OSError as exc:
+        named = exc.filename is not None and exc.filename2 != str(target)
+        if named and exc.filename != tmp and not _is_temp_of(Path(exc.filename), target):
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from None
+
+
+def _is_temp_of(path: Path, target: Path) -> bool:
+    match = TEMP_NAME.match(path.name)
+    return match is not None and match["target"] == target.name
+
+
+def discard_outputs() -> None:
+    """Remove what atomic_path wrote and created in this process (newest first), then forget it."""
+    for path in reversed(_written):
+        path.unlink(missing_ok=True)
+    for directory in reversed(_created_dirs):
+        with contextlib.suppress(OSError):
+            directory.rmdir()  # only if empty
+    forget_outputs()
+
+
+def forget_outputs() -> None:
+    """Start a new record of outputs (a command's outputs are its own)."""
+    _written.clear()
+    _created_dirs.clear()
+
+
+def _make_dirs(directory: Path) -> None:
+    missing = []
+    while not directory.exists() and directory != directory.parent:
+        missing.append(directory)
+        directory = directory.parent
+    for made in reversed(missing):
+        made.mkdir(exist_ok=True)
+        _created_dirs.append(made)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_parquet(
@@ -59,19 +125,30 @@ def read_metadata(path: str | Path) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in raw.items() if not k.startswith(b"ARROW")}
 
 
-def read_parquet(path: str | Path, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+def read_parquet(
+    path: str | Path, schema: Mapping[str, pl.DataType], max_rows: int | None = None
+) -> pl.DataFrame:
     """Read a Parquet file and check that it has at least `schema`'s columns with those types.
 
     Integer and float columns are cast to the exact contract type when the cast is lossless in kind
     (a hand-written int64 `layer` column becomes int32), so users may write tables with any tool.
+    A table without rows is refused, and one of more than `max_rows` rows before it is loaded.
     """
     if not Path(path).is_file():
         raise InputError(path, None, "an existing Parquet file")
     try:
+        rows = pq.read_metadata(path).num_rows
+        if max_rows is not None and rows > max_rows:
+            raise InputError(path, None, f"at most {max_rows} rows", rows)
         frame = pl.read_parquet(path)
+    except InputError:
+        raise
     except Exception as exc:
         raise InputError(path, None, "a readable Parquet file", type(exc).__name__) from None
-    return check_columns(frame, schema, path)
+    frame = check_columns(frame, schema, path)
+    if frame.height == 0:
+        raise InputError(path, None, "a table with at least one row", "0 rows")
+    return frame
 
 
 def check_columns(

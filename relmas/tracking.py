@@ -8,6 +8,10 @@ under Snakemake).
 Several Snakemake jobs start at once and log into one SQLite file, so store creation and experiment
 creation happen under an exclusive file lock, and every call that writes retries when SQLite reports
 that the database is locked.
+
+A store that cannot be read or written (corrupt file, read-only filesystem) is an InputError naming
+it. Each run records the host and process that opened it; a run still RUNNING whose process is gone
+(a job killed with kill -9) is closed as KILLED, with the reason as a tag, when a stage next starts.
 """
 
 from __future__ import annotations
@@ -17,15 +21,20 @@ import fcntl
 import json
 import os
 import random
+import socket
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from relmas.errors import InputError
+
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 PIPELINE_ID_ENV = "RELMAS_PIPELINE_ID"
 STAGES = ("zoo", "profile", "workload", "train", "evaluate", "report")
+HOST_TAG, PID_TAG, KILLED_TAG = "relmas.host", "relmas.pid", "relmas.killed_reason"
 
 _T = TypeVar("_T")
 
@@ -100,20 +109,25 @@ def stage_run(
         raise ValueError(f"unknown stage {stage!r}")
     import mlflow
 
-    mlflow.set_tracking_uri(tracking_uri())
     experiment = (config or {}).get("experiment", "relmas")
-    experiment_id = _ensure_experiment(experiment)
     all_tags = {"stage": stage, "pipeline_id": pipeline_id()}
     if config is not None:
         from relmas.config import config_hash
 
         all_tags["config_hash"] = config_hash(config)
     all_tags.update({k: str(v) for k, v in (tags or {}).items()})
-    run = _retry(
-        lambda: mlflow.start_run(
-            experiment_id=experiment_id, run_name=run_name or _run_name(stage, tags), tags=all_tags
+    all_tags.update({HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())})
+    with _store_errors():
+        mlflow.set_tracking_uri(tracking_uri())
+        experiment_id = _ensure_experiment(experiment)
+        close_dead_runs(experiment_id)
+        run = _retry(
+            lambda: mlflow.start_run(
+                experiment_id=experiment_id,
+                run_name=run_name or _run_name(stage, tags),
+                tags=all_tags,
+            )
         )
-    )
     status = "FAILED"
     try:
         handle = StageRun(run.info.run_id)
@@ -122,7 +136,60 @@ def stage_run(
         yield handle
         status = "FINISHED"
     finally:
-        _retry(lambda: mlflow.end_run(status=status))
+        with _store_errors():
+            _retry(lambda: mlflow.end_run(status=status))
+
+
+def close_dead_runs(experiment_id: str) -> list[str]:
+    """Mark KILLED the RUNNING runs of this host whose process has ended; return their ids."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    host = socket.gethostname()
+    running = _retry(lambda: client.search_runs([experiment_id], "attributes.status = 'RUNNING'"))
+    closed = []
+    for run in running:
+        run_tags = run.data.tags
+        pid = run_tags.get(PID_TAG, "")
+        if run_tags.get(HOST_TAG) != host or not pid.isdigit() or _alive(int(pid)):
+            continue
+        reason = f"process {pid} on {host} ended without closing the run (killed)"
+        _retry(lambda r=run, why=reason: client.set_tag(r.info.run_id, KILLED_TAG, why))
+        _retry(lambda r=run: client.set_terminated(r.info.run_id, status="KILLED"))
+        closed.append(run.info.run_id)
+    return closed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+@contextlib.contextmanager
+def _store_errors() -> Iterator[None]:
+    """Turn a store that cannot be opened, read or written into one InputError naming it."""
+    import mlflow
+    import sqlalchemy
+
+    try:
+        yield
+    except (sqlalchemy.exc.SQLAlchemyError, sqlite3.Error, mlflow.exceptions.MlflowException) as e:
+        raise _store_error(e) from None
+    except OSError as exc:  # the store's directory or lock file
+        raise _store_error(exc) from None
+
+
+def _store_error(exc: BaseException) -> InputError:
+    store = _sqlite_path() or tracking_uri()
+    reason = str(getattr(exc, "orig", None) or getattr(exc, "strerror", None) or exc)
+    reason = reason.strip().splitlines()
+    got = reason[0] if reason else type(exc).__name__
+    return InputError(store, "MLFLOW_TRACKING_URI", "a readable and writable MLflow store", got)
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -169,7 +236,12 @@ def _artifacts(experiment: str) -> str | None:
     db = _sqlite_path()
     if db is None:
         return None
-    return (db.parent / "mlartifacts" / experiment).resolve().as_uri()
+    root = (db.parent / "mlartifacts").resolve()
+    location = (root / experiment).resolve()
+    if root not in location.parents:
+        expected = f"a name whose artifacts stay under {root}"
+        raise InputError(None, "experiment", expected, experiment)
+    return location.as_uri()
 
 
 def _sqlite_path() -> Path | None:

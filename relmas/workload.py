@@ -254,9 +254,11 @@ def _unit_rate_arrivals(rng: np.random.Generator, arrival: Arrival, count: int) 
 
 def _read_replay(scenario: Scenario, tables: CostTables, source: str | Path | None) -> pl.DataFrame:
     path = scenario.arrival.path
-    frame = read_parquet(path, {"arrival_s": pl.Float64()}).sort("arrival_s", maintain_order=True)
-    if frame.height == 0:
-        raise InputError(path, "arrival_s", "at least one arrival")
+    from relmas.config import load_schema
+
+    max_jobs = load_schema()["$defs"]["job_count"]["maximum"]
+    frame = read_parquet(path, {"arrival_s": pl.Float64()}, max_rows=max_jobs)
+    frame = frame.sort("arrival_s", maintain_order=True)
     times = frame["arrival_s"].to_numpy()
     if not np.all(np.isfinite(times)) or times[0] < 0:
         raise InputError(path, "arrival_s", "finite non-negative arrival times")

@@ -231,7 +231,7 @@ def load_spec_file(path: str | Path) -> tuple[str, Spec]:
 
     The accelerator's name is the `name:` key when present, else the file's stem.
     """
-    from relmas.yaml_io import load_yaml
+    from relmas.yaml_load import load_yaml
 
     raw = load_yaml(path)
     if not isinstance(raw, Mapping):

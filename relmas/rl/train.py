@@ -123,6 +123,8 @@ def _train(
     )
     resumed_from = None if saved is None else saved.step
     state = saved or TrainingState()
+    if resumed_from is not None:
+        print(f"{run.out_dir}: resumed from last.pt at step {resumed_from}", flush=True)
     # A workflow deletes its declared outputs (best.pt, curve.parquet) before rerunning a job:
     # last.pt holds what rewrites them, also when the rerun finds the training complete.
     if state.best_weights is not None and not (run.out_dir / BEST).is_file():

@@ -79,7 +79,7 @@ def load_system(
     if isinstance(path_or_mapping, Mapping):
         raw: Any = path_or_mapping
     else:
-        from relmas.yaml_io import load_yaml
+        from relmas.yaml_load import load_yaml
 
         source = source if source is not None else path_or_mapping
         raw = load_yaml(path_or_mapping)

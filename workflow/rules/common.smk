@@ -1,6 +1,7 @@
 """Constants and helpers shared by the rules."""
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,8 +18,9 @@ from relmas.study import (
     sweep_policies,
 )
 
-RELMAS = f"{sys.executable} -m relmas"
-CONFIG_ARGS = " ".join(f"--config {path}" for path in CONFIG_FILES)
+# Shell words, quoted: a checkout, venv or config path may hold spaces or `$(...)`.
+RELMAS = f"{shlex.quote(sys.executable)} -m relmas"
+CONFIG_ARGS = " ".join(f"--config {shlex.quote(path)}" for path in CONFIG_FILES)
 
 
 def slice_hash(*keys):

@@ -14,7 +14,9 @@ rule evaluate:
         ),
     params:
         seeds=" ".join(f"--seed {seed}" for seed in EVAL_SEEDS),
-        agent=lambda wildcards, input: f"--agent {Path(input.agent[0]).parent}" if input.agent else "",
+        agent=lambda wildcards, input: (
+            f"--agent {shlex.quote(str(Path(input.agent[0]).parent))}" if input.agent else ""
+        ),
         scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
         system=slice_hash("system"),
         # what one policy's run reads of `evaluation:`: the seeds and its own settings (not the
@@ -30,9 +32,9 @@ rule evaluate:
     benchmark:
         PATHS.benchmark("evaluate", "{scenario}", "{policy}")
     shell:
-        "{RELMAS} evaluate {CONFIG_ARGS} --scenario {wildcards.scenario}"
-        " --policy {wildcards.policy} {params.seeds} {params.agent} --costs {params.costs}"
-        " --out {params.out} > {log} 2>&1"
+        "{RELMAS} evaluate {CONFIG_ARGS} --scenario {wildcards.scenario:q}"
+        " --policy {wildcards.policy} {params.seeds} {params.agent} --costs {params.costs:q}"
+        " --out {params.out:q} > {log:q} 2>&1"
 
 
 use rule evaluate as evaluate_generalisation with:

@@ -17,8 +17,8 @@ rule profile:
     log:
         PATHS.log("profile", "{accelerator}"),
     shell:
-        "{RELMAS} profile --layers {input.layers} --accelerator {wildcards.accelerator}"
-        " {CONFIG_ARGS} --out {output} > {log} 2>&1"
+        "{RELMAS} profile --layers {input.layers:q} --accelerator {wildcards.accelerator:q}"
+        " {CONFIG_ARGS} --out {output:q} > {log:q} 2>&1"
 
 
 rule profile_pieces:
@@ -39,5 +39,5 @@ rule profile_pieces:
     log:
         PATHS.log("profile", "{accelerator}.pieces"),
     shell:
-        "{RELMAS} profile --layers {input.layers} --accelerator {wildcards.accelerator} --pieces"
-        " {CONFIG_ARGS} --out {output} > {log} 2>&1"
+        "{RELMAS} profile --layers {input.layers:q} --accelerator {wildcards.accelerator:q}"
+        " --pieces {CONFIG_ARGS} --out {output:q} > {log:q} 2>&1"

@@ -67,10 +67,14 @@ rule report:
         workloads=lambda wildcards, input: Path(input.traces[0]).parents[1],
         # results/sweeps/{sweep}/{value}.parquet, results/agents/{scenario}/{policy}/... (if any)
         sweeps=lambda wildcards, input: (
-            f"--sweeps {Path(input.sweeps[0]).parents[1]}" if input.sweeps else ""
+            f"--sweeps {shlex.quote(str(Path(input.sweeps[0]).parents[1]))}"
+            if input.sweeps
+            else ""
         ),
         agents=lambda wildcards, input: (
-            f"--agents {Path(input.agents[0]).parents[2]}" if input.agents else ""
+            f"--agents {shlex.quote(str(Path(input.agents[0]).parents[2]))}"
+            if input.agents
+            else ""
         ),
         out=lambda wildcards, output: Path(output.markdown).parent,
     log:
@@ -78,6 +82,6 @@ rule report:
     benchmark:
         PATHS.benchmark("report")
     shell:
-        "{RELMAS} report {CONFIG_ARGS} --eval {params.eval} --costs {params.costs}"
-        " --workloads {params.workloads} {params.sweeps} {params.agents}"
-        " --out {params.out} > {log} 2>&1"
+        "{RELMAS} report {CONFIG_ARGS} --eval {params.eval:q} --costs {params.costs:q}"
+        " --workloads {params.workloads:q} {params.sweeps} {params.agents}"
+        " --out {params.out:q} > {log:q} 2>&1"

@@ -19,12 +19,14 @@ rule sweep:
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
         # the base scenario's agents directory: results/agents/{scenario}/{policy}/best.pt
         agents=lambda wildcards, input: (
-            f"--agents {Path(input.agents[0]).parents[1]}" if input.agents else ""
+            f"--agents {shlex.quote(str(Path(input.agents[0]).parents[1]))}"
+            if input.agents
+            else ""
         ),
     log:
         PATHS.log("sweep", "{sweep}", "{value}"),
     benchmark:
         PATHS.benchmark("sweep", "{sweep}", "{value}")
     shell:
-        "{RELMAS} sweep {CONFIG_ARGS} --sweep {wildcards.sweep} --value {wildcards.value}"
-        " --costs {params.costs} {params.agents} --out {output} > {log} 2>&1"
+        "{RELMAS} sweep {CONFIG_ARGS} --sweep {wildcards.sweep:q} --value {wildcards.value}"
+        " --costs {params.costs:q} {params.agents} --out {output:q} > {log:q} 2>&1"

@@ -27,5 +27,5 @@ rule train:
     benchmark:
         PATHS.benchmark("train", "{scenario}", "{policy}")
     shell:
-        "{RELMAS} train {CONFIG_ARGS} --scenario {wildcards.scenario} --policy {wildcards.policy}"
-        " --costs {params.costs} --out {params.out} > {log} 2>&1"
+        "{RELMAS} train {CONFIG_ARGS} --scenario {wildcards.scenario:q} --policy {wildcards.policy}"
+        " --costs {params.costs:q} --out {params.out:q} > {log:q} 2>&1"

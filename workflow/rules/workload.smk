@@ -14,5 +14,5 @@ rule workload:
     benchmark:
         PATHS.benchmark("workload", "{scenario}", "seed{seed}")
     shell:
-        "{RELMAS} workload {CONFIG_ARGS} --scenario {wildcards.scenario} --seed {wildcards.seed}"
-        " --costs {params.costs} --out {output} > {log} 2>&1"
+        "{RELMAS} workload {CONFIG_ARGS} --scenario {wildcards.scenario:q} --seed {wildcards.seed}"
+        " --costs {params.costs:q} --out {output:q} > {log:q} 2>&1"

@@ -9,4 +9,4 @@ rule zoo:
     benchmark:
         PATHS.benchmark("zoo")
     shell:
-        "{RELMAS} zoo {CONFIG_ARGS} --out {output} > {log} 2>&1"
+        "{RELMAS} zoo {CONFIG_ARGS} --out {output:q} > {log:q} 2>&1"

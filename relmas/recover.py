@@ -1,0 +1,94 @@
+"""Recovery after an interrupted run (kill -9, a lost node): what `make run` and `make quick` do
+first.
+
+A killed Snakemake leaves its lock directory (`.snakemake/locks`), so the next invocation refuses to
+start, and a killed write leaves its hidden temporary file (relmas.io.TEMP_NAME). Both may be
+removed only when no other Snakemake or relmas process works in the same directory: Snakemake's lock
+files record no process, so this module looks for such processes itself (Linux /proc: a process
+whose working directory is inside the project and whose command line runs snakemake or relmas, other
+than this process and its ancestors). Incomplete outputs are left to Snakemake's
+`--rerun-incomplete`, and runs left RUNNING in MLflow to relmas.tracking, which closes them when the
+next stage starts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from relmas.io import TEMP_NAME
+
+LOCKS = Path(".snakemake") / "locks"
+
+
+@dataclass
+class Recovery:
+    busy: list[int] = field(default_factory=list)  # pids of other instances (then nothing done)
+    unlocked: bool = False
+    swept: list[Path] = field(default_factory=list)
+
+
+def recover(root: str | Path = ".") -> Recovery:
+    """Unlock the workflow in `root` and sweep stale temporary files, unless another one runs."""
+    root = Path(root).resolve()
+    busy = other_instances(root)
+    if busy:
+        return Recovery(busy=busy)
+    locks = root / LOCKS
+    unlocked = locks.is_dir()
+    if unlocked:
+        shutil.rmtree(locks)  # what `snakemake --unlock` does
+    return Recovery(unlocked=unlocked, swept=sweep_temp_files(root))
+
+
+def sweep_temp_files(root: Path) -> list[Path]:
+    """Remove the hidden temporary files of atomic writes under `root` (dot directories skipped)."""
+    swept = []
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = [d for d in subdirs if not d.startswith(".") and d != "__pycache__"]
+        for name in files:
+            if TEMP_NAME.match(name):
+                path = Path(directory) / name
+                path.unlink(missing_ok=True)
+                swept.append(path)
+    return swept
+
+
+def other_instances(root: Path) -> list[int]:
+    """Pids of the snakemake and relmas processes working inside `root`, bar this one's lineage."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        raise OSError(f"{proc} is needed to tell whether another instance runs")
+    mine = _lineage(os.getpid())
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone, or another user's
+        if (cwd == root or root in cwd.parents) and _runs_pipeline(argv):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def _runs_pipeline(argv: list[bytes]) -> bool:
+    words = [Path(a.decode(errors="replace")).name for a in argv[:3]]
+    return any(w == "snakemake" for w in words) or "relmas" in words
+
+
+def _lineage(pid: int) -> set[int]:
+    """`pid` and its ancestors (make, the shell of a recipe) — they run *this* recovery."""
+    lineage = set()
+    while pid > 1 and pid not in lineage:
+        lineage.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return lineage

@@ -1,0 +1,488 @@
+"""A corpus of bad inputs as a hostile but fair user would try them: config, accelerator spec,
+Parquet inputs, agents, command-line values and paths, the MLflow store.
+
+Each case asserts the promise of relmas.errors: exit status 2, one line on stderr naming the file
+and the key (or option) at fault, and no new file left behind. The command line's `main` runs
+in-process (the code path of `python -m relmas`, without an interpreter start per case).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+import yaml
+
+from relmas import cli, io
+from relmas.yaml_load import MAX_BYTES
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "handwritten"
+QUICK = yaml.safe_load((ROOT / "config" / "quick.yaml").read_text())
+# MLflow's own log lines (store creation) are not the command's output
+MLFLOW_LOG = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d INFO ")
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The README's hand-written inputs (system, trace, two cost tables), a one-layer layer table,
+    an accelerator spec and the quick config, made once."""
+    base = tmp_path_factory.mktemp("inputs")
+    for name in ("system.yaml", "make_inputs.py"):
+        shutil.copy2(EXAMPLE / name, base / name)
+    subprocess.run([sys.executable, str(base / "make_inputs.py")], check=True)
+    (base / "make_inputs.py").unlink()
+    one_layer_table().write_parquet(base / "layers.parquet")
+    spec = dict(QUICK["accelerators"]["simba_chiplet"], name="my_simba")
+    (base / "spec.yaml").write_text(yaml.safe_dump(spec))
+    (base / "config.yaml").write_text(yaml.safe_dump(QUICK))
+    return base
+
+
+@pytest.fixture
+def work(inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A scratch copy of the inputs as the working directory."""
+    project = tmp_path / "work"
+    shutil.copytree(inputs, project)
+    monkeypatch.chdir(project)
+    return project
+
+
+def one_layer_table() -> pl.DataFrame:
+    row = {"model": "m", "layer": 0, "name": "conv", "op": "conv", "N": 1, "K": 16, "C": 8}
+    row |= {"Y": 14, "X": 14, "R": 3, "S": 3, "stride": 1, "groups": 1}
+    row |= {"macs": 16 * 8 * 14 * 14 * 9, "in_elems": 8 * 16 * 16, "w_elems": 16 * 8 * 9}
+    row |= {"out_elems": 16 * 14 * 14}
+    ints = ("layer", "N", "K", "C", "Y", "X", "R", "S", "stride", "groups")
+    return pl.DataFrame([row]).with_columns(pl.col(c).cast(pl.Int32) for c in ints)
+
+
+def files(directory: Path) -> set[Path]:
+    """Everything under `directory` but an MLflow store's lock file (the store's, not an output)."""
+    return {p for p in directory.rglob("*") if not p.name.endswith(".db.lock")}
+
+
+def run_main(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    try:
+        code = cli.main(argv)
+    except SystemExit as exit_:  # argparse's usage errors
+        code = exit_.code
+    err = capsys.readouterr().err
+    return code, "\n".join(line for line in err.splitlines() if not MLFLOW_LOG.match(line))
+
+
+def assert_refused(argv: list[str], work: Path, capsys: pytest.CaptureFixture, *names: str) -> str:
+    """`argv` exits 2 with one line naming every string of `names`, and leaves no new file."""
+    before = files(work)
+    code, err = run_main(argv, capsys)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    assert files(work) == before, files(work) - before
+    return lines[0]
+
+
+# ----------------------------------------------------------------------------- the config file
+
+
+def edit(path: str, value: Any) -> Callable[[dict], None]:
+    """Set the dotted `path` of the config to `value` (None deletes it)."""
+
+    def change(config: dict) -> None:
+        *parents, last = path.split(".")
+        node = config
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        if value is None:
+            del node[last]
+        else:
+            node[last] = value
+
+    return change
+
+
+CONFIG_CASES = {
+    "unknown top-level key": (edit("colour", "blue"), "colour"),
+    "no models": (edit("models", None), "models"),
+    "empty models": (edit("models", {}), "models"),
+    "experiment with a slash": (edit("experiment", "../../../elsewhere/x"), "experiment"),
+    "experiment with dot-dot": (edit("experiment", "a..b"), "experiment"),
+    "experiment with a backslash": (edit("experiment", "a\\b"), "experiment"),
+    "empty experiment": (edit("experiment", ""), "experiment"),
+    "a trillion jobs": (edit("scenarios.mixed.jobs", 10**12), "scenarios.mixed.jobs"),
+    "zero jobs": (edit("scenarios.mixed.jobs", 0), "scenarios.mixed.jobs"),
+    "jobs as text": (edit("scenarios.mixed.jobs", "many"), "scenarios.mixed.jobs"),
+    "a trillion training jobs": (edit("training.jobs", 10**12), "training.jobs"),
+    "unknown instance": (edit("system.instances.0.name", "tpu"), "system.instances[0].name"),
+    "no instances": (edit("system.instances", []), "system.instances"),
+    "zero instances": (edit("system.instances.0.count", 0), "system.instances[0].count"),
+    "negative bandwidth": (edit("system.dram_gbps", -1.0), "system.dram_gbps"),
+    "unknown sharing": (edit("system.sharing", "fair"), "system.sharing"),
+    "unknown scenario model": (
+        edit("scenarios.mixed.models", {"gpt5": 1}),
+        "scenarios.mixed.models",
+    ),
+    "unknown arrival process": (
+        edit("scenarios.mixed.arrival", {"process": "storm", "load": 1}),
+        "scenarios.mixed.arrival",
+    ),
+    "negative load": (edit("scenarios.mixed.arrival.load", -0.5), "scenarios.mixed.arrival.load"),
+    "unknown accelerator kind": (
+        edit("accelerators.simba_chiplet.kind", "tpu"),
+        "accelerators.simba_chiplet.kind",
+    ),
+    "zero PE rows": (edit("accelerators.eyeriss_168.pe_rows", 0), "accelerators.eyeriss_168"),
+    "buffer as text": (
+        edit("accelerators.simba_chiplet.glb_kib", "big"),
+        "accelerators.simba_chiplet.glb_kib",
+    ),
+    "unknown policy": (edit("evaluation.policies", ["fcfs", "magic"]), "evaluation.policies"),
+    "bad factory path": (edit("models.alexnet.factory", "not a path"), "models.alexnet.factory"),
+    "negative training steps": (
+        edit("training.dqn.total_steps", -5),
+        "training.dqn.total_steps",
+    ),
+    "no tenants": (edit("scenarios.mixed.tenants", []), "scenarios.mixed.tenants"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONFIG_CASES))
+def test_bad_config_values(case: str, work: Path, capsys: pytest.CaptureFixture) -> None:
+    change, key = CONFIG_CASES[case]
+    config = yaml.safe_load((work / "config.yaml").read_text())
+    change(config)
+    (work / "bad.yaml").write_text(yaml.safe_dump(config))
+    assert_refused(
+        ["zoo", "--config", "bad.yaml", "--out", "l.parquet"], work, capsys, "bad.yaml", key
+    )
+
+
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{b}: &{b} [{', '.join([f'*{a}'] * 10)}]\n" for a, b in zip("abcdef", "bcdefg", strict=True)
+)
+
+YAML_TEXT_CASES = {
+    "duplicate top-level key": (b"experiment: a\nexperiment: b\n", "experiment"),
+    "duplicate nested key": (b"system:\n  sharing: maxmin\n  sharing: proportional\n", "sharing"),
+    "not UTF-8": (b"experiment: caf\xe9\n", "byte 15"),
+    "alias bomb": (ALIAS_BOMB.encode(), "aliases expanded"),
+    "syntax error": (b"models: [alexnet\n", "line"),
+    "nested too deep": (b"a: " + b"[" * 150 + b"]" * 150 + b"\n", "nesting"),
+    "a list, not a mapping": (b"- models\n", "mapping"),
+    "empty file": (b"", "mapping"),
+    "too large": (b"#" * (MAX_BYTES + 1), f"at most {MAX_BYTES} bytes"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(YAML_TEXT_CASES))
+def test_bad_config_files(case: str, work: Path, capsys: pytest.CaptureFixture) -> None:
+    text, key = YAML_TEXT_CASES[case]
+    (work / "bad.yaml").write_bytes(text)
+    assert_refused(
+        ["zoo", "--config", "bad.yaml", "--out", "l.parquet"], work, capsys, "bad.yaml", key
+    )
+
+
+def test_a_missing_config_and_a_directory(work: Path, capsys: pytest.CaptureFixture) -> None:
+    (work / "dir.yaml").mkdir()
+    for path in ("missing.yaml", "dir.yaml"):
+        argv = ["zoo", "--config", path, "--out", "l.parquet"]
+        assert_refused(argv, work, capsys, path, "an existing YAML file")
+
+
+# ----------------------------------------------------------------------------- accelerator spec
+
+SPEC_CASES = {
+    "unknown key": (lambda s: s | {"colour": 1}, "colour"),
+    "unknown kind": (lambda s: s | {"kind": "tpu"}, "kind"),
+    "zero lanes": (lambda s: s | {"lanes": 0}, "lanes"),
+    "negative clock": (lambda s: s | {"clock_ghz": -1.0}, "clock_ghz"),
+    "empty name": (lambda s: s | {"name": ""}, "name"),
+    "a list": (lambda s: [s], "mapping"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPEC_CASES))
+def test_bad_spec_files(case: str, work: Path, capsys: pytest.CaptureFixture) -> None:
+    change, key = SPEC_CASES[case]
+    spec = yaml.safe_load((work / "spec.yaml").read_text())
+    (work / "bad.yaml").write_text(yaml.safe_dump(change(spec)))
+    argv = ["profile", "--layers", "layers.parquet", "--spec", "bad.yaml", "--out", "c.parquet"]
+    assert_refused(argv, work, capsys, "bad.yaml", key)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"), [(b"lanes: 1\nlanes: 2\n", "lanes"), (b"kind: \xff\n", "byte 6")]
+)
+def test_bad_spec_text(text: bytes, key: str, work: Path, capsys: pytest.CaptureFixture) -> None:
+    (work / "bad.yaml").write_bytes(text)
+    argv = ["profile", "--layers", "layers.parquet", "--spec", "bad.yaml", "--out", "c.parquet"]
+    assert_refused(argv, work, capsys, "bad.yaml", key)
+
+
+# ----------------------------------------------------------------------------- Parquet inputs
+
+
+def profile_argv(layers: str = "bad.parquet", out: str = "c.parquet") -> list[str]:
+    return ["profile", "--layers", layers, "--spec", "spec.yaml", "--out", out]
+
+
+LAYER_CASES = {
+    "no rows": (lambda f: f.clear(), "at least one row"),
+    "a missing column": (lambda f: f.drop("macs"), "macs"),
+    "text for a number": (lambda f: f.with_columns(pl.col("K").cast(pl.String)), "K"),
+    "zero output channels": (lambda f: f.with_columns(K=pl.lit(0, pl.Int32)), "K"),
+    "unknown operator": (lambda f: f.with_columns(op=pl.lit("fft")), "op"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LAYER_CASES))
+def test_bad_layer_tables(case: str, work: Path, capsys: pytest.CaptureFixture) -> None:
+    change, key = LAYER_CASES[case]
+    change(pl.read_parquet(work / "layers.parquet")).write_parquet(work / "bad.parquet")
+    assert_refused(profile_argv(), work, capsys, "bad.parquet", key)
+
+
+def test_layer_tables_that_are_not_parquet(work: Path, capsys: pytest.CaptureFixture) -> None:
+    (work / "bad.parquet").write_text("model,layer\nm,0\n")
+    assert_refused(profile_argv(), work, capsys, "bad.parquet", "a readable Parquet file")
+    (work / "dir.parquet").mkdir()
+    assert_refused(profile_argv("dir.parquet"), work, capsys, "dir.parquet", "Parquet file")
+    assert_refused(profile_argv("none.parquet"), work, capsys, "none.parquet", "existing")
+
+
+def simulate_argv(jobs: str = "jobs.parquet", costs: str = "costs", *extra: str) -> list[str]:
+    argv = ["simulate", "--system", "system.yaml", "--jobs", jobs, "--costs", costs]
+    return [*argv, "--policy", "edf", *extra, "--out", "out.parquet"]
+
+
+TRACE_CASES = {
+    "no rows": (lambda f: f.clear(), "at least one row"),
+    "negative arrival": (lambda f: f.with_columns(pl.col("arrival_s") - 1.0), "arrival_s"),
+    "deadline before arrival": (lambda f: f.with_columns(pl.col("deadline_s") - 1.0), "deadline"),
+    "unknown model": (lambda f: f.with_columns(model=pl.lit("gpt5")), "model"),
+    "a missing column": (lambda f: f.drop("tenant"), "tenant"),
+    "text for a time": (lambda f: f.with_columns(pl.col("arrival_s").cast(pl.String)), "arrival"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRACE_CASES))
+def test_bad_job_traces(case: str, work: Path, capsys: pytest.CaptureFixture) -> None:
+    change, key = TRACE_CASES[case]
+    change(pl.read_parquet(work / "jobs.parquet")).write_parquet(work / "bad.parquet")
+    assert_refused(simulate_argv("bad.parquet"), work, capsys, "bad.parquet", key)
+
+
+COST_CASES = {
+    "no rows": (lambda f: f.clear(), "at least one row"),
+    "a missing column": (lambda f: f.drop("latency_s"), "latency_s"),
+    "text for a latency": (lambda f: f.with_columns(pl.col("latency_s").cast(pl.String)), "lat"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COST_CASES))
+def test_bad_cost_tables(case: str, work: Path, capsys: pytest.CaptureFixture) -> None:
+    change, key = COST_CASES[case]
+    path = work / "costs" / "big.parquet"
+    change(pl.read_parquet(path)).write_parquet(path)
+    assert_refused(simulate_argv(), work, capsys, "big.parquet", key)
+
+
+def test_corrupt_and_missing_cost_tables(work: Path, capsys: pytest.CaptureFixture) -> None:
+    (work / "costs" / "big.parquet").write_bytes(b"PAR1 not really")
+    assert_refused(simulate_argv(), work, capsys, "big.parquet", "Parquet")
+    (work / "costs" / "big.parquet").unlink()
+    assert_refused(simulate_argv(), work, capsys, "system.yaml", "instances[0].name")
+
+
+def test_an_over_long_replay_trace_is_refused_before_loading(
+    work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from relmas import config as config_module
+
+    schema = config_module.load_schema()
+    schema["$defs"]["job_count"]["maximum"] = 3
+    monkeypatch.setattr(config_module, "load_schema", lambda: schema)
+    pl.DataFrame({"arrival_s": [0.0, 0.1, 0.2, 0.3]}).write_parquet(work / "replay.parquet")
+    with pytest.raises(Exception, match=r"replay.parquet: expected at most 3 rows, got 4"):
+        io.read_parquet(work / "replay.parquet", {"arrival_s": pl.Float64()}, max_rows=3)
+
+
+# ----------------------------------------------------------------------------- agents
+
+
+def test_bad_agents(work: Path, capsys: pytest.CaptureFixture) -> None:
+    relmas = ["simulate", "--system", "system.yaml", "--jobs", "jobs.parquet", "--costs", "costs"]
+    relmas += ["--policy", "relmas", "--out", "out.parquet"]
+    assert_refused([*relmas, "--agent", "nope"], work, capsys, "nope", "agent")
+    assert_refused(relmas, work, capsys, "--agent")
+    (work / "agent").mkdir()
+    (work / "agent" / "agent.json").write_text("{")
+    assert_refused([*relmas, "--agent", "agent"], work, capsys, "agent.json", "JSON")
+    (work / "agent" / "agent.json").write_text(json.dumps({"network": "?"}))
+    (work / "agent" / "best.pt").write_bytes(b"not a checkpoint")
+    assert_refused([*relmas, "--agent", "agent"], work, capsys, "agent")
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+USAGE_CASES = {
+    "negative seed": (["workload", "--seed", "-1"], "--seed"),
+    "seed as text": (["workload", "--seed", "one"], "--seed"),
+    "huge seed": (["workload", "--seed", str(2**40)], "--seed"),
+    "sweep value nan": (["sweep", "--sweep", "load", "--value", "nan"], "--value"),
+    "sweep value inf": (["sweep", "--sweep", "load", "--value", "inf"], "--value"),
+    "unknown objective": (profile_argv("layers.parquet") + ["--objective", "speed"], "--objective"),
+    "unknown command": (["fly"], "fly"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(USAGE_CASES))
+def test_bad_option_values(case: str, work: Path, capsys: pytest.CaptureFixture) -> None:
+    argv, option = USAGE_CASES[case]
+    if argv[0] in ("workload", "sweep"):
+        argv = [argv[0], "--config", "config.yaml", "--scenario", "mixed", *argv[1:]]
+        argv += ["--out", "o.parquet"]
+        if argv[0] == "sweep":
+            argv.remove("--scenario")
+            argv.remove("mixed")
+    assert_refused(argv, work, capsys, option)
+
+
+def test_unknown_names_in_options(work: Path, capsys: pytest.CaptureFixture) -> None:
+    argv = ["workload", "--config", "config.yaml", "--scenario", "nope", "--seed", "1"]
+    assert_refused([*argv, "--out", "w.parquet"], work, capsys, "config.yaml", "--scenario")
+    argv = ["profile", "--layers", "layers.parquet", "--config", "config.yaml"]
+    argv += ["--accelerator", "tpu", "--out", "c.parquet"]
+    assert_refused(argv, work, capsys, "config.yaml", "accelerators")
+    assert_refused(
+        simulate_argv()[:-2] + ["--policy", "magic", "--out", "o.parquet"], work, capsys, "--policy"
+    )
+
+
+def test_path_templates_with_unknown_placeholders(
+    work: Path, capsys: pytest.CaptureFixture
+) -> None:
+    argv = ["evaluate", "--config", "config.yaml", "--scenario", "mixed", "--policy", "fcfs"]
+    argv += ["--seed", "1", "--costs", "costs"]
+    for option, template in (("--out", "r{run}.parquet"), ("--jobs", "{seed}{.parquet")):
+        other = ("--jobs", "jobs.parquet") if option == "--out" else ("--out", "r.parquet")
+        assert_refused([*argv, option, template, *other], work, capsys, option, "placeholders")
+
+
+def test_outputs_that_cannot_be_written(work: Path, capsys: pytest.CaptureFixture) -> None:
+    (work / "outdir").mkdir()
+    (work / "afile").write_text("")
+    argv = profile_argv("layers.parquet", "outdir")
+    assert_refused(argv, work, capsys, "outdir", "--out", "not a directory")
+    argv = profile_argv("layers.parquet", "afile/c.parquet")
+    assert_refused(argv, work, capsys, "afile", "--out", "parents are directories")
+    argv = profile_argv("layers.parquet", "new/deeper/" + "x" * 300 + ".parquet")
+    assert_refused(argv, work, capsys, "--out", "shorter path")
+
+
+def test_train_into_an_existing_file(work: Path, capsys: pytest.CaptureFixture) -> None:
+    (work / "agent").write_text("")
+    pl.read_parquet(work / "costs" / "big.parquet")  # costs exist; the scenario's do not matter
+    argv = ["train", "--config", "config.yaml", "--scenario", "mixed", "--costs", "costs"]
+    code, err = run_main([*argv, "--out", "agent"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "config.yaml" in err
+
+
+def test_a_failed_command_leaves_none_of_its_outputs(
+    work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command that wrote some outputs (results) and then failed on another (`--gantt` a
+    directory) leaves none of them, nor the directories it made."""
+
+    def writes_then_fails(args) -> None:
+        io.write_parquet(pl.DataFrame({"a": [1]}), "made/one.parquet")
+        io.write_parquet(pl.DataFrame({"a": [1]}), "made/two.parquet")
+        with io.atomic_path(work / "costs", suffix=".png") as tmp:
+            tmp.write_bytes(b"png")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    parser._subparsers._group_actions[0].choices["zoo"].set_defaults(func=writes_then_fails)
+    line = assert_refused(["zoo", "--config", "x", "--out", "made/x"], work, capsys, "costs")
+    assert "a file path, not a directory" in line
+
+
+def test_an_unusable_mlflow_store(
+    work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (work / "corrupt.db").write_bytes(os.urandom(4096))
+    (work / "afile").write_text("")
+    argv = ["zoo", "--config", "config.yaml", "--out", "l.parquet"]
+    for store in ("corrupt.db", "afile/mlflow.db"):
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{work / store}")
+        assert_refused(argv, work, capsys, store, "MLFLOW_TRACKING_URI")
+
+
+def test_outputs_follow_the_umask(tmp_path: Path) -> None:
+    previous = os.umask(0o022)
+    try:
+        io.write_parquet(pl.DataFrame({"a": [1]}), tmp_path / "a.parquet")
+        os.umask(0o027)
+        io.write_parquet(pl.DataFrame({"a": [1]}), tmp_path / "b.parquet")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "a.parquet").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "b.parquet").stat().st_mode & 0o777 == 0o640
+
+
+def test_the_corpus_is_large() -> None:
+    cases = len(CONFIG_CASES) + len(YAML_TEXT_CASES) + 2 + len(SPEC_CASES) + 2
+    cases += len(LAYER_CASES) + 3 + len(TRACE_CASES) + len(COST_CASES) + 2 + 4
+    cases += len(USAGE_CASES) + 3 + 2 + 3 + 1 + 1 + 2 + 2
+    assert cases >= 60
+
+
+def test_a_read_only_filesystem(
+    work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EROFS cannot be provoked without mounting; the error is what the kernel would raise."""
+
+    def read_only(prefix: str, suffix: str, dir: Path) -> None:
+        raise OSError(
+            errno.EROFS, "Read-only file system", str(Path(dir) / f"{prefix}abcd1234{suffix}")
+        )
+
+    monkeypatch.setattr(io.tempfile, "mkstemp", read_only)
+    line = assert_refused(profile_argv("layers.parquet"), work, capsys, "c.parquet", "--out")
+    assert "expected a path on a writable filesystem" in line
+
+
+def test_a_read_only_store(
+    work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mlflow
+    import sqlalchemy
+
+    def read_only(*args, **kwargs) -> None:
+        cause = sqlite3.OperationalError("attempt to write a readonly database")
+        raise sqlalchemy.exc.OperationalError("INSERT INTO runs", {}, cause)
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{work / 'ro' / 'mlflow.db'}")
+    monkeypatch.setattr(mlflow, "start_run", read_only)
+    argv = ["zoo", "--config", "config.yaml", "--out", "l.parquet"]
+    before = files(work)
+    code, err = run_main(argv, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "ro/mlflow.db: MLFLOW_TRACKING_URI: expected a readable and writable MLflow store" in err
+    assert "attempt to write a readonly database" in err
+    assert {p for p in files(work) - before if p.relative_to(work).parts[0] != "ro"} == set()
