@@ -19,15 +19,14 @@ import jsonschema
 
 from relmas import catalog
 from relmas.errors import InputError
+from relmas.paths import CONFIG_SCHEMA
 from relmas.yaml_load import load_yaml
-
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def load_schema() -> dict[str, Any]:
     """The config schema, with the policy names of relmas.catalog as the enums of the keys that
     name policies (the YAML file does not repeat them; Snakemake's `validate` checks the rest)."""
-    schema = load_yaml(SCHEMA_PATH)
+    schema = load_yaml(CONFIG_SCHEMA)
     evaluation = schema["properties"]["evaluation"]["properties"]
     evaluation["policies"]["items"]["enum"] = list(catalog.names())
     training = schema["properties"]["training"]["properties"]

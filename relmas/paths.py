@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_ROOT = Path("results")
+# the config schema: key names, types, defaults and bounds of every config file
+CONFIG_SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 PIECES_SUFFIX = ".pieces.parquet"
 SUMMARY_SUFFIX = ".summary.parquet"
 

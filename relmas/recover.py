@@ -77,8 +77,9 @@ def other_instances(root: Path) -> list[int]:
 
 
 def _runs_pipeline(argv: list[bytes]) -> bool:
+    """Whether a command line is snakemake's or this package's (`python -m relmas`, ...)."""
     words = [Path(a.decode(errors="replace")).name for a in argv[:3]]
-    return any(w == "snakemake" for w in words) or "relmas" in words
+    return "snakemake" in words or __package__ in words
 
 
 def _lineage(pid: int) -> set[int]:

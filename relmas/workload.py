@@ -29,9 +29,11 @@ import polars as pl
 
 from relmas.errors import InputError
 from relmas.io import read_parquet
+from relmas.paths import CONFIG_SCHEMA
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim.costs import CostTables
 from relmas.sim.system import System, load_system, override_system
+from relmas.yaml_load import load_yaml
 
 PRIORITIES = (1, 3, 9)
 ARRIVAL_PROCESSES = ("poisson", "mmpp", "trace")
@@ -254,9 +256,7 @@ def _unit_rate_arrivals(rng: np.random.Generator, arrival: Arrival, count: int) 
 
 def _read_replay(scenario: Scenario, tables: CostTables, source: str | Path | None) -> pl.DataFrame:
     path = scenario.arrival.path
-    from relmas.config import load_schema
-
-    max_jobs = load_schema()["$defs"]["job_count"]["maximum"]
+    max_jobs = load_yaml(CONFIG_SCHEMA)["$defs"]["job_count"]["maximum"]
     frame = read_parquet(path, {"arrival_s": pl.Float64()}, max_rows=max_jobs)
     frame = frame.sort("arrival_s", maintain_order=True)
     times = frame["arrival_s"].to_numpy()
