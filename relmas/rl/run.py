@@ -286,11 +286,8 @@ def _manifest(
     """The run's manifest besides the learner config: what the agent sees, how it is rewarded and
     the `problem` it is trained on; resuming across a change of any of them would finish training
     on another problem (the learner restarts instead, `relmas.rl.train`)."""
-    seen = asdict(observation)
-    if not observation.resize:
-        del seen["resize"]  # recorded only when set
     return {
-        "observation": seen,
+        "observation": asdict(observation),
         "features": FEATURES_VERSION,
         "reward": asdict(settings.reward),
         **problem,
