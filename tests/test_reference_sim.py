@@ -37,14 +37,35 @@ class Job:
     layers: tuple[dict[str, tuple[int, int]], ...]
 
 
+def fluid_rates(demands: dict[int, Fraction], capacity: Fraction | None, sharing: str) -> dict:
+    """Rate of each running task (by instance) from its full-speed demand: 1 while the demands fit
+    the capacity; else proportional (every task with traffic at capacity / total demand) or max-min
+    fair (share = min(demand, level), the level making the shares sum to the capacity)."""
+    total = sum(demands.values())
+    if capacity is None or total <= capacity:
+        return {acc: Fraction(1) for acc in demands}
+    if sharing == "proportional":
+        return {acc: capacity / total if d > 0 else Fraction(1) for acc, d in demands.items()}
+    # The level: the smallest demands are served whole while they are below an equal split of
+    # what they leave.
+    left, pending = capacity, sorted(d for d in demands.values() if d > 0)
+    while pending and pending[0] <= left / len(pending):
+        left -= pending.pop(0)
+    level = left / len(pending)
+    return {acc: min(d, level) / d if d > 0 else Fraction(1) for acc, d in demands.items()}
+
+
 def reference_finish(
-    jobs: list[Job], instances: list[str], rule: str, capacity: Fraction | None
+    jobs: list[Job],
+    instances: list[str],
+    rule: str,
+    capacity: Fraction | None,
+    sharing: str = "proportional",
 ) -> dict[int, Fraction]:
     """Finish time of every job under `rule`, following docs/simulator.md step by step.
 
-    `capacity` is the shared DRAM bandwidth in B/s (None = unlimited), shared as a proportional
-    fluid: when the running layers demand more than it, every layer with DRAM traffic runs at rate
-    capacity / total demand.
+    `capacity` is the shared DRAM bandwidth in B/s (None = unlimited), shared by the running layers
+    as a fluid (`fluid_rates`).
     """
 
     def alone(layer: dict[str, tuple[int, int]], kind: str) -> Fraction:
@@ -78,12 +99,7 @@ def reference_finish(
             latency, dram = layer[instances[acc]]
             running[acc] = [job, Fraction(latency), Fraction(dram, latency)]
         # Rates of the running layers, then time runs to the next event.
-        total = sum(task[2] for task in running.values())
-        congested = capacity is not None and total > capacity
-        rates = {
-            acc: capacity / total if congested and task[2] > 0 else Fraction(1)
-            for acc, task in running.items()
-        }
+        rates = fluid_rates({acc: task[2] for acc, task in running.items()}, capacity, sharing)
         events = [now + task[1] / rates[acc] for acc, task in running.items()]
         if future:
             events.append(Fraction(future[0].arrival))
@@ -131,7 +147,7 @@ def traces(draw, kinds: int, bandwidth: bool):
 
 
 def engine_finish(
-    jobs: list[Job], instances: list[str], dram_gbps: float | None, rule: str
+    jobs: list[Job], instances: list[str], dram_gbps: float | None, sharing: str, rule: str
 ) -> tuple[dict[int, float], float]:
     """Finish times of the engine's run of `rule` (public API only), and the bandwidth in B/s."""
     types = list(dict.fromkeys(instances))
@@ -149,6 +165,7 @@ def engine_finish(
         {
             "instances": [{"name": kind, "count": n} for kind, n in counts.items()],
             "dram_gbps": dram_gbps,
+            "sharing": sharing,
         }
     )
     assert list(system.instance_types) == instances
@@ -170,11 +187,11 @@ def engine_finish(
     return dict(zip(out["job_id"].to_list(), out["finish_s"].to_list(), strict=True)), bandwidth
 
 
-def check(case, rule: str, exact: bool) -> None:
+def check(case, rule: str, exact: bool, sharing: str = "proportional") -> None:
     jobs, instances, dram_gbps = case
-    got, bandwidth = engine_finish(jobs, instances, dram_gbps, rule)
+    got, bandwidth = engine_finish(jobs, instances, dram_gbps, sharing, rule)
     capacity = None if dram_gbps is None else Fraction(bandwidth)
-    want = reference_finish(jobs, instances, rule, capacity)
+    want = reference_finish(jobs, instances, rule, capacity, sharing)
     if exact:
         assert got == {job: float(t) for job, t in want.items()}
     else:
@@ -203,6 +220,9 @@ def test_reference_reproduces_a_hand_computed_schedule():
     b = Job(1, 0, 9, ({"t0": (2, 40)},))
     finish = reference_finish([a, b], ["t0", "t0"], "fcfs", Fraction(15))
     assert finish == {0: 2, 1: 2 + Fraction(4, 3)}
+    # ... and max-min fair: shares 7.5 / 7.5, a ends at 4/3 s, b at 10/3 s.
+    finish = reference_finish([a, b], ["t0", "t0"], "fcfs", Fraction(15), "maxmin")
+    assert finish == {0: Fraction(4, 3), 1: Fraction(10, 3)}
 
 
 @pytest.mark.parametrize("rule", RULES)
@@ -219,9 +239,10 @@ def test_heterogeneous_instances_match_the_reference(rule, case):
     check(case, rule, exact=True)
 
 
+@pytest.mark.parametrize("sharing", ["proportional", "maxmin"])
 @pytest.mark.parametrize("rule", RULES)
 @SETTINGS
 @given(case=traces(kinds=2, bandwidth=True))
-def test_shared_bandwidth_matches_the_reference(rule, case):
-    # The fluid's rates are irrational-free but not dyadic: equal up to float rounding.
-    check(case, rule, exact=False)
+def test_shared_bandwidth_matches_the_reference(rule, sharing, case):
+    # Fluid rates are rational but not dyadic: the engine's floats agree up to rounding.
+    check(case, rule, exact=False, sharing=sharing)
