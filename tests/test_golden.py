@@ -23,8 +23,9 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from relmas import catalog
 from relmas.policies import make_policy
-from relmas.schemas import JOB_SCHEMA, POLICY_NAMES
+from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
 from tests.synthetic import synthetic_costs, synthetic_pieces
 
@@ -96,7 +97,7 @@ def synthetic_case(sharing: str, seed: int, jobs: int = 40):
 def test_every_policy_schedules_the_small_traces_as_before(sharing: str) -> None:
     system, tables, trace = synthetic_case(sharing, CASES[sharing])
     frames = []
-    for name in POLICY_NAMES:
+    for name in catalog.names():
         if name in LEARNED:
             continue
         options = GA_QUICK if name == "ga_offline" else {}

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from relmas.policies import make_policy
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
-from relmas.sim.synthetic import cost_frame
+from tests.synthetic import cost_frame
 
 TYPES = ("t0", "t1", "t2")
 RULES = ("fcfs", "sjf", "edf")
