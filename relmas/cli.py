@@ -303,19 +303,30 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                 agent_scenario=trained_on,
             )
             row = summary_row(result, args.scenario, seed, extra).row(0, named=True)
-            metrics = {k: v for k, v in row.items() if isinstance(v, int | float) and k != "seed"}
-            metrics |= {f"sla_rate.{tenant}": v for tenant, v in result.sla_by_tenant.items()}
-            rows.append({"seed": seed} | metrics)
+            values = {k: v for k, v in row.items() if isinstance(v, int | float) and k != "seed"}
+            values |= {f"sla_rate.{tenant}": v for tenant, v in result.sla_by_tenant.items()}
+            rows.append({"seed": seed} | values)
             run.log_artifact(out, "results")
             if record:
                 _log_gantt(run, result, args.gantt, f"{args.scenario}, seed {seed}: {args.policy}")
             print(f"{args.scenario} {args.policy} seed {seed}: sla_rate {row['sla_rate']:.3f}")
             bar.update()
         bar.close()
-        # the means over the seeds as metrics, each seed's values as a table (docs/tracking.md)
-        run.log_metrics({k: statistics.fmean(r[k] for r in rows) for k in rows[0] if k != "seed"})
-        run.log_metrics({"n_seeds": len(rows)})
+        # the quantities every policy has, as means over the seeds; each seed's values and the
+        # policy's own diagnostics as a table (docs/tracking.md)
+        run.log_metrics({k: statistics.fmean(r[k] for r in rows) for k in rows[0] if shared(k)})
         run.log_table(pl.DataFrame(rows), "per_seed.json")
+
+
+def shared(name: str) -> bool:
+    """Whether a summary column is an outcome every policy has (SUMMARY_SCHEMA's numbers but the
+    seed and the trace's job count, and the SLA rate per tenant): the metrics of an evaluation's
+    MLflow run, so that the compare view of a scenario's runs shows `sla_rate` without scrolling,
+    not among each policy's own diagnostics (those are in per_seed.json)."""
+    from relmas.schemas import SUMMARY_SCHEMA
+
+    numbers = {k for k, dtype in SUMMARY_SCHEMA.items() if dtype.is_numeric()} - {"seed", "jobs"}
+    return name in numbers or name.startswith("sla_rate.")
 
 
 def summary_path(results_path: Path) -> Path:
@@ -410,9 +421,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         bar.close()
         write_parquet(frame, args.out)
         numeric = [
-            name
-            for name, dtype in frame.schema.items()
-            if dtype.is_numeric() and name not in ("seed", "value")
+            name for name, dtype in frame.schema.items() if dtype.is_numeric() and shared(name)
         ]
         means = frame.group_by("policy", maintain_order=True).agg(pl.col(numeric).mean())
         for row in means.iter_rows(named=True):

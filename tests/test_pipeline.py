@@ -244,7 +244,7 @@ def test_runs_carry_their_artifacts(quick_run) -> None:
         return {item.path for item in client.list_artifacts(run.info.run_id, path)}
 
     evaluate = next(run for run in runs if run.data.tags["stage"] == "evaluate")
-    assert {"per_seed.json", "results"} <= files(evaluate)
+    assert {"per_seed.json", "results", "gantt.png"} <= files(evaluate)
     assert files(evaluate, "results")
     train = next(run for run in runs if run.data.tags["stage"] == "train")
     assert {"agent/curve.parquet", "agent/best.pt"} <= files(train, "agent")
