@@ -7,6 +7,7 @@ tqdm (not a hand-rolled counter) computes the smoothed rate and ETA and draws th
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 from typing import IO, Any
@@ -20,17 +21,23 @@ LOG_FORMAT = (
     " {rate_fmt}{postfix}"
 )
 
+# Cursor movements tqdm writes for nested bars.
+_CURSOR = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
 
 class _Lines:
-    """tqdm's status line as one log line per refresh: a log file has no carriage return."""
+    """tqdm's status line as one log line per refresh: a log file has no carriage return, no
+    cursor movement, and needs the closing line only once."""
 
     def __init__(self, stream: IO[str]):
         self.stream = stream
+        self.last = ""
 
     def write(self, text: str) -> None:
-        line = text.strip("\r\n").rstrip()
-        if line:
+        line = _CURSOR.sub("", text).strip("\r\n").rstrip()
+        if line and line != self.last:
             self.stream.write(line + "\n")
+            self.last = line
 
     def flush(self) -> None:
         self.stream.flush()
@@ -58,6 +65,7 @@ def progress(
         maxinterval=every_s,
         miniters=1,
         bar_format=LOG_FORMAT,
+        position=0,  # a bar inside another (GA in evaluate) is a line of its own, not one above
     )
 
 
