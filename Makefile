@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= all
 
-.PHONY: run quick test lint bench clean
+.PHONY: run quick test lint bench ui-check clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)  ## every benchmark script; figures go to docs/benchmarks.md by hand
 	for script in benchmarks/bench_*.py; do $(BIN)/python $$script || exit 1; done
+
+ui-check: $(STAMP)  ## the MLflow UI in headless Chromium against the quick study's store (after make quick)
+	command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
+	$(BIN)/python tests/ui_check.py --out results/ui-check
 
 clean:
 	rm -rf results .snakemake mlflow.db mlflow.db.lock mlartifacts
