@@ -15,7 +15,7 @@ CORES ?= all
 SNAKEMAKE := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --rerun-incomplete
 RECOVER := $(BIN)/python -m relmas recover
 
-.PHONY: run quick test lint bench clean
+.PHONY: run quick test lint bench ui-check clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)  ## every benchmark script; figures go to docs/benchmarks.md by hand
 	for script in benchmarks/bench_*.py; do $(BIN)/python $$script || exit 1; done
+
+ui-check: $(STAMP)  ## the MLflow UI in headless Chromium against the quick study's store (after make quick)
+	command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
+	$(BIN)/python tests/ui_check.py --out results/ui-check
 
 clean:
 	rm -rf results .snakemake mlflow.db mlflow.db.lock mlartifacts

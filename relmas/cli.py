@@ -13,6 +13,7 @@ import fnmatch
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -170,7 +171,11 @@ def cmd_workload(args: argparse.Namespace) -> None:
 def cmd_train(args: argparse.Namespace) -> None:
     """Train the RELMAS agent of one scenario (`--policy relmas_resize`: one that also cuts
     layers); one MLflow run with its learning curves."""
+    import polars as pl
+
     from relmas import tracking
+    from relmas.progress import advance_to, progress
+    from relmas.report import plot_learning_curves
     from relmas.rl.run import train_scenario
     from relmas.rl.settings import parse_training
     from relmas.study import Study
@@ -179,17 +184,26 @@ def cmd_train(args: argparse.Namespace) -> None:
     source = ", ".join(args.config)
     Study(config, source).check_scenario(args.scenario)
     settings = parse_training(config, source)
-    progress = Progress(f"train {args.scenario}", settings.dqn.total_steps)
+    bar = progress(settings.dqn.total_steps, f"train {args.scenario} {args.policy}", "step")
     with tracking.stage_run(
         "train",
         config,
         tags={"scenario": args.scenario, "policy": args.policy},
         params={"scenario": args.scenario, "policy": args.policy, "training": config["training"]},
     ) as run:
+        baselines: list[dict[str, Any]] = []
 
         def logger(metrics: Mapping[str, float], step: int) -> None:
-            run.log_metrics(metrics, step=step)
-            progress.update(step, metrics)
+            own = {}
+            for name, value in metrics.items():
+                match = _BASELINE_METRIC.fullmatch(name)
+                if match:  # a baseline policy's validation score: a table row, not a metric name
+                    kind, policy = match.groups()
+                    baselines.append({"policy": policy, "kind": kind, "val_sla_rate": value})
+                else:
+                    own[name] = value
+            run.log_metrics(own, step=step)
+            advance_to(bar, step, own)
 
         result = train_scenario(
             config,
@@ -201,9 +215,21 @@ def cmd_train(args: argparse.Namespace) -> None:
             resume=not args.fresh,
             policy=args.policy,
         )
+        bar.close()
         run.log_metrics(result.metrics())
-        for name in ("best.pt", "agent.json"):
+        if baselines:
+            run.log_table(pl.DataFrame(baselines), "validation_baselines.json")
+        for name in ("best.pt", "agent.json", "curve.parquet"):
             run.log_artifact(args.out / name, "agent")
+        best = (result.reference, result.heuristics_validation[result.reference])
+        curve = pl.read_parquet(args.out / "curve.parquet")
+        run.log_figure(
+            plot_learning_curves(
+                {f"{args.scenario}: {args.policy}": curve},
+                {f"{args.scenario}: {args.policy}": best},
+            ),
+            "learning_curve.png",
+        )
     if result.restarted_because:
         print(
             f"{args.out}: trained afresh (settings changed since last.pt: "
@@ -215,31 +241,15 @@ def cmd_train(args: argparse.Namespace) -> None:
     )
 
 
-class Progress:
-    """Periodic progress lines for long stages: step, rate, ETA, and the latest metrics."""
-
-    def __init__(self, label: str, total: int, every_s: float = 10.0):
-        self.label, self.total, self.every_s = label, total, every_s
-        self.start = time.perf_counter()
-        self.last_print = -math.inf
-
-    def update(self, step: int, metrics: Mapping[str, float]) -> None:
-        now = time.perf_counter()
-        if now - self.last_print < self.every_s and step < self.total:
-            return
-        self.last_print = now
-        rate = step / max(now - self.start, 1e-9)
-        eta = (self.total - step) / rate if rate > 0 else math.inf
-        shown = ", ".join(f"{k} {v:.4g}" for k, v in list(metrics.items())[:4])
-        print(
-            f"{self.label}: step {step}/{self.total} ({rate:.0f}/s, ETA {eta:.0f} s) {shown}",
-            flush=True,
-        )
+# The validation scores of the baseline policies that rl.run logs beside the agent's own.
+_BASELINE_METRIC = re.compile(r"val_(heuristic|rule)_([a-z0-9_]+?)_sla_rate")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """One policy on the traces of one scenario: per seed a results file, one MLflow run in all."""
     import statistics
+
+    import polars as pl
 
     from relmas import tracking
     from relmas.evaluate import (
@@ -249,6 +259,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         summary_row,
         write_results,
     )
+    from relmas.progress import progress
     from relmas.study import Study, policy_options
 
     config = load_configs(args.config)
@@ -272,12 +283,14 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         "evaluate",
         config,
         tags=tags | ({"agent_scenario": trained_on} if trained_on else {}),
-        params={"scenario": args.scenario, "policy": args.policy, "seeds": seeds, **options},
+        params={"scenario": args.scenario, "policy": args.policy, **options}
+        | {"seeds": tags["seeds"]},
     ) as run:
         rows = []
+        bar = progress(len(seeds), f"evaluate {args.scenario} {args.policy}", "seed")
         for index, seed in enumerate(seeds):
             out = Path(_fill("--out", str(args.out), seed=seed))
-            record = args.gantt is not None and index == 0
+            record = index == 0  # the Gantt chart of the first seed
             result = evaluate_scenario(
                 config,
                 args.scenario,
@@ -301,14 +314,30 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                 agent_scenario=trained_on,
             )
             row = summary_row(result, args.scenario, seed, extra).row(0, named=True)
-            metrics = {k: v for k, v in row.items() if isinstance(v, int | float) and k != "seed"}
-            metrics |= {f"sla_rate.{tenant}": v for tenant, v in result.sla_by_tenant.items()}
-            run.log_metrics({f"seed.{k}": v for k, v in metrics.items()}, step=seed)
-            rows.append(metrics)
+            values = {k: v for k, v in row.items() if isinstance(v, int | float) and k != "seed"}
+            values |= {f"sla_rate.{tenant}": v for tenant, v in result.sla_by_tenant.items()}
+            rows.append({"seed": seed} | values)
+            run.log_artifact(out, "results")
             if record:
-                _log_gantt(run, result, args.gantt)
+                _log_gantt(run, result, args.gantt, f"{args.scenario}, seed {seed}: {args.policy}")
             print(f"{args.scenario} {args.policy} seed {seed}: sla_rate {row['sla_rate']:.3f}")
-        run.log_metrics({k: statistics.fmean(r[k] for r in rows) for k in rows[0]})
+            bar.update()
+        bar.close()
+        # the quantities every policy has, as means over the seeds; each seed's values and the
+        # policy's own diagnostics as a table (docs/tracking.md)
+        run.log_metrics({k: statistics.fmean(r[k] for r in rows) for k in rows[0] if shared(k)})
+        run.log_table(pl.DataFrame(rows), "per_seed.json")
+
+
+def shared(name: str) -> bool:
+    """Whether a summary column is an outcome every policy has (SUMMARY_SCHEMA's numbers but the
+    seed and the trace's job count, and the SLA rate per tenant): the metrics of an evaluation's
+    MLflow run, so that the compare view of a scenario's runs shows `sla_rate` without scrolling,
+    not among each policy's own diagnostics (those are in per_seed.json)."""
+    from relmas.schemas import SUMMARY_SCHEMA
+
+    numbers = {k for k, dtype in SUMMARY_SCHEMA.items() if dtype.is_numeric()} - {"seed", "jobs"}
+    return name in numbers or name.startswith("sla_rate.")
 
 
 def _fill(option: str, template: str, **fields: object) -> str:
@@ -322,24 +351,47 @@ def _fill(option: str, template: str, **fields: object) -> str:
         ) from None
 
 
-def _log_gantt(run: Any, result: Any, path: Path) -> None:
+# Jobs drawn in an evaluate run's Gantt chart: the first ones of the trace (a chart of a whole
+# trace of 1,000 jobs takes minutes to draw and shows nothing).
+GANTT_JOBS = 24
+
+
+def _log_gantt(run: Any, result: Any, path: Path | None, title: str) -> None:
+    """The schedule of the first GANTT_JOBS jobs as `gantt.png` of the run (and at `path`)."""
+    import dataclasses
+    import tempfile
+
+    import polars as pl
+
     from relmas.figures.gantt import plot_gantt
 
-    plot_gantt(result, path)
-    run.log_artifact(path)
+    first = result.jobs.sort("arrival_s").head(GANTT_JOBS)["job_id"]
+    window = dataclasses.replace(
+        result,
+        jobs=result.jobs.filter(pl.col("job_id").is_in(first.implode())),
+        timeline=result.timeline.filter(pl.col("job_id").is_in(first.implode())),
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = Path(tmp) / "gantt.png"
+        plot_gantt(window, chart, title=f"{title}, first {GANTT_JOBS} jobs")
+        run.log_artifact(chart)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(chart.read_bytes())
 
 
 def cmd_sweep(args: argparse.Namespace) -> None:
     """One point of a sweep: every policy but ga_offline on the evaluation seeds, one MLflow run.
 
     One process and one run per point, not per policy: a job's start-up (imports, MLflow) costs
-    more than the point's simulations. Metrics are `{policy}.{metric}` means over the seeds, named
-    alike at every point, so that MLflow's compare view lines the points up.
+    more than the point's simulations. Each policy's means over the seeds go to a child run of the
+    point's run, with the same metric names as an evaluate run (docs/tracking.md).
     """
     import polars as pl
 
     from relmas import tracking
     from relmas.io import write_parquet
+    from relmas.progress import progress
     from relmas.study import Study, point_label, sweep_policies
     from relmas.sweep import point_config, run_sweep_point
 
@@ -360,15 +412,18 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         "seeds": ",".join(map(str, config["evaluation"]["seeds"])),
     }
     with tracking.stage_run(
-        "evaluate",
+        "sweep",
         config,
         tags=tags,
         params={**tags, "agents": str(args.agents)},
         run_name=f"sweep-{args.sweep}-{label}",
     ) as run:
+        runs = len(policies) * len(config["evaluation"]["seeds"])
+        bar = progress(runs, f"sweep {args.sweep} {label}", "simulation")
 
-        def progress(policy: str, seed: int, sla_rate: float) -> None:
+        def simulated(policy: str, seed: int, sla_rate: float) -> None:
             print(f"{args.sweep} {label} {policy} seed {seed}: sla_rate {sla_rate:.3f}", flush=True)
+            bar.update()
 
         frame = run_sweep_point(
             config,
@@ -378,17 +433,21 @@ def cmd_sweep(args: argparse.Namespace) -> None:
             args.agents,
             static_w=static_w,
             source=source,
-            progress=progress,
+            progress=simulated,
         )
+        bar.close()
         write_parquet(frame, args.out)
         numeric = [
-            name
-            for name, dtype in frame.schema.items()
-            if dtype.is_numeric() and name not in ("seed", "value")
+            name for name, dtype in frame.schema.items() if dtype.is_numeric() and shared(name)
         ]
         means = frame.group_by("policy", maintain_order=True).agg(pl.col(numeric).mean())
         for row in means.iter_rows(named=True):
-            run.log_metrics({f"{row['policy']}.{name}": row[name] for name in numeric})
+            run.log_child(
+                f"sweep-{args.sweep}-{label}-{row['policy']}",
+                tags={"policy": row["policy"]},
+                params={"policy": row["policy"]},
+                metrics={name: row[name] for name in numeric},
+            )
         run.log_artifact(args.out)
     print(f"sweep {args.sweep} at {label}: {frame.height} runs -> {args.out}")
 
@@ -434,7 +493,6 @@ def cmd_report(args: argparse.Namespace) -> None:
             sweeps_dir=args.sweeps,
             agents_dir=args.agents,
         )
-        run.log_metrics(made["metrics"])
         for path in made["figures"].values():
             run.log_artifact(path, "figures")
         for path in made["tables"]:
@@ -608,7 +666,9 @@ def _add_run_commands(sub: Any) -> None:
     )
     evaluate.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
     evaluate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
-    evaluate.add_argument("--gantt", type=Path, help="also draw the first seed's Gantt chart here")
+    evaluate.add_argument(
+        "--gantt", type=Path, help="also write the first seed's Gantt chart (its first jobs) here"
+    )
 
     sweep = _command(sub, "sweep", cmd_sweep, "every policy but ga_offline at one point of a sweep")
     _config_arg(sweep)

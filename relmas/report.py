@@ -517,7 +517,7 @@ def write_report(
     policies and evaluation seeds, `{eval_dir}/{scenario}/{policy}/from-{agent}/...` for the
     generalisation runs, `{sweeps_dir}/{sweep}/{value}.parquet` for the sweeps and
     `{agents_dir}/{scenario}/{policy}/curve.parquet` (+ agent.json) for every evaluated agent.
-    Returns the paths of the figures and tables, and headline metrics, for MLflow.
+    Returns the paths of the figures and tables, for MLflow.
     """
     from relmas.io import atomic_path, write_parquet
 
@@ -593,21 +593,7 @@ def write_report(
     with atomic_path(out_dir / "report.md", suffix=".md") as tmp:
         tmp.write_text("\n".join(sections) + "\n", encoding="utf-8")
     tables.append(out_dir / "report.md")
-    headline = _headline(aggregated, generalisation)
-    return {"figures": figures, "tables": tables, "metrics": headline, "ratios": ratios}
-
-
-def _headline(aggregated: pl.DataFrame, generalisation: pl.DataFrame) -> dict[str, float]:
-    """Mean SLA rate per scenario and policy (and per generalisation run), for MLflow."""
-    headline = {
-        f"{row['scenario']}.{row['policy']}.sla_rate": row["sla_rate"]
-        for row in aggregated.iter_rows(named=True)
-    }
-    headline |= {
-        f"{row['scenario']}.{row['policy']}.from.{row['agent_scenario']}.sla_rate": row["sla_rate"]
-        for row in generalisation.iter_rows(named=True)
-    }
-    return headline
+    return {"figures": figures, "tables": tables, "ratios": ratios}
 
 
 def collect_sweeps(config: Mapping[str, Any], sweeps_dir: Path) -> pl.DataFrame:

@@ -1,6 +1,8 @@
 """MLflow tracking: the only module that talks to MLflow.
 
-Every pipeline stage is one MLflow run in the experiment named by the config's `experiment` key.
+Every pipeline stage is one MLflow run in the experiment named by the config's `experiment` key;
+under Snakemake, every job's run is nested under one `pipeline` run per `snakemake` invocation.
+docs/tracking.md lists the names of experiments, runs, tags, params and metrics.
 The tracking URI is `MLFLOW_TRACKING_URI` when set (e.g. a tracking server for cluster runs),
 otherwise the embedded SQLite store `sqlite:///mlflow.db` in the working directory (the project root
 under Snakemake).
@@ -33,7 +35,11 @@ from relmas.errors import InputError
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 PIPELINE_ID_ENV = "RELMAS_PIPELINE_ID"
-STAGES = ("zoo", "profile", "workload", "train", "evaluate", "report")
+# The pipeline run of the `snakemake` invocation that started this job (its parent run).
+PIPELINE_RUN_ENV = "RELMAS_PIPELINE_RUN_ID"
+STAGES = ("pipeline", "zoo", "profile", "workload", "train", "evaluate", "sweep", "report")
+# MLflow's own tag that nests a run under another in the UI.
+_PARENT_TAG = "mlflow.parentRunId"
 HOST_TAG, PID_TAG, KILLED_TAG = "relmas.host", "relmas.pid", "relmas.killed_reason"
 
 _T = TypeVar("_T")
@@ -43,11 +49,10 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
 
 
-def pipeline_id() -> str:
-    """The id shared by all runs of one pipeline invocation (set once by the Snakefile)."""
-    if PIPELINE_ID_ENV not in os.environ:
-        os.environ[PIPELINE_ID_ENV] = new_pipeline_id()
-    return os.environ[PIPELINE_ID_ENV]
+def pipeline_id() -> str | None:
+    """The id shared by all runs of one `snakemake` invocation (set by the Snakefile); None for a
+    command run by hand."""
+    return os.environ.get(PIPELINE_ID_ENV)
 
 
 def new_pipeline_id() -> str:
@@ -84,6 +89,50 @@ class StageRun:
 
         _retry(lambda: mlflow.log_dict(dict(data), name))
 
+    def log_figure(self, figure: Any, name: str) -> None:
+        """A matplotlib figure as an image artifact (closed after logging)."""
+        import matplotlib.pyplot as plt
+        import mlflow
+
+        _retry(lambda: mlflow.log_figure(figure, name))
+        plt.close(figure)
+
+    def log_table(self, frame: Any, name: str) -> None:
+        """A polars table as a JSON table artifact (`name` ends in .json): the UI shows it as a
+        table, beside the run's metrics."""
+        import mlflow
+
+        _retry(lambda: mlflow.log_table(frame.to_dict(as_series=False), name))
+
+    def log_child(
+        self,
+        run_name: str,
+        tags: Mapping[str, Any],
+        params: Mapping[str, Any],
+        metrics: Mapping[str, float],
+    ) -> None:
+        """A finished child run of this run (e.g. one policy of a sweep point), with this run's
+        own tags unless `tags` overrides them."""
+        import mlflow
+        from mlflow.entities import Metric, Param
+
+        client = mlflow.MlflowClient()
+        own = _retry(lambda: client.get_run(self.run_id))
+        all_tags = {k: v for k, v in own.data.tags.items() if not k.startswith("mlflow.")}
+        all_tags |= {k: str(v) for k, v in tags.items()} | {_PARENT_TAG: self.run_id}
+        child = _retry(
+            lambda: client.create_run(own.info.experiment_id, tags=all_tags, run_name=run_name)
+        )
+        now = int(time.time() * 1000)
+        _retry(
+            lambda: client.log_batch(
+                child.info.run_id,
+                metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items() if v is not None],
+                params=[Param(k, _param_text(v)) for k, v in flatten(params).items()],
+            )
+        )
+        _retry(lambda: client.set_terminated(child.info.run_id, "FINISHED"))
+
     def log_input(self, frame: Any, name: str, source: str | Path, context: str) -> None:
         """Record a Parquet table (layer table, trace) as an MLflow dataset input of this run."""
         import mlflow
@@ -101,7 +150,8 @@ def stage_run(
     params: Mapping[str, Any] | None = None,
     run_name: str | None = None,
 ) -> Iterator[StageRun]:
-    """Open the MLflow run of one stage, tagged with stage, pipeline id and the config's hash.
+    """Open the MLflow run of one stage, tagged with stage, source, pipeline id and the config's
+    hash, and nested under the pipeline run when Snakemake started it.
 
     A failing stage ends its run with status FAILED, so the UI shows what broke.
     """
@@ -110,13 +160,11 @@ def stage_run(
     import mlflow
 
     experiment = (config or {}).get("experiment", "relmas")
-    all_tags = {"stage": stage, "pipeline_id": pipeline_id()}
-    if config is not None:
-        from relmas.config import config_hash
-
-        all_tags["config_hash"] = config_hash(config)
+    all_tags = _identity_tags(stage, config)
+    if os.environ.get(PIPELINE_RUN_ENV):
+        all_tags[_PARENT_TAG] = os.environ[PIPELINE_RUN_ENV]
     all_tags.update({k: str(v) for k, v in (tags or {}).items()})
-    all_tags.update({HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())})
+    all_tags.update(_process_tags())
     with _store_errors():
         mlflow.set_tracking_uri(tracking_uri())
         experiment_id = _ensure_experiment(experiment)
@@ -190,6 +238,57 @@ def _store_error(exc: BaseException) -> InputError:
     reason = reason.strip().splitlines()
     got = reason[0] if reason else type(exc).__name__
     return InputError(store, "MLFLOW_TRACKING_URI", "a readable and writable MLflow store", got)
+
+
+def start_pipeline_run(config: Mapping[str, Any]) -> str:
+    """Open the parent run of one `snakemake` invocation (Snakefile `onstart:`) and export its id,
+    so that every job started afterwards, locally or by a cluster executor, nests under it."""
+    import mlflow
+
+    with _store_errors():
+        mlflow.set_tracking_uri(tracking_uri())
+        experiment_id = _ensure_experiment(config.get("experiment", "relmas"))
+        close_dead_runs(experiment_id)
+        client = mlflow.MlflowClient()
+        run = _retry(
+            lambda: client.create_run(
+                experiment_id,
+                tags={**_identity_tags("pipeline", config), **_process_tags()},
+                run_name=f"pipeline-{pipeline_id()}",
+            )
+        )
+    os.environ[PIPELINE_RUN_ENV] = run.info.run_id
+    return run.info.run_id
+
+
+def end_pipeline_run(status: str) -> None:
+    """Close the pipeline run (Snakefile `onsuccess:` FINISHED, `onerror:` FAILED)."""
+    run_id = os.environ.get(PIPELINE_RUN_ENV)
+    if not run_id:
+        return
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri())
+    _retry(lambda: client.set_terminated(run_id, status))
+
+
+def _process_tags() -> dict[str, str]:
+    """Host and pid of the process that owns a run: a later run closes it as KILLED once that
+    process is gone (`close_dead_runs`)."""
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+
+
+def _identity_tags(stage: str, config: Mapping[str, Any] | None) -> dict[str, str]:
+    """stage; source `pipeline` (a Snakemake job) or `manual` (a command run by hand); the
+    pipeline id; the config's hash."""
+    tags = {"stage": stage, "source": "pipeline" if pipeline_id() else "manual"}
+    if pipeline_id():
+        tags["pipeline_id"] = pipeline_id()
+    if config is not None:
+        from relmas.config import config_hash
+
+        tags["config_hash"] = config_hash(config)
+    return tags
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -106,7 +106,23 @@ def test_quick_dag_on_cluster_generic_with_tracking_server(tmp_path: Path, mlflo
     mlflow.set_tracking_uri(mlflow_server)
     runs = mlflow.search_runs(experiment_names=["relmas-quick"], output_format="list")
     stages = {run.data.tags["stage"] for run in runs}
-    assert stages == {"zoo", "profile", "workload", "train", "evaluate", "report"}
+    assert stages == {
+        "pipeline",
+        "zoo",
+        "profile",
+        "workload",
+        "train",
+        "evaluate",
+        "sweep",
+        "report",
+    }
     assert all(run.info.status == "FINISHED" for run in runs)
     assert len({run.data.tags["pipeline_id"] for run in runs}) == 1
+    # every job, started as its own process, nests under the one pipeline run
+    (pipeline,) = [run.info.run_id for run in runs if run.data.tags["stage"] == "pipeline"]
+    sweep_policies = [
+        r for r in runs if r.data.tags["stage"] == "sweep" and "policy" in r.data.tags
+    ]
+    jobs = [r for r in runs if r.data.tags["stage"] != "pipeline" and r not in sweep_policies]
+    assert {run.data.tags["mlflow.parentRunId"] for run in jobs} == {pipeline}
     assert all(run.info.artifact_uri.startswith("mlflow-artifacts:") for run in runs)

@@ -14,9 +14,11 @@ import mlflow
 import polars as pl
 import pytest
 
+from relmas import catalog
 from relmas.config import load_config
 from relmas.schemas import LAYER_SCHEMA, SUMMARY_SCHEMA
 from relmas.study import evaluation_runs, point_label, sweep_points, sweep_policies
+from relmas.tracking import STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
@@ -133,17 +135,29 @@ RULE_STAGES = {
     "train": "train",
     "evaluate": "evaluate",
     "evaluate_generalisation": "evaluate",
-    "sweep": "evaluate",
+    "sweep": "sweep",
     "report": "report",
 }
 
 
+def quick_runs(env: dict[str, str]) -> list:
+    """Every run of the quick study: the pipeline run, one per job and the sweeps' child runs."""
+    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
+    return mlflow.search_runs(experiment_names=["relmas-quick"], output_format="list")
+
+
+def job_runs(runs: list) -> list:
+    """The runs of the jobs: children of the pipeline run."""
+    (pipeline,) = [run for run in runs if run.data.tags["stage"] == "pipeline"]
+    return [run for run in runs if run.data.tags.get("mlflow.parentRunId") == pipeline.info.run_id]
+
+
 def test_quick_dag_logs_one_finished_run_per_job_while_8_run_at_once(quick_run) -> None:
     project, env, jobs = quick_run
-    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
-    runs = mlflow.search_runs(experiment_names=["relmas-quick"], output_format="list")
+    runs = quick_runs(env)
     assert all(run.info.status == "FINISHED" for run in runs)
     assert len({run.data.tags["pipeline_id"] for run in runs}) == 1
+    runs = job_runs(runs)
     expected = Counter()
     for rule, count in jobs.items():
         if rule != "all":
@@ -155,8 +169,7 @@ def test_quick_dag_logs_one_finished_run_per_job_while_8_run_at_once(quick_run) 
 def test_quick_dag_logs_tagged_mlflow_runs(quick_run) -> None:
     project, env, _ = quick_run
     config = load_config(project / "config" / "quick.yaml")
-    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
-    runs = mlflow.search_runs(experiment_names=["relmas-quick"], output_format="list")
+    runs = job_runs(quick_runs(env))
     stages = Counter(run.data.tags["stage"] for run in runs)
     scenarios = len(config["scenarios"])
     assert stages["zoo"] == 1
@@ -168,16 +181,81 @@ def test_quick_dag_logs_tagged_mlflow_runs(quick_run) -> None:
     assert len(trains) == 2 * scenarios
     zoo = next(run for run in runs if run.data.tags["stage"] == "zoo")
     assert zoo.data.metrics["alexnet.macs"] > 0
-    evaluate = [run for run in runs if run.data.tags["stage"] == "evaluate"]
-    sweeps = [run for run in evaluate if "sweep" in run.data.tags]
-    per_policy = [run for run in evaluate if "sweep" not in run.data.tags]
+    per_policy = [run for run in runs if run.data.tags["stage"] == "evaluate"]
+    sweeps = [run for run in runs if run.data.tags["stage"] == "sweep"]
     assert len(per_policy) == len(evaluation_runs(config))
     assert {run.data.tags["policy"] for run in per_policy} == set(config["evaluation"]["policies"])
     assert all("sla_rate" in run.data.metrics for run in per_policy)
     points = {(name, point_label(value)) for name, value in sweep_points(config)}
     assert {(run.data.tags["sweep"], run.data.tags["value"]) for run in sweeps} == points
-    for run in sweeps:
-        assert {f"{p}.sla_rate" for p in sweep_policies(config)} <= set(run.data.metrics)
+
+
+def test_quick_study_follows_the_naming_scheme(quick_run) -> None:
+    """docs/tracking.md: one experiment per config; what tells runs apart (policy, scenario, seed,
+    sweep value) is a tag or a param, never part of a metric name; every evaluation, alone or in a
+    sweep, logs the same metric names; params and tags spell a value alike."""
+    project, env, _ = quick_run
+    config = load_config(project / "config" / "quick.yaml")
+    client = mlflow.MlflowClient(env["MLFLOW_TRACKING_URI"])
+    assert {e.name for e in client.search_experiments()} <= {"Default", config["experiment"]}
+    runs = quick_runs(env)
+    seeds = {str(seed) for seed in config["evaluation"]["seeds"]}
+    dimensions = (
+        set(catalog.names()) | set(config["scenarios"]) | seeds | {"seed", "heuristic", "rule"}
+    )
+    for run in runs:
+        tags, params = run.data.tags, run.data.params
+        assert tags["stage"] in STAGES and tags["source"] == "pipeline"
+        for name in run.data.metrics:
+            named = set(re.split(r"[._/]", name)) | {p for p in catalog.names() if p in name}
+            assert not named & dimensions, (tags["stage"], name)
+        for key in set(tags) & set(params):
+            assert tags[key] == params[key], (tags["stage"], key)
+    by_stage = {}
+    for run in runs:
+        by_stage.setdefault(run.data.tags["stage"], []).append(run)
+    evaluate_metrics = {name for run in by_stage["evaluate"] for name in run.data.metrics}
+    sweep_children = [run for run in by_stage["sweep"] if "policy" in run.data.tags]
+    assert {run.data.tags["policy"] for run in sweep_children} == set(sweep_policies(config))
+    for run in sweep_children:
+        assert {"sla_rate", "antt", "energy_j"} <= set(run.data.metrics) <= evaluate_metrics
+
+
+def test_every_job_nests_under_one_pipeline_run(quick_run) -> None:
+    """One parent run per `snakemake` invocation; every job's run under it, a sweep point's
+    policies under the point's run."""
+    project, env, jobs = quick_run
+    runs = quick_runs(env)
+    pipelines = [run for run in runs if run.data.tags["stage"] == "pipeline"]
+    assert len(pipelines) == 1 and pipelines[0].info.status == "FINISHED"
+    children = job_runs(runs)
+    assert len(children) == sum(jobs.values()) - jobs["all"]
+    points = {run.info.run_id for run in children if run.data.tags["stage"] == "sweep"}
+    rest = [run for run in runs if run not in children and run not in pipelines]
+    assert rest and {run.data.tags["mlflow.parentRunId"] for run in rest} == points
+
+
+def test_runs_carry_their_artifacts(quick_run) -> None:
+    """Evaluate: per-job results and the per-seed table; train: the learning curve as step
+    metrics, table and figure; report: report.md and every figure."""
+    project, env, _ = quick_run
+    client = mlflow.MlflowClient(env["MLFLOW_TRACKING_URI"])
+    runs = job_runs(quick_runs(env))
+
+    def files(run, path: str = "") -> set[str]:
+        return {item.path for item in client.list_artifacts(run.info.run_id, path)}
+
+    evaluate = next(run for run in runs if run.data.tags["stage"] == "evaluate")
+    assert {"per_seed.json", "results", "gantt.png"} <= files(evaluate)
+    assert files(evaluate, "results")
+    train = next(run for run in runs if run.data.tags["stage"] == "train")
+    assert {"agent/curve.parquet", "agent/best.pt"} <= files(train, "agent")
+    assert "learning_curve.png" in files(train)
+    assert len(client.get_metric_history(train.info.run_id, "val_sla_rate")) >= 2
+    report = next(run for run in runs if run.data.tags["stage"] == "report")
+    figures = {Path(p).name for p in files(report, "figures")}
+    on_disk = {p.name for p in (project / "results" / "report" / "figures").glob("*.png")}
+    assert "report.md" in files(report) and figures == on_disk
 
 
 def test_nothing_to_do_when_nothing_changed(quick_run) -> None:

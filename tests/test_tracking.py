@@ -76,3 +76,41 @@ def test_concurrent_processes_lose_no_run(tmp_path: Path) -> None:
     for run in runs:
         assert len(client.get_metric_history(run.info.run_id, "sla_rate")) == 20
         assert run.data.tags["pipeline_id"] == "pipe-race"
+
+
+def test_a_command_run_by_hand_is_marked_manual_and_not_nested(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    monkeypatch.delenv(tracking.PIPELINE_ID_ENV, raising=False)
+    monkeypatch.delenv(tracking.PIPELINE_RUN_ENV, raising=False)
+    with tracking.stage_run("evaluate", {"experiment": "hand"}):
+        pass
+    (run,) = mlflow.search_runs(experiment_names=["hand"], output_format="list")
+    assert run.data.tags["source"] == "manual"
+    assert "pipeline_id" not in run.data.tags and "mlflow.parentRunId" not in run.data.tags
+
+
+def test_stage_runs_nest_under_the_pipeline_run_and_children_under_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    monkeypatch.setenv(tracking.PIPELINE_ID_ENV, "pipe-2")
+    monkeypatch.delenv(tracking.PIPELINE_RUN_ENV, raising=False)
+    config = {"experiment": "nest"}
+    parent = tracking.start_pipeline_run(config)
+    assert os.environ[tracking.PIPELINE_RUN_ENV] == parent
+    with tracking.stage_run("sweep", config, tags={"sweep": "load"}) as run:
+        run.log_child("edf", tags={"policy": "edf"}, params={"policy": "edf"}, metrics={"a": 1})
+    tracking.end_pipeline_run("FINISHED")
+    runs = {
+        r.data.tags["stage"] + r.data.tags.get("policy", ""): r
+        for r in mlflow.search_runs(experiment_names=["nest"], output_format="list")
+    }
+    assert set(runs) == {"pipeline", "sweep", "sweepedf"}
+    assert runs["pipeline"].info.status == "FINISHED"
+    assert runs["sweep"].data.tags["mlflow.parentRunId"] == parent
+    child = runs["sweepedf"]
+    assert child.data.tags["mlflow.parentRunId"] == runs["sweep"].info.run_id
+    assert child.data.tags["sweep"] == "load" and child.data.tags["source"] == "pipeline"
+    assert child.data.metrics == {"a": 1.0} and child.info.status == "FINISHED"

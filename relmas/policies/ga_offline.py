@@ -29,6 +29,7 @@ from relmas import catalog
 from relmas.errors import InputError
 from relmas.policies import ga_kernels
 from relmas.policies.base import Policy, make_policy, register
+from relmas.progress import progress
 from relmas.sim.access import job_deadlines, job_finish_times, job_next_rows, job_priorities
 from relmas.sim.engine import DecisionView, Engine, restore
 from relmas.sim.kernels import STATUS_DONE, entry_point
@@ -293,6 +294,7 @@ class _Search:
         report.evaluations = len(SEED_POLICIES) + max(missing, 0)
         report.history.append(population.met(population.best_first()[0]))
         limit = options.time_limit_s
+        bar = progress(options.generations, "ga_offline", "generation")
         while report.generations < options.generations and (
             limit is None or time.perf_counter() - started < limit
         ):
@@ -302,6 +304,8 @@ class _Search:
             report.generations += 1
             report.evaluations += children.fitness.shape[0]
             report.history.append(population.met(population.best_first()[0]))
+            bar.update()
+        bar.close()
         best = population.best_first()[0]
         report.best_met = population.met(best)
         return population.accelerators[best], population.keys[best], report
