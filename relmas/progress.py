@@ -51,9 +51,10 @@ def progress(
     stream: IO[str] | None = None,
     every_s: float = LOG_EVERY_S,
 ) -> tqdm:
-    """A tqdm progress bar on `stream` (stderr): redrawn in place on a terminal, one line per
-    `every_s` seconds (and the last one) otherwise."""
-    stream = stream or sys.stderr
+    """A tqdm progress bar: redrawn in place on a terminal (stderr), otherwise one line per
+    `every_s` seconds (and the last one) on `stream`, by default stdout — stderr stays for the
+    one-line error of bad input (a Snakemake job's log takes both)."""
+    stream = stream or (sys.stderr if sys.stderr.isatty() else sys.stdout)
     if stream.isatty():
         return tqdm(total=total, desc=desc, unit=unit, file=stream, dynamic_ncols=True)
     return tqdm(
