@@ -40,12 +40,13 @@ from relmas.rl.observation import (
     Observer,
     feasible,
     observation_layout,
+    observe,
 )
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
 from relmas.sim.costs import WHOLE, CostTables
 from relmas.sim.engine import Engine
-from relmas.sim.kernels import State, Tables
+from relmas.sim.kernels import Pieces, State, Tables
 from relmas.sim.system import System
 
 
@@ -66,18 +67,23 @@ class RewardSettings:
 
 @njit(cache=True)
 def settle(
-    T: Tables, S: State, penalized: np.ndarray, weight: np.ndarray, initial_work: np.ndarray
-) -> tuple[float, float]:
-    """Mark the ready jobs that have certainly missed their deadline in `penalized`. Returns (sum
-    of `weight` of the newly marked jobs, progress potential = sum over the ready and running jobs
-    not marked of weight x fraction of their work done, a layer counting as done once all its
-    pieces started; work = remaining work from `initial_work`)."""
+    remaining_work: np.ndarray,
+    S: State,
+    penalized: np.ndarray,
+    weight: np.ndarray,
+    initial_work: np.ndarray,
+) -> tuple[int, float, float]:
+    """Mark the ready jobs that have certainly missed their deadline in `penalized`. Returns (jobs
+    finished so far, sum of `weight` of the newly marked jobs, progress potential = sum over the
+    ready and running jobs not marked of weight x fraction of their work done, a layer counting as
+    done once all its pieces started; work = `remaining_work` of the cost tables' rows from
+    `initial_work`). One call per decision point: the reward's whole bookkeeping."""
     now = access.now(S)
     penalty = 0.0
     potential = 0.0
     for i in range(access.ready_count(S)):
         job = access.ready_job(S, i)
-        remaining = T.remaining_work[access.job_next_row(S, job)]
+        remaining = remaining_work[access.job_next_row(S, job)]
         if feasible(now, remaining, access.job_deadline(S, job)):
             potential += weight[job] * (1.0 - remaining / initial_work[job])
         elif penalized[job] == 0:
@@ -88,15 +94,37 @@ def settle(
         if job >= 0 and penalized[job] == 0 and access.job_pieces_left(S, job) == 0:
             # counted once over the pieces of its layer running; a job with pieces still to
             # start is ready, and counted there
-            after = T.remaining_work[access.job_next_row(S, job) + 1]
+            after = remaining_work[access.job_next_row(S, job) + 1]
             done = 1.0 - after / initial_work[job]
             potential += weight[job] * done / access.job_pending_tasks(S, job)
-    return penalty, potential
+    return access.finished_count(S), penalty, potential
+
+
+@njit(cache=True)
+def observe_and_settle(
+    T: Tables,
+    P: Pieces,
+    S: State,
+    scales: np.ndarray,
+    reference: int,
+    can_wait: bool,
+    obs: np.ndarray,
+    slots: np.ndarray,
+    targets: np.ndarray,
+    mask: np.ndarray,
+    penalized: np.ndarray,
+    weight: np.ndarray,
+    initial_work: np.ndarray,
+) -> tuple[int, float, float]:
+    """`observe` then `settle`, in one call from Python per decision point (each call unboxes
+    the engine's state anew, a few microseconds)."""
+    observe(T, P, S, scales, reference, can_wait, obs, slots, targets, mask)
+    return settle(T.remaining_work, S, penalized, weight, initial_work)
 
 
 # The cached kernel embeds the engine's accessors: recompile when one of these sources changes.
 jit_cache.refresh(
-    settle,
+    observe_and_settle,
     (engine_kernels, access, observation_module, sys.modules[__name__]),
     stamp="relmas-rl-env.sha256",
 )
@@ -152,11 +180,19 @@ class SchedulingEnv(gym.Env):
         self.penalized = np.zeros(engine.jobs.height, dtype=np.int8)  # certainly late, charged
         tables = engine.tables
         self.initial_work = tables.remaining_work_s[tables.first_row[engine.model_indices]]
-        self._finished_count = engine_kernels.entry_point(access.finished_count, engine.state)
-        self._settle = engine_kernels.entry_point(
-            settle,
+        observer = self.observer
+        self._observe_and_settle = engine_kernels.entry_point(
+            observe_and_settle,
             engine.kernel_tables,
+            engine.kernel_pieces,
             engine.state,
+            observer.scales,
+            0,
+            True,
+            np.zeros(self.layout.size, dtype=np.float32),
+            observer.slots,
+            observer.targets,
+            np.zeros(self.layout.actions, dtype=bool),
             self.penalized,
             self.weight,
             self.initial_work,
@@ -188,9 +224,16 @@ class SchedulingEnv(gym.Env):
         updates the mask and the potential."""
         engine, observer = self.engine, self.observer
         view = engine.next_decision()
+        if view is None:
+            done, hopeless, potential = self.jobs.height, 0.0, 0.0
+        else:
+            arguments = observer.kernel_arguments(view)
+            done, hopeless, potential = self._observe_and_settle(
+                *arguments, self.penalized, self.weight, self.initial_work
+            )
         settings = self.reward_settings
         credit = 0.0
-        if self._finished_count(engine.state) > self.met + self.missed:  # pop only when one did
+        if done > self.met + self.missed:  # pop only when a job finished
             finished, met = engine.pop_finished()
             late = finished[~met]
             unpaid = late[self.penalized[late] == 0]
@@ -206,10 +249,7 @@ class SchedulingEnv(gym.Env):
             self.potential = 0.0
             obs = np.zeros(self.layout.size, dtype=np.float32)
         else:
-            obs, self.mask = observer.observe(view)
-            hopeless, self.potential = self._settle(
-                engine.kernel_tables, engine.state, self.penalized, self.weight, self.initial_work
-            )
+            obs, self.mask, self.potential = arguments[6], arguments[9], potential
             credit -= settings.missed * hopeless
         self.episode_credit += credit
         return obs, view is None, float(credit)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -152,7 +153,7 @@ class Layout:
     instances: int
     variants: int = 1
 
-    @property
+    @cached_property
     def slot_features(self) -> int:
         return slot_width.py_func(self.types, self.variants)
 
@@ -208,7 +209,7 @@ class Layout:
         demand = float(obs[self.slot_feature(slot, SlotFeature.DEMAND)])
         return running > 0.0 and running + demand > 1.0
 
-    @property
+    @cached_property
     def _global_features(self) -> int:
         return self.slots * self.slot_features + self.instances * INSTANCE_FEATURES
 
@@ -328,7 +329,7 @@ def observe(
     _build_mask(T, P, S, slots, targets, can_wait, running_demand, capacity, mask)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")  # no call overhead per step
 def _pick_candidates(
     T: Tables, S: State, reference: int, slots: np.ndarray, targets: np.ndarray
 ) -> tuple[int, int, float]:
@@ -367,7 +368,7 @@ def _pick_candidates(
     return queue, feasible_jobs, feasible_work
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")  # no call overhead per step
 def _scan_instances(S: State) -> tuple[float, np.ndarray, np.ndarray]:
     """One pass over the instances: (the running layers' full-speed bandwidth demand, the time
     until each instance is free at current rates, the types of the idle ones)."""
@@ -386,7 +387,7 @@ def _scan_instances(S: State) -> tuple[float, np.ndarray, np.ndarray]:
     return running_demand, busy_left, idle_types[:idle]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")  # no call overhead per step
 def _write_slot(
     T: Tables,
     P: Pieces,
@@ -430,7 +431,7 @@ def _write_slot(
         _observe_cuts(T, P, S, job, kind, variants, idle_types, busy_until, obs, cuts_at)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")  # no call overhead per step
 def _write_instance(
     S: State, a: int, busy_left: float, scales: np.ndarray, obs: np.ndarray, base: int
 ) -> None:
@@ -443,7 +444,7 @@ def _write_instance(
         obs[base + InstanceFeature.BANDWIDTH] = _share(bandwidth, scales[2])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")  # no call overhead per step
 def _build_mask(
     T: Tables,
     P: Pieces,
@@ -597,12 +598,19 @@ class Observer:
 
     def observe(self, view: DecisionView) -> Observation:
         """The observation at `view`."""
+        arguments = self.kernel_arguments(view)
+        self._observe(*arguments)
+        return Observation(arguments[6], arguments[9])
+
+    def kernel_arguments(self, view: DecisionView) -> tuple:
+        """The arguments of `observe` (the kernel) at `view`, with fresh `obs` and `mask` arrays:
+        for a caller that runs it inside a kernel of its own (the environment)."""
         engine = self.engine
         first = self.reference.decide(view)
         reference = first[0][0] if first else -1
         obs = np.empty(self.layout.size, dtype=np.float32)
         mask = np.empty(self.layout.actions, dtype=bool)
-        self._observe(
+        return (
             engine.kernel_tables,
             engine.kernel_pieces,
             engine.state,
@@ -614,7 +622,6 @@ class Observer:
             self.targets,
             mask,
         )
-        return Observation(obs, mask)
 
     def assignments(self, action: int) -> list[tuple[int, int, int]]:
         """The (job, instance, split variant) that `action` starts ([] = wait), for the last
