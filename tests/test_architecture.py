@@ -74,30 +74,6 @@ def test_relmas_has_no_import_cycle() -> None:
         visit(name, [])
 
 
-# Files of other refactorings in progress (issue 17) that still hold longer functions.
-LONG_FUNCTIONS_ALLOWED = (
-    "relmas/sim/",
-    *(
-        f"relmas/rl/{name}.py"
-        for name in (
-            "observation",
-            "env",
-            "train",
-            "rules",
-            "dqn",
-            "replay",
-            "checkpoint",
-            "agent",
-            "network",
-            "policy",
-        )
-    ),
-    "relmas/policies/kernels.py",
-    "relmas/policies/heuristics.py",
-    "relmas/policies/gacer.py",
-    "relmas/policies/ga_kernels.py",
-    "relmas/policies/ga_offline.py",
-)
 MAX_FUNCTION_LINES = 100
 
 
@@ -105,8 +81,6 @@ def test_no_function_is_longer_than_100_lines() -> None:
     long = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(ROOT).as_posix()
-        if relative.startswith(LONG_FUNCTIONS_ALLOWED):
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 lines = node.end_lineno - node.lineno + 1
