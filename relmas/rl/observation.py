@@ -12,9 +12,13 @@ serving them first is what makes EDF collapse. The slots are, in this order:
 
 *Feasible* = it can still meet its deadline: slack >= remaining work at full speed on the best
 types. A job that is not feasible has certainly missed (no layer runs faster than its `latency_s`),
-which is also when the reward charges its miss. A chosen job goes to the *fastest free instance*
-for its next layer (the heuristics' rule; choosing the instance type as well changed the SLA rate by
-under 1% with hand-written rules, not worth multiplying the actions). The last action is "wait":
+which is also when the reward charges its miss. This test and the two holding tests behind the
+features and the mask (a busy instance would end the layer sooner; the start would oversubscribe
+the bandwidth) are `relmas.policies.triage`'s, shared with the rule baselines.
+
+A chosen job goes to the *fastest free instance* for its next layer (the heuristics' rule;
+choosing the instance type as well changed the SLA rate by under 1% with hand-written rules, not
+worth multiplying the actions). The last action is "wait":
 start nothing until the next event. It is valid only when no candidate could start on an instance
 of its own fastest type, or when every candidate would push the running layers' bandwidth demand
 above the shared bandwidth — waiting is for holding work back from slow instances and from a
