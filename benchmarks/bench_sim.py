@@ -22,6 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
+from relmas import catalog
 from relmas.evaluate import load_costs
 from relmas.policies import make_policy
 from relmas.sim import CostTables, Engine, load_system
@@ -49,7 +50,8 @@ SYSTEM = {
     "dram_gbps": 16.0,
     "sharing": "proportional",
 }
-HEURISTICS = ("fcfs", "sjf", "edf", "llf", "prema", "sdrm3", "herald", "planaria", "random")
+# The fixed online rules: the heuristics and the rule baselines.
+POLICIES = catalog.of_kind("heuristic", "rule")
 
 
 def scenario(jobs: int, load: float) -> dict:
@@ -124,10 +126,10 @@ def main() -> None:
         f"fcfs through the Python stepping API: {step_decisions / step_seconds:,.0f} decisions/s "
         f"({1e6 * step_seconds / step_decisions:.1f} us per step)"
     )
-    for policy in HEURISTICS:
+    for policy in POLICIES:
         timed_run(system, tables, jobs.head(200), policy)  # warm-up
         wall, count = timed_run(system, tables, jobs, policy)
-        print(f"  {policy:9s} {count / wall:>12,.0f} decisions/s")
+        print(f"  {policy:26s} {count:>9,} decisions {count / wall:>12,.0f} decisions/s")
     for count in (1_000, 10_000, 50_000):
         trace = generate_trace("bench", scenario(count, args.load), system, tables, seed=0)
         peak = peak_memory(system, tables, trace)

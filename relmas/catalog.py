@@ -17,15 +17,16 @@ from typing import Literal
 
 BEST = "best"  # as a reference: the teacher with the best SLA rate on the validation traces
 
-Kind = Literal["heuristic", "search", "offline", "learned"]
-KINDS: tuple[Kind, ...] = ("heuristic", "search", "offline", "learned")
+Kind = Literal["heuristic", "rule", "search", "offline", "learned"]
+KINDS: tuple[Kind, ...] = ("heuristic", "rule", "search", "offline", "learned")
 
 
 @dataclass(frozen=True)
 class PolicyEntry:
     """One policy of the contract.
 
-    kind: `heuristic` (a fixed online rule), `search` (an online policy that searches at each
+    kind: `heuristic` (a fixed online rule), `rule` (a rule baseline: one of the agent's slot rules
+    as an online policy over all ready jobs), `search` (an online policy that searches at each
     decision), `offline` (knows the whole trace: an upper reference for small traces only),
     `learned` (deploys a trained agent: needs `--agent`, its rows name the agent's scenario).
     """
@@ -47,6 +48,7 @@ class PolicyEntry:
 
 
 _HEURISTICS = "relmas.policies.heuristics"
+_RULES = "relmas.policies.rules"
 
 CATALOG: tuple[PolicyEntry, ...] = (
     PolicyEntry("fcfs", "heuristic", _HEURISTICS, teacher=True, named_baseline=True),
@@ -58,6 +60,12 @@ CATALOG: tuple[PolicyEntry, ...] = (
     PolicyEntry("herald", "heuristic", _HEURISTICS, teacher=True),
     PolicyEntry("planaria", "heuristic", _HEURISTICS, teacher=True),
     PolicyEntry("random", "heuristic", _HEURISTICS, floor=True),
+    PolicyEntry("sjf_feasible", "rule", _RULES),
+    PolicyEntry("edf_feasible", "rule", _RULES),
+    PolicyEntry("sjf_feasible_patient", "rule", _RULES),
+    PolicyEntry("sjf_feasible_patient_gated", "rule", _RULES),
+    PolicyEntry("edf_feasible_patient", "rule", _RULES),
+    PolicyEntry("edf_feasible_patient_gated", "rule", _RULES),
     PolicyEntry("ga_offline", "offline", "relmas.policies.ga_offline", options="ga"),
     PolicyEntry("gacer", "search", "relmas.policies.gacer", options="gacer", resizing=True),
     PolicyEntry("relmas", "learned", "relmas.rl.policy"),

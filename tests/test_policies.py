@@ -143,13 +143,35 @@ def test_sdrm3_serves_long_waiting_jobs_before_urgent_new_ones():
     assert finish_times(edf) == pytest.approx({0: 3.0, 1: 8.0, 2: 7.0})
 
 
-def test_planaria_scores_priority_over_slack_times_resources():
+def test_sdrm3_ranks_a_job_past_its_deadline_low_and_lowest_at_it():
     system, tables = single_accelerator()
-    # j0 runs [0,3]. At 3: j1 1 / ((10-3-1) x 1) = 0.167, j2 9 / ((20-3-4) x 4) = 0.173 -> j2 [3,5];
-    # at 5: j2 9 / (13 x 2) = 0.35 > j1 1 / (4 x 1) = 0.25 -> j2 [5,7]; j1 [7,8].
-    jobs = trace([("C", 0.0, 100.0, 1), ("B", 0.5, 10.0, 1), ("A", 1.0, 20.0, 9)])
+    # j0 runs [0,3]. At 3: j1 is past its deadline, urgency 1 / (2.9 - 3) = -10, score -10 + 0.5
+    # = -9.5; j2 scores 1/97 + 0.1 = 0.11 -> j2 [3,4]; then j1 [4,5]. (Urgency 1 once late would
+    # serve j1 first: 1.5.)
+    jobs = trace([("C", 0.0, 100.0, 1), ("B", 2.5, 2.9, 1), ("B", 2.9, 100.0, 1)])
+    result = Engine(system, tables, jobs).run(make_policy("sdrm3"))
+    assert finish_times(result) == pytest.approx({0: 3.0, 1: 5.0, 2: 4.0})
+    # At 3, j1 is exactly at its deadline: urgency -inf, after j2, late by 0.05 (1 / -0.05 + 0.1
+    # = -19.9); a finite urgency at the deadline (0: score 0.5) would serve j1 first.
+    jobs = trace([("C", 0.0, 100.0, 1), ("B", 2.5, 3.0, 1), ("B", 2.9, 2.95, 1)])
+    result = Engine(system, tables, jobs).run(make_policy("sdrm3"))
+    assert finish_times(result) == pytest.approx({0: 3.0, 1: 5.0, 2: 4.0})
+
+
+def test_planaria_ranks_every_job_that_can_meet_its_deadline_before_every_late_one():
+    system, tables = single_accelerator()
+    # j0 runs [0,3]. At 3, j1 (priority 9) can no longer meet its deadline (3 + 1 > 3.5), j2
+    # (priority 1) can: j2 [3,5] [5,7], then j1 [7,8]. (Slack floored for late jobs served j1
+    # first.)
+    jobs = trace([("C", 0.0, 100.0, 1), ("B", 0.5, 3.5, 9), ("A", 1.0, 20.0, 1)])
     result = Engine(system, tables, jobs).run(make_policy("planaria"))
     assert finish_times(result) == pytest.approx({0: 3.0, 1: 8.0, 2: 7.0})
+    # Among feasible jobs, priority / time to deadline: at 3 j1 1 / 7 = 0.14 < j2 9 / 17 = 0.53;
+    # among late ones priority / remaining work: at 3 j1 1 / 1 < j2 9 / 4 (both late).
+    for deadlines, expected in (((10.0, 20.0), {1: 8.0, 2: 7.0}), ((3.5, 6.0), {1: 8.0, 2: 7.0})):
+        rows = [("C", 0.0, 100.0, 1), ("B", 0.5, deadlines[0], 1), ("A", 1.0, deadlines[1], 9)]
+        result = Engine(system, tables, trace(rows)).run(make_policy("planaria"))
+        assert finish_times(result) == pytest.approx({0: 3.0, **expected})
 
 
 def test_default_accelerator_choice_is_the_fastest_free_instance():
@@ -189,17 +211,21 @@ def test_python_policies_step_through_the_engine_and_pay_their_energy():
 
 def sdrm3_score(view: DecisionView) -> np.ndarray:
     to_deadline = view.deadline_s - view.now
-    urgency = np.where(
-        to_deadline <= 0,
-        1.0,
-        np.minimum(1.0, view.remaining_work_s / np.maximum(to_deadline, 1e-300)),
-    )
+    with np.errstate(divide="ignore"):
+        late = np.where(to_deadline == 0, -np.inf, view.remaining_work_s / to_deadline)
+        urgency = np.where(to_deadline > 0, np.minimum(1.0, late), late)
     return -(urgency + view.waited_s / view.next_latency_s.min(axis=1))
 
 
 def planaria_score(view: DecisionView) -> np.ndarray:
-    slack = np.maximum(view.slack_s - view.remaining_work_s, 1e-9)
-    return -view.priority / (slack * view.remaining_work_s)
+    deadline, remaining = view.deadline_s, view.remaining_work_s
+    feasible = view.now + remaining <= deadline + 1e-9 * np.maximum(1.0, np.abs(deadline))
+    # feasible first by priority / time to deadline, then late by priority / remaining work
+    return np.where(
+        feasible,
+        -view.priority / np.where(feasible, deadline - view.now, 1.0),
+        remaining / view.priority,
+    )
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from relmas import catalog
 from relmas.config import load_config, validate_config
 from relmas.errors import InputError
 from relmas.evaluate import evaluate_scenario, simulate
@@ -244,20 +245,26 @@ RULES = {"reference"} | {  # the whole-layer slot rules
 }
 
 
-def held_back(env: SchedulingEnv, patient: bool, gated: bool) -> np.ndarray:
-    """Per slot, whether a holding rule must skip it, recomputed from the engine: (`patient`) its
-    layer would end sooner on a busy instance once that one's task ends, or (`gated`) starting
-    it would push the running layers' demand above the bandwidth."""
-    state, tables, observer = env.engine.state, env.engine.tables, env.observer
-    jobs, types, busy_left, demands = instances(state)
-    rows = np.array([access.job_next_row(state, int(job)) for job in observer.slots])
-    latency = tables.latency_s[rows][:, types]  # [slot, instance]
-    on_target = latency[np.arange(rows.size), observer.targets]
+def holds(state, tables, jobs, targets, patient: bool, gated: bool) -> np.ndarray:
+    """Per job of `jobs` bound for instance `targets`, whether a holding rule must skip it,
+    recomputed from the engine: (`patient`) its layer would end sooner on a busy instance once
+    that one's task ends, or (`gated`) starting it would push the running layers' demand above the
+    bandwidth."""
+    running, types, busy_left, demands = instances(state)
+    rows = np.array([access.job_next_row(state, int(job)) for job in jobs])
+    latency = tables.latency_s[rows][:, types]  # [job, instance]
+    on_target = latency[np.arange(rows.size), targets]
     sooner = (busy_left + latency).min(axis=1) < on_target * (1 - 1e-5)
-    demand = demands[jobs >= 0].sum()
-    target_demand = tables.demand_bps[rows, types[observer.targets]]
+    demand = demands[running >= 0].sum()
+    target_demand = tables.demand_bps[rows, types[targets]]
     over = (demand > 0) & (demand + target_demand > access.bandwidth_capacity(state) * (1 + 1e-5))
     return (patient & sooner) | (gated & over)
+
+
+def held_back(env: SchedulingEnv, patient: bool, gated: bool) -> np.ndarray:
+    """Per slot, whether a holding slot rule must skip it (`holds`)."""
+    engine, observer = env.engine, env.observer
+    return holds(engine.state, engine.tables, observer.slots, observer.targets, patient, gated)
 
 
 @pytest.mark.parametrize("name", ["shortest_feasible", "earliest_feasible"])
@@ -287,6 +294,67 @@ def test_holding_rules_skip_what_they_hold_back_and_wait_only_when_they_hold_all
             held_starts += held[offered].any()  # it passed over a held slot
         obs, _, done, _, info = env.step(action)
     assert waits > 0 and held_starts > 0
+
+
+RULE_BASELINES = catalog.of_kind("rule")  # named <ranking>_feasible<form>
+SLOT_RANKINGS = {"sjf": "shortest", "edf": "earliest"}
+
+
+@pytest.mark.parametrize("system", [SYSTEM, SCARCE], ids=["8GBps", "2GBps"])
+def test_rule_baselines_equal_their_slot_rules_with_every_ready_job_a_candidate(tables, system):
+    """Each rule baseline, exact over all ready jobs, gives the schedule of its slot rule run
+    through the environment with a candidate slot for every job (reference sjf), in its jitted
+    loop and through the stepping path alike; holding back changes the schedule."""
+    settings = ObservationSettings(SCENARIO["jobs"], "sjf")
+    env = make_env(tables, 6, system, observation=settings)
+    rules = slot_rules(settings, env.layout)
+    schedules = set()
+    for name in RULE_BASELINES:
+        ranking, form = name.split("_feasible")
+        rollout(env, rules[f"{SLOT_RANKINGS[ranking]}_feasible{form}"])
+        expected = env.engine.result("rule").jobs["finish_s"].to_list()
+        assert simulate(system, env.jobs, tables, name).jobs["finish_s"].to_list() == expected
+        engine, policy = Engine(system, tables, env.jobs), make_policy(name)
+        policy.reset(engine)
+        while (view := engine.next_decision()) is not None:
+            engine.step(policy.decide(view))
+        assert engine.result(name).jobs["finish_s"].to_list() == expected
+        schedules.add(tuple(expected))
+    assert len(schedules) > 2
+
+
+@pytest.mark.parametrize("name", [n for n in RULE_BASELINES if "_patient" in n])
+def test_holding_baselines_skip_what_they_hold_back_and_wait_only_when_they_hold_all(tables, name):
+    """A holding rule baseline starts a job it must hold back (recomputed from the engine) only
+    when it holds back every candidate (the feasible jobs and the hopeless one with the least
+    remaining work) and may not wait; it waits only when it holds them all. Both happen."""
+    patient, gated = True, name.endswith("_gated")
+    jobs = make_env(tables, 5).jobs
+    engine, policy = Engine(SYSTEM, tables, jobs), make_policy(name)
+    policy.reset(engine)
+    waits = passed_over = 0
+    while (view := engine.next_decision()) is not None:
+        ready, remaining = view.ready_jobs, view.remaining_work_s
+        feasible = view.now + remaining <= view.deadline_s * (1 + 1e-9)
+        order = np.lexsort((ready, remaining))
+        hopeless = [i for i in order if not feasible[i]][:1]
+        candidates = np.flatnonzero(feasible).tolist() + hopeless
+        idle = view.idle_accelerators
+        latency = view.next_latency_s[:, view.accelerator_types[idle]]
+        targets = idle[np.argmin(latency, axis=1)]  # the fastest idle instance, lowest index
+        decision = policy.decide(view)  # refreshes the rates `holds` reads
+        held = holds(engine.state, tables, ready, targets, patient, gated)
+        if not decision:
+            waits += 1
+            assert held[candidates].all()
+        else:
+            ((job, accelerator),) = decision
+            i = int(np.flatnonzero(ready == job)[0])
+            assert i in candidates and accelerator == targets[i]
+            assert not held[i] or held[candidates].all()
+            passed_over += held[candidates].any() and not held[i]
+        engine.step(decision)
+    assert waits > 0 and passed_over > 0
 
 
 def test_observation_scales_and_slots(tables):

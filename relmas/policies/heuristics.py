@@ -101,11 +101,13 @@ class PREMA(HeuristicPolicy):
 
 @register("sdrm3")
 class SDRM3(HeuristicPolicy):
-    """SDRM3 (Dysta, MICRO 2023), onto the fastest free instance.
+    """SDRM3 (Kim et al., arXiv 2212.03414, 2022, as ported in the Dysta suite), onto the fastest
+    free instance.
 
-    score = min(1, remaining work / (deadline - now)) + alpha x (waited / next layer's best
-    latency), where waited is the time since the job became ready and a job past its deadline has
-    urgency 1; highest score first.
+    score = urgency + alpha x (waited / next layer's best latency), waited = the time since the job
+    became ready; urgency = min(1, remaining work / (deadline - now)) before the deadline, and past
+    it remaining work / (deadline - now) < 0, -inf at the deadline (the port's sign: a job that
+    missed its deadline ranks low, recovering as time passes); highest score first.
     """
 
     name = "sdrm3"
@@ -118,11 +120,13 @@ class SDRM3(HeuristicPolicy):
 
 @register("planaria")
 class Planaria(HeuristicPolicy):
-    """Planaria-like (MICRO 2020), onto the fastest free instance.
+    """Planaria (Ghodrati et al., MICRO 2020) as its authors' scheduler ranks tasks, onto the
+    fastest free instance.
 
-    score = priority / (slack x resources), slack = deadline - now - remaining work (floored at 1
-    ns, so late jobs rank first), resources = remaining work (accelerator-seconds it still needs);
-    highest score first.
+    The jobs that can still meet their deadline (`triage.feasible`) first, by highest priority /
+    (slack x resources) with slack = deadline - now and resources = the fewest instances that
+    still meet the deadline, always 1 here (instances do not fission); then the late ones, by
+    highest priority / remaining work.
     """
 
     name = "planaria"

@@ -24,6 +24,8 @@ import numpy as np
 from numba import njit
 
 from relmas.hw import jit_cache
+from relmas.policies import triage
+from relmas.policies.triage import feasible
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
 from relmas.sim.access import (
@@ -51,7 +53,6 @@ from relmas.sim.kernels import STATUS_DECISION, State, Tables, advance, apply_de
 
 CODE_FCFS, CODE_SJF, CODE_EDF, CODE_LLF = 0, 1, 2, 3  # job order from the ready heap
 CODE_PREMA, CODE_SDRM3, CODE_PLANARIA, CODE_HERALD, CODE_RANDOM = 4, 5, 6, 7, 8
-PLANARIA_SLACK_FLOOR_S = 1e-9  # slack of late jobs, so that their score stays finite
 PREMA_THRESHOLDS = (9.0, 3.0, 1.0)
 
 
@@ -275,13 +276,24 @@ def _score(T: Tables, S: State, job: int, code: int, alpha: float, time: float) 
     remaining = T.remaining_work[row]
     if code == CODE_PREMA:
         return -remaining
-    to_deadline = job_deadline(S, job) - time
+    deadline = job_deadline(S, job)
+    to_deadline = deadline - time
     if code == CODE_SDRM3:
-        urgency = 1.0 if to_deadline <= 0.0 else min(1.0, remaining / to_deadline)
+        # past the deadline the urgency is negative, -inf at it (the late side's limit)
+        if to_deadline > 0.0:
+            urgency = min(1.0, remaining / to_deadline)
+        elif to_deadline == 0.0:
+            urgency = -np.inf
+        else:
+            urgency = remaining / to_deadline
         waited = time - job_ready_since(S, job)
         return urgency + alpha * waited / T.best_latency[row]
-    slack = max(to_deadline - remaining, PLANARIA_SLACK_FLOOR_S)
-    return job_priority(S, job) / (slack * remaining)
+    # planaria: the feasible jobs by priority / time to deadline (> 0), then the late ones by
+    # priority / remaining work, scored -remaining / priority < 0 to rank after every feasible one
+    priority = job_priority(S, job)
+    if feasible(time, remaining, deadline):
+        return priority / to_deadline
+    return -remaining / priority
 
 
 @njit(cache=True)
@@ -413,4 +425,4 @@ def run_heuristic(T: Tables, S: State, P: Planner, code: int, alpha: float) -> i
 
 # The cached kernels embed the engine's and the accessors', whose edits Numba's cache would not
 # notice: drop this module's cache when any of their sources changed.
-jit_cache.refresh(run_heuristic, (engine_kernels, access, sys.modules[__name__]))
+jit_cache.refresh(run_heuristic, (engine_kernels, access, triage, sys.modules[__name__]))

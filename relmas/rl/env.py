@@ -33,12 +33,13 @@ import polars as pl
 from numba import njit
 
 from relmas.hw import jit_cache
+from relmas.policies import triage
+from relmas.policies.triage import feasible
 from relmas.rl import observation as observation_module
 from relmas.rl.observation import (
     FEATURE_BOUND,
     ObservationSettings,
     Observer,
-    feasible,
     observation_layout,
     observe,
 )
@@ -125,7 +126,7 @@ def observe_and_settle(
 # The cached kernel embeds the engine's accessors: recompile when one of these sources changes.
 jit_cache.refresh(
     observe_and_settle,
-    (engine_kernels, access, observation_module, sys.modules[__name__]),
+    (engine_kernels, access, triage, observation_module, sys.modules[__name__]),
     stamp="relmas-rl-env.sha256",
 )
 

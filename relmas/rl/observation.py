@@ -12,9 +12,13 @@ serving them first is what makes EDF collapse. The slots are, in this order:
 
 *Feasible* = it can still meet its deadline: slack >= remaining work at full speed on the best
 types. A job that is not feasible has certainly missed (no layer runs faster than its `latency_s`),
-which is also when the reward charges its miss. A chosen job goes to the *fastest free instance*
-for its next layer (the heuristics' rule; choosing the instance type as well changed the SLA rate by
-under 1% with hand-written rules, not worth multiplying the actions). The last action is "wait":
+which is also when the reward charges its miss. This test and the two holding tests behind the
+features and the mask (a busy instance would end the layer sooner; the start would oversubscribe
+the bandwidth) are `relmas.policies.triage`'s, shared with the rule baselines.
+
+A chosen job goes to the *fastest free instance* for its next layer (the heuristics' rule;
+choosing the instance type as well changed the SLA rate by under 1% with hand-written rules, not
+worth multiplying the actions). The last action is "wait":
 start nothing until the next event. It is valid only when no candidate could start on an instance
 of its own fastest type, or when every candidate would push the running layers' bandwidth demand
 above the shared bandwidth — waiting is for holding work back from slow instances and from a
@@ -54,8 +58,15 @@ import numpy as np
 from numba import njit
 
 from relmas.hw import jit_cache
-from relmas.policies import make_policy
+from relmas.policies import make_policy, triage
 from relmas.policies.heuristics import HeuristicPolicy
+from relmas.policies.triage import (
+    busy_gain,
+    earliest_finish,
+    fastest_idle,
+    feasible,
+    scan_instances,
+)
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
 from relmas.sim.engine import DecisionView, Engine
@@ -64,8 +75,6 @@ from relmas.sim.kernels import Pieces, State, Tables
 # Version of the feature set below: agents and resumable runs of another version are refused.
 FEATURES_VERSION = 2  # 2: bandwidth demands and the finish on a busy instance (holding back)
 FEATURE_BOUND = 30.0  # features are clipped to [-FEATURE_BOUND, FEATURE_BOUND]
-HOLD_TOLERANCE = 1e-6  # log ratio: a busy instance must win beyond float32 rounding
-MISS_TOLERANCE = 1e-9  # relative: a miss is certain only beyond rounding of event times
 
 
 # The feature table: the one definition of where each feature sits, for the kernel that writes
@@ -200,14 +209,14 @@ class Layout:
     def waits_for_busy(self, obs: np.ndarray, slot: int) -> bool:
         """Whether `slot`'s layer would end sooner on a busy instance, once its task ends, than
         on the idle instance it would get (read back from `obs`)."""
-        return float(obs[self.slot_feature(slot, SlotFeature.BUSY_GAIN)]) > HOLD_TOLERANCE
+        return triage.waits_for_busy(float(obs[self.slot_feature(slot, SlotFeature.BUSY_GAIN)]))
 
     def oversubscribes(self, obs: np.ndarray, slot: int) -> bool:
         """Whether starting `slot`'s job would push the running layers' bandwidth demand above
         the shared bandwidth (read back from `obs`; never while nothing runs)."""
         running = float(obs[self.global_feature(GlobalFeature.RUNNING_DEMAND)])
         demand = float(obs[self.slot_feature(slot, SlotFeature.DEMAND)])
-        return running > 0.0 and running + demand > 1.0
+        return triage.oversubscribes(running, demand, 1.0)  # shares of the capacity
 
     @cached_property
     def _global_features(self) -> int:
@@ -232,36 +241,6 @@ def _insert(keys: np.ndarray, jobs: np.ndarray, key: float, job: int) -> None:
         i -= 1
     keys[i] = key
     jobs[i] = job
-
-
-@njit(cache=True)
-def _fastest_idle(T: Tables, S: State, row: int) -> int:
-    best = -1
-    for a in range(access.accelerator_count(S)):
-        if access.is_idle(S, a) and (
-            best < 0
-            or T.latency[row, access.accelerator_type(S, a)]
-            < T.latency[row, access.accelerator_type(S, best)]
-        ):
-            best = a
-    return best
-
-
-@njit(cache=True)
-def _earliest_finish(T: Tables, S: State, row: int, busy_left: np.ndarray) -> float:
-    """When layer `row` would end at the earliest on any instance, a busy one starting it once its
-    running task ends (`busy_left`, at current rates)."""
-    best = np.inf
-    for a in range(access.accelerator_count(S)):
-        best = min(best, busy_left[a] + T.latency[row, access.accelerator_type(S, a)])
-    return best
-
-
-@njit(cache=True)
-def feasible(now: float, remaining: float, deadline: float) -> bool:
-    """Whether the remaining work at full speed still fits before the deadline (a job that does
-    not has certainly missed it)."""
-    return now + remaining <= deadline + MISS_TOLERANCE * max(1.0, abs(deadline))
 
 
 @njit(cache=True)
@@ -290,7 +269,7 @@ def observe(
     `scales` = (tau, tau_layer, bandwidth capacity in B/s)."""
     access.refresh_rates(S)
     queue, feasible_jobs, feasible_work = _pick_candidates(T, S, reference, slots, targets)
-    running_demand, busy_left, idle_types = _scan_instances(S)
+    running_demand, busy_left, idle_types = scan_instances(S)
     variants = (mask.shape[0] - 1) // slots.shape[0]
     width = slot_width(T.latency.shape[1], variants)
     obs[:] = 0.0
@@ -364,27 +343,8 @@ def _pick_candidates(
     slots[1 + k : 1 + 2 * k] = early_job
     slots[n_slots - 1] = hopeless_job[0]
     for s in range(n_slots):
-        targets[s] = -1 if slots[s] < 0 else _fastest_idle(T, S, access.job_next_row(S, slots[s]))
+        targets[s] = -1 if slots[s] < 0 else fastest_idle(T, S, access.job_next_row(S, slots[s]))
     return queue, feasible_jobs, feasible_work
-
-
-@njit(cache=True, inline="always")  # no call overhead per step
-def _scan_instances(S: State) -> tuple[float, np.ndarray, np.ndarray]:
-    """One pass over the instances: (the running layers' full-speed bandwidth demand, the time
-    until each instance is free at current rates, the types of the idle ones)."""
-    instances = access.accelerator_count(S)
-    running_demand = 0.0
-    busy_left = np.zeros(instances)
-    idle_types = np.empty(instances, dtype=np.int64)
-    idle = 0
-    for a in range(instances):
-        if access.is_idle(S, a):
-            idle_types[idle] = access.accelerator_type(S, a)
-            idle += 1
-        else:
-            running_demand += access.task_demand(S, a)
-            busy_left[a] = access.busy_left(S, a)
-    return running_demand, busy_left, idle_types[:idle]
 
 
 @njit(cache=True, inline="always")  # no call overhead per step
@@ -422,7 +382,7 @@ def _write_slot(
     obs[base + SlotFeature.WAITED] = np.log1p((now - access.job_ready_since(S, job)) / tau)
     obs[base + SlotFeature.SLOWDOWN] = np.log(latency / T.best_latency[row])
     obs[base + SlotFeature.DEMAND] = _share(T.demand[row, kind], capacity)
-    obs[base + SlotFeature.BUSY_GAIN] = np.log(latency / _earliest_finish(T, S, row, busy_left))
+    obs[base + SlotFeature.BUSY_GAIN] = busy_gain(latency, earliest_finish(T, S, row, busy_left))
     for t in range(n_types):
         obs[base + SLOT_BASE_FEATURES + t] = np.log1p(T.latency[row, t] / tau_layer)
         obs[base + SLOT_BASE_FEATURES + n_types + t] = _share(T.demand[row, t], capacity)
@@ -473,7 +433,7 @@ def _build_mask(
         kind = access.accelerator_type(S, targets[s])
         best_type_idle = best_type_idle or T.latency[row, kind] <= T.best_latency[row]
         demand = T.demand[row, kind]
-        fits = fits or running_demand == 0.0 or running_demand + demand <= capacity
+        fits = fits or not triage.oversubscribes(running_demand, demand, capacity)
         for v in range(1, variants):
             mask[s * variants + v] = access.job_pieces_left(S, job) == 0 and P.count[row, v] > 1
     mask[n_slots * variants] = can_wait and (not best_type_idle or not fits)
@@ -530,7 +490,9 @@ def _observe_cuts(
 
 # The cached kernel embeds the engine's accessors: recompile when one of these sources changes.
 jit_cache.refresh(
-    observe, (engine_kernels, access, sys.modules[__name__]), stamp="relmas-rl-observe.sha256"
+    observe,
+    (engine_kernels, access, triage, sys.modules[__name__]),
+    stamp="relmas-rl-observe.sha256",
 )
 
 

@@ -17,7 +17,8 @@ back"):
   bandwidth demand above the shared bandwidth (oversubscription slows every running layer alike).
 
 A holding rule takes the first slot of its preference, then of the other candidates, that it does
-not skip, and waits when it skips them all (the mask allows exactly that wait).
+not skip, and waits when it skips them all (the mask allows exactly that wait). With a slot for
+every ready job these rules are the rule baselines (`relmas.policies.rules`, tested equal).
 
 For a resizing agent the best rule on validation is also scored cut (`<rule>_cut`, `cut_form`),
 GACER's use of resizing on this system: when more instances are idle than jobs are ready, the

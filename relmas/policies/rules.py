@@ -1,0 +1,249 @@
+"""The rule baselines: the agent's slot rules (`relmas.rl.rules`) as online policies of their own,
+exact over *all* ready jobs instead of the agent's few candidate slots (docs/simulator.md, "Rule
+baselines").
+
+`sjf_feasible` starts the feasible job with the least remaining work, `edf_feasible` the one with
+the earliest deadline; when no job is feasible both start the reference, SJF's pick over all ready
+jobs (the slot rules' reference slot with `reference: sjf`: a standalone baseline names no other
+heuristic). Feasible, patient and gated are `relmas.policies.triage`'s.
+
+The holding forms (`_patient`, `_patient_gated`) try, in this order, the rule's pick, the
+reference, the other feasible jobs by least remaining work, then the hopeless job with the least
+remaining work (the slot rules' preference with every ready job a candidate), and start the first
+they do not hold back. When they hold back all of them they wait, if waiting is allowed as in the
+agent's mask (something runs or a job is still to arrive, and no candidate could start on an
+instance of its fastest type or none would start without oversubscribing the bandwidth);
+otherwise they start the rule's pick.
+
+One decision starts at most one job, as the agent's does, so the next decision (at the same time
+while an instance is idle and a job ready) sees it running: a rule baseline gives the same schedule
+as its slot rule run through the environment with every ready job a candidate (tested). Each
+decision scans the ready jobs once, the holding forms twice when they hold back their first picks:
+O(ready x instances).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import ClassVar
+
+import numpy as np
+from numba import njit
+
+from relmas.hw import jit_cache
+from relmas.policies import triage
+from relmas.policies.base import Policy, register
+from relmas.policies.triage import (
+    busy_gain,
+    earliest_finish,
+    fastest_idle,
+    feasible,
+    oversubscribes,
+    scan_instances,
+    waits_for_busy,
+)
+from relmas.sim import access
+from relmas.sim import kernels as engine_kernels
+from relmas.sim.engine import DecisionView, Engine
+from relmas.sim.kernels import STATUS_DECISION, State, Tables, advance, apply_decision
+
+RANK_SJF, RANK_EDF = 0, 1  # the rule's order among feasible jobs: remaining work, deadline
+
+
+@njit(cache=True)
+def _before(key: float, job: int, best_key: float, best: int) -> bool:
+    """(key, job) ranks before the best so far (ties: lower job index, i.e. earlier arrival)."""
+    return best < 0 or key < best_key or (key == best_key and job < best)
+
+
+@njit(cache=True)
+def _held(
+    T: Tables,
+    S: State,
+    job: int,
+    patient: bool,
+    gated: bool,
+    running_demand: float,
+    busy_left: np.ndarray,
+) -> bool:
+    """Whether a holding form holds `job`'s start on its fastest idle instance back."""
+    row = access.job_next_row(S, job)
+    kind = access.accelerator_type(S, fastest_idle(T, S, row))
+    latency = T.latency[row, kind]
+    if patient and waits_for_busy(busy_gain(latency, earliest_finish(T, S, row, busy_left))):
+        return True
+    capacity = access.bandwidth_capacity(S)
+    return gated and oversubscribes(running_demand, T.demand[row, kind], capacity)
+
+
+@njit(cache=True)
+def _may_wait(T: Tables, S: State, hopeless: int, running_demand: float) -> bool:
+    """The agent's wait mask over the candidates (the feasible jobs and `hopeless`): waiting is
+    allowed, and no candidate could start on an instance of its fastest type or none would start
+    without oversubscribing the bandwidth."""
+    if not access.can_wait(S):
+        return False
+    now, capacity = access.now(S), access.bandwidth_capacity(S)
+    best_type_idle, fits = False, False
+    for i in range(access.ready_count(S)):
+        job = access.ready_job(S, i)
+        row = access.job_next_row(S, job)
+        deadline = access.job_deadline(S, job)
+        if job != hopeless and not feasible(now, T.remaining_work[row], deadline):
+            continue
+        kind = access.accelerator_type(S, fastest_idle(T, S, row))
+        best_type_idle = best_type_idle or T.latency[row, kind] <= T.best_latency[row]
+        fits = fits or not oversubscribes(running_demand, T.demand[row, kind], capacity)
+    return not best_type_idle or not fits
+
+
+@njit(cache=True)
+def choose(T: Tables, S: State, rank: int, patient: bool, gated: bool) -> tuple[int, int]:
+    """One decision of a rule baseline: (job, instance) to start, or (-1, -1) to wait."""
+    access.refresh_rates(S)
+    now = access.now(S)
+    first, first_key = -1, np.inf  # the rule's pick among the feasible jobs
+    reference, reference_work = -1, np.inf  # SJF's pick among all ready jobs
+    hopeless, hopeless_work = -1, np.inf  # the hopeless job with the least remaining work
+    for i in range(access.ready_count(S)):
+        job = access.ready_job(S, i)
+        remaining = T.remaining_work[access.job_next_row(S, job)]
+        deadline = access.job_deadline(S, job)
+        if _before(remaining, job, reference_work, reference):
+            reference, reference_work = job, remaining
+        if feasible(now, remaining, deadline):
+            key = remaining if rank == RANK_SJF else deadline
+            if _before(key, job, first_key, first):
+                first, first_key = job, key
+        elif _before(remaining, job, hopeless_work, hopeless):
+            hopeless, hopeless_work = job, remaining
+    preferred = first if first >= 0 else reference
+    if patient or gated:
+        running_demand, busy_left, _ = scan_instances(S)
+        for job in (first, reference):
+            if job >= 0 and not _held(T, S, job, patient, gated, running_demand, busy_left):
+                return job, fastest_idle(T, S, access.job_next_row(S, job))
+        other, other_work = -1, np.inf  # the other feasible jobs, least remaining work first
+        for i in range(access.ready_count(S)):
+            job = access.ready_job(S, i)
+            remaining = T.remaining_work[access.job_next_row(S, job)]
+            if (
+                feasible(now, remaining, access.job_deadline(S, job))
+                and _before(remaining, job, other_work, other)
+                and not _held(T, S, job, patient, gated, running_demand, busy_left)
+            ):
+                other, other_work = job, remaining
+        if (
+            other < 0
+            and hopeless >= 0
+            and not _held(T, S, hopeless, patient, gated, running_demand, busy_left)
+        ):
+            other = hopeless
+        if other >= 0:
+            return other, fastest_idle(T, S, access.job_next_row(S, other))
+        if _may_wait(T, S, hopeless, running_demand):
+            return -1, -1
+    return preferred, fastest_idle(T, S, access.job_next_row(S, preferred))
+
+
+@njit(cache=True)
+def run_rule(
+    T: Tables,
+    S: State,
+    out_job: np.ndarray,
+    out_acc: np.ndarray,
+    rank: int,
+    patient: bool,
+    gated: bool,
+) -> int:
+    """Simulate to the end (or to a full timeline buffer) deciding with a rule baseline."""
+    while True:
+        status = advance(T, S)
+        if status != STATUS_DECISION:
+            return status
+        out_job[0], out_acc[0] = choose(T, S, rank, patient, gated)
+        apply_decision(T, S, out_job, out_acc, 1 if out_job[0] >= 0 else 0)
+
+
+# The cached kernels embed the engine's accessors and the triage tests: recompile on their edits.
+jit_cache.refresh(
+    run_rule,
+    (engine_kernels, access, triage, sys.modules[__name__]),
+    stamp="relmas-policies-rules.sha256",
+)
+
+
+class RuleBaseline(Policy):
+    """A rule baseline: its ranking among feasible jobs (`rank`) and what it holds back."""
+
+    rank: ClassVar[int]
+    patient: ClassVar[bool] = False
+    gated: ClassVar[bool] = False
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed  # deterministic: accepted like every policy's
+
+    def reset(self, engine: Engine) -> None:
+        self._choose = engine_kernels.entry_point(
+            choose, engine.kernel_tables, engine.state, self.rank, self.patient, self.gated
+        )
+        self._out = (np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
+
+    def decide(self, view: DecisionView) -> list[tuple[int, int]]:
+        engine = view.engine
+        job, accelerator = self._choose(
+            engine.kernel_tables, engine.state, self.rank, self.patient, self.gated
+        )
+        return [] if job < 0 else [(int(job), int(accelerator))]
+
+    def run_to_completion(self, engine: Engine) -> bool:
+        engine.run_jitted(run_rule, *self._out, self.rank, self.patient, self.gated)
+        return True
+
+
+@register("sjf_feasible")
+class SJFFeasible(RuleBaseline):
+    """SJF among the jobs that can still meet their deadline (the reference when none can)."""
+
+    name = "sjf_feasible"
+    rank = RANK_SJF
+
+
+@register("edf_feasible")
+class EDFFeasible(RuleBaseline):
+    """EDF among the jobs that can still meet their deadline (the reference when none can)."""
+
+    name = "edf_feasible"
+    rank = RANK_EDF
+
+
+@register("sjf_feasible_patient")
+class SJFFeasiblePatient(SJFFeasible):
+    """`sjf_feasible` holding a start back for a busy instance that would end it sooner."""
+
+    name = "sjf_feasible_patient"
+    patient = True
+
+
+@register("sjf_feasible_patient_gated")
+class SJFFeasiblePatientGated(SJFFeasiblePatient):
+    """`sjf_feasible_patient` also holding back a start that would oversubscribe the bandwidth."""
+
+    name = "sjf_feasible_patient_gated"
+    gated = True
+
+
+@register("edf_feasible_patient")
+class EDFFeasiblePatient(EDFFeasible):
+    """`edf_feasible` holding a start back for a busy instance that would end it sooner."""
+
+    name = "edf_feasible_patient"
+    patient = True
+
+
+@register("edf_feasible_patient_gated")
+class EDFFeasiblePatientGated(EDFFeasiblePatient):
+    """`edf_feasible_patient` also holding back a start that would oversubscribe the bandwidth."""
+
+    name = "edf_feasible_patient_gated"
+    gated = True

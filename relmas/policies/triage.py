@@ -1,0 +1,110 @@
+"""When a job can still meet its deadline, and when a start is held back: the one definition of
+*feasible*, *patient* and *gated*.
+
+Read by the agent's observation and mask (`relmas.rl.observation`), its slot rules
+(`relmas.rl.rules`, through the features) and the rule baselines (`relmas.policies.rules`), so
+that a rule baseline and the teacher of the same name apply the same tests (docs/relmas.md,
+"Holding back"; docs/simulator.md, "Rule baselines").
+
+- *feasible*: the job's remaining work at full speed on the best types still fits before its
+  deadline; a job that is not has certainly missed it (no layer runs faster than its `latency_s`).
+- *patient* holds back a start whose layer would end sooner on a busy instance, once its running
+  task ends, than on the idle instance it would get (`busy_gain` above `HOLD_TOLERANCE`).
+- *gated* holds back a start that would push the running layers' full-speed bandwidth demand
+  above the shared bandwidth, while something runs (oversubscription slows every running layer).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from numba import njit
+
+from relmas.hw import jit_cache
+from relmas.sim import access
+from relmas.sim import kernels as engine_kernels
+from relmas.sim.kernels import State, Tables
+
+HOLD_TOLERANCE = 1e-6  # log ratio: a busy instance must win beyond float32 rounding (the features)
+MISS_TOLERANCE = 1e-9  # relative: a miss is certain only beyond rounding of event times
+
+
+@njit(cache=True)
+def feasible(now: float, remaining: float, deadline: float) -> bool:
+    """Whether the remaining work at full speed still fits before the deadline (a job that does
+    not has certainly missed it)."""
+    return now + remaining <= deadline + MISS_TOLERANCE * max(1.0, abs(deadline))
+
+
+@njit(cache=True)
+def fastest_idle(T: Tables, S: State, row: int) -> int:
+    """The idle instance with the lowest latency for layer `row` (ties: lowest index), -1 if none:
+    where a chosen job goes."""
+    best = -1
+    for a in range(access.accelerator_count(S)):
+        if access.is_idle(S, a) and (
+            best < 0
+            or T.latency[row, access.accelerator_type(S, a)]
+            < T.latency[row, access.accelerator_type(S, best)]
+        ):
+            best = a
+    return best
+
+
+@njit(cache=True, inline="always")  # no call overhead per decision
+def scan_instances(S: State) -> tuple[float, np.ndarray, np.ndarray]:
+    """One pass over the instances: (the running layers' full-speed bandwidth demand, the time
+    until each instance is free at current rates, the types of the idle ones). The rates must be
+    fresh (`access.refresh_rates`)."""
+    instances = access.accelerator_count(S)
+    running_demand = 0.0
+    busy_left = np.zeros(instances)
+    idle_types = np.empty(instances, dtype=np.int64)
+    idle = 0
+    for a in range(instances):
+        if access.is_idle(S, a):
+            idle_types[idle] = access.accelerator_type(S, a)
+            idle += 1
+        else:
+            running_demand += access.task_demand(S, a)
+            busy_left[a] = access.busy_left(S, a)
+    return running_demand, busy_left, idle_types[:idle]
+
+
+@njit(cache=True)
+def earliest_finish(T: Tables, S: State, row: int, busy_left: np.ndarray) -> float:
+    """When layer `row` would end at the earliest on any instance, a busy one starting it once its
+    running task ends (`busy_left`, at current rates)."""
+    best = np.inf
+    for a in range(access.accelerator_count(S)):
+        best = min(best, busy_left[a] + T.latency[row, access.accelerator_type(S, a)])
+    return best
+
+
+@njit(cache=True)
+def busy_gain(latency: float, earliest: float) -> float:
+    """log(latency on the target instance / the earliest finish on any instance): above 0 when a
+    busy instance would end the layer sooner."""
+    return np.log(latency / earliest)
+
+
+@njit(cache=True)
+def waits_for_busy(gain: float) -> bool:
+    """*patient*: hold the start back for a busy instance (`gain` from `busy_gain`)."""
+    return gain > HOLD_TOLERANCE
+
+
+@njit(cache=True)
+def oversubscribes(running: float, demand: float, capacity: float) -> bool:
+    """*gated*: starting a layer demanding `demand` beside the running layers' full-speed demand
+    `running` would exceed `capacity` (any common unit; never while nothing runs)."""
+    return running > 0.0 and running + demand > capacity
+
+
+# The cached kernels embed the engine's accessors: drop their cache when a source changed.
+jit_cache.refresh(
+    scan_instances,
+    (engine_kernels, access, sys.modules[__name__]),
+    stamp="relmas-policies-triage.sha256",
+)
