@@ -875,16 +875,16 @@ def _headline_markdown(config: Mapping[str, Any], headline: pl.DataFrame) -> lis
     return [
         "## Learned policies against the best baseline\n",
         "The headline. For each scenario the *best baseline* is, of the evaluated online "
-        f"policies that are not learned ({', '.join(baseline_policies(config))}; not the random "
-        f"floor, not the offline {_offline()}), the one with the highest mean SLA rate on the "
-        f"validation traces (`training.validation_seeds` {validation}, the traces the agents are "
-        "validated on; a tie goes to the first in that order), then measured on the evaluation "
-        "seeds. `ratio to the baseline`: mean SLA rate of the learned policy over the "
-        "baseline's, with its paired bootstrap 95% interval over the evaluation seeds (none with "
-        "one seed; `n`: the number of seeds). Beside it, the former comparison: the best of the "
-        "fixed heuristics and search policies (not the rule baselines), picked after the fact on "
-        f"the evaluation traces as this report did before; and {_offline()}, the offline "
-        "reference, where it ran.\n",
+        f"policies that are not learned ({', '.join(baseline_policies(config))}; not the floor "
+        f"{', '.join(catalog.floors())}, not the offline {_offline()}), the one with the highest "
+        "mean SLA rate on the validation traces (`training.validation_seeds` "
+        f"{validation}, the traces the agents are validated on; a tie goes to the first in that "
+        "order), then measured on the evaluation seeds. `ratio to the baseline`: mean SLA rate "
+        "of the learned policy over the baseline's, with its paired bootstrap 95% interval over "
+        "the evaluation seeds (none with one seed; `n`: the number of seeds). Beside it, the "
+        "former comparison: the best of the fixed heuristics and search policies (not the rule "
+        "baselines), picked after the fact on the evaluation traces as this report did before; "
+        f"and {_offline()}, the offline reference, where it ran.\n",
         markdown_table(pl.DataFrame(rows)),
         "",
         "\n".join(f"- {line}" for line in headline_sentences(headline)),
