@@ -183,7 +183,7 @@ def headline_table(
         chosen, validation = baselines[scenario]
         table = group.pivot(on="policy", index="seed", values="sla_rate").sort("seed")
         heuristic = max(former, key=lambda p: float(table[p].mean())) if former else None
-
+        offline = _offline() if _offline() in policies else None
         for policy in learned:
             ours = table[policy].to_numpy()
             row: dict[str, Any] = {
@@ -197,7 +197,6 @@ def headline_table(
                 "best_heuristic": heuristic,
                 "heuristic_sla_rate": float(table[heuristic].mean()) if heuristic else None,
             }
-            offline = _offline() if _offline() in policies else None
             for prefix, reference in (
                 ("", chosen),
                 ("heuristic_", heuristic),
@@ -247,7 +246,6 @@ def headline_sentences(table: pl.DataFrame, offline_share: float = OFFLINE_SHARE
     lines = []
     for row in table.iter_rows(named=True):
         seeds = row["seeds"]
-
         ratio = headline_ratio(row, "", say_n=False)
         line = (
             f"On {row['scenario']}, the best baseline on validation is {row['best_baseline']} "
@@ -371,8 +369,8 @@ def generalisation_table(
             "own_agent_sla_rate": float(table[policy].mean()) if policy in table else math.nan,
             "best_baseline": best,
         }
-        baselines_named = catalog.named_baselines()
-        for ref, column in zip((*baselines_named, BEST), (*baselines_named, best), strict=True):
+        named = catalog.named_baselines()
+        for ref, column in zip((*named, BEST), (*named, best), strict=True):
             if column in table.columns:
                 ratio = paired_ratio(table["moved_sla"].to_numpy(), table[column].to_numpy(), rng)
             else:
@@ -852,7 +850,8 @@ def _headline_markdown(config: Mapping[str, Any], headline: pl.DataFrame) -> lis
     if not headline.height:
         return [
             "## Learned policies against the best baseline\n",
-            "No learned policy is in `evaluation.policies` of this configuration.\n",
+            "No learned policy (or no online baseline) is in `evaluation.policies` of this "
+            "configuration.\n",
         ]
     validation = config["training"]["validation_seeds"]
     rows = [
