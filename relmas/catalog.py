@@ -107,6 +107,13 @@ def heuristics() -> tuple[str, ...]:
     return of_kind("heuristic")
 
 
+def online_baselines() -> tuple[str, ...]:
+    """What a learned policy is measured against: every online policy that is not learned (the
+    fixed heuristics, the rule baselines, the search policies), in contract order, without the
+    sanity floors. The offline bounds know the future; the report shows them apart."""
+    return tuple(e.name for e in entries() if e.kind not in ("offline", "learned") and not e.floor)
+
+
 def teachers() -> tuple[str, ...]:
     """Heuristics that can be the agent's reference slot and teacher (all but the random floor)."""
     return tuple(e.name for e in entries() if e.teacher)

@@ -380,6 +380,45 @@ def _log_gantt(run: Any, result: Any, path: Path | None, title: str) -> None:
             path.write_bytes(chart.read_bytes())
 
 
+def cmd_validate(args: argparse.Namespace) -> None:
+    """Every online baseline on the validation traces of one scenario: the rows the report
+    chooses the scenario's best baseline by. One MLflow run; the rates are a table, not metrics
+    (a metric name never names a policy, docs/tracking.md)."""
+    from relmas import tracking
+    from relmas.evaluate import validation_summaries
+    from relmas.io import write_parquet
+    from relmas.progress import progress
+    from relmas.study import Study, baseline_policies
+
+    config = load_configs(args.config)
+    source = ", ".join(args.config)
+    Study(config, source).check_scenario(args.scenario)
+    policies = baseline_policies(config)
+    seeds = config["training"]["validation_seeds"]
+    tags = {
+        "scenario": args.scenario,
+        "policies": ",".join(policies),
+        "seeds": ",".join(map(str, seeds)),
+    }
+    with tracking.stage_run(
+        "validate", config, tags=tags, params=tags, run_name=f"validate-{args.scenario}"
+    ) as run:
+        bar = progress(len(policies) * len(seeds), f"validate {args.scenario}", "simulation")
+
+        def simulated(policy: str, seed: int, sla_rate: float) -> None:
+            print(f"{args.scenario} {policy} validation seed {seed}: sla_rate {sla_rate:.3f}")
+            bar.update()
+
+        frame = validation_summaries(
+            config, args.scenario, args.costs, source=source, progress=simulated
+        )
+        bar.close()
+        write_parquet(frame, args.out)
+        run.log_table(frame.select("policy", "seed", "sla_rate"), "validation_baselines.json")
+        run.log_artifact(args.out)
+    print(f"validate {args.scenario}: {frame.height} runs -> {args.out}")
+
+
 def cmd_sweep(args: argparse.Namespace) -> None:
     """One point of a sweep: every policy but ga_offline on the evaluation seeds, one MLflow run.
 
@@ -492,6 +531,7 @@ def cmd_report(args: argparse.Namespace) -> None:
             args.out,
             sweeps_dir=args.sweeps,
             agents_dir=args.agents,
+            validation_dir=args.validation,
         )
         for path in made["figures"].values():
             run.log_artifact(path, "figures")
@@ -670,6 +710,16 @@ def _add_run_commands(sub: Any) -> None:
         "--gantt", type=Path, help="also write the first seed's Gantt chart (its first jobs) here"
     )
 
+    validate = _command(
+        sub, "validate", cmd_validate, "every online baseline on a scenario's validation traces"
+    )
+    _config_arg(validate)
+    validate.add_argument("--scenario", required=True, help="a scenario of the config")
+    validate.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
+    validate.add_argument(
+        "--out", required=True, type=Path, help="summary rows Parquet to write (one per run)"
+    )
+
     sweep = _command(sub, "sweep", cmd_sweep, "every policy but ga_offline at one point of a sweep")
     _config_arg(sweep)
     sweep.add_argument("--sweep", required=True, help="a sweep of the config (sweeps:)")
@@ -687,6 +737,12 @@ def _add_run_commands(sub: Any) -> None:
     report.add_argument("--eval", type=Path, default=RESULTS.eval_dir, help="results dir")
     report.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
     report.add_argument("--workloads", type=Path, default=RESULTS.workloads_dir)
+    report.add_argument(
+        "--validation",
+        type=Path,
+        default=RESULTS.validation_dir,
+        help="the baselines' validation rows ({scenario}.parquet), which choose the best baseline",
+    )
     report.add_argument("--sweeps", type=Path, default=RESULTS.sweeps_dir, help="sweeps dir")
     report.add_argument(
         "--agents", type=Path, default=RESULTS.agents_dir, help="agents dir (learning curves)"

@@ -7,7 +7,7 @@ trace, a directory of cost tables): every problem is an InputError naming the fi
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
 from relmas.sim.result import SimResult
 from relmas.sim.system import System, load_system
-from relmas.study import Study
+from relmas.study import Study, baseline_policies, policy_options
 
 # Metrics written to the summary beyond SUMMARY_SCHEMA, in this order.
 SUMMARY_EXTRA = (
@@ -206,3 +206,35 @@ def evaluate_scenario(
     jobs = load_job_trace(jobs_path, tables)
     chosen = make_policy(policy, seed=seed, key="--policy", **dict(policy_options or {}))
     return simulate(system, jobs, tables, chosen, static_w=static_w, record=record)
+
+
+def validation_summaries(
+    config: Mapping[str, Any],
+    scenario: str,
+    costs_dir: str | Path,
+    *,
+    source: str | Path | None = None,
+    progress: Callable[[str, int, float], None] | None = None,
+) -> pl.DataFrame:
+    """`relmas validate`: the summary row of every online baseline the configuration evaluates
+    (`study.baseline_policies`) on every validation trace of `scenario` (the agents' validation
+    traces, `Study.validation_traces`). The report chooses each scenario's best baseline on these
+    rows, never on the evaluation traces it then measures it on.
+
+    `progress(policy, seed, sla_rate)` is called after each simulation.
+    """
+    study = Study(config, source)
+    system = study.system(study.check_scenario(scenario))
+    tables = study.costs(scenario, costs_dir)
+    rows = []
+    for seed, jobs in study.validation_traces(scenario, costs_dir).items():
+        for policy in baseline_policies(config):
+            options = policy_options(config, policy)
+            chosen = make_policy(policy, seed=seed, source=source, key="policy", **options)
+            result = simulate(system, jobs, tables, chosen)
+            rows.append(summary_row(result, scenario, seed))
+            if progress is not None:
+                progress(policy, seed, float(result.metrics["sla_rate"]))
+    if not rows:
+        return pl.DataFrame(schema=SUMMARY_SCHEMA)
+    return pl.concat(rows, how="diagonal_relaxed")

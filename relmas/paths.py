@@ -48,6 +48,12 @@ def evaluation_file(
     return directory / f"seed{seed}.parquet"
 
 
+def validation_file(validation_dir: str | Path, scenario: str) -> Path:
+    """Every online baseline's SLA rate on the validation traces of one scenario (the traces the
+    agents are validated on): what the report chooses the scenario's best baseline by."""
+    return Path(validation_dir) / f"{scenario}.parquet"
+
+
 def sweep_file(sweeps_dir: str | Path, sweep: str, label: str) -> Path:
     """The summary rows of one sweep point (`label`: the value as in file names)."""
     return Path(sweeps_dir) / sweep / f"{label}.parquet"
@@ -101,6 +107,13 @@ class ResultPaths:
         self, scenario: str, policy: str, seed: int | str, agent: str | None = None
     ) -> Path:
         return evaluation_file(self.eval_dir, scenario, policy, seed, agent)
+
+    @property
+    def validation_dir(self) -> Path:
+        return self.root / "validation"
+
+    def validation(self, scenario: str) -> Path:
+        return validation_file(self.validation_dir, scenario)
 
     @property
     def sweeps_dir(self) -> Path:

@@ -79,6 +79,15 @@ class Study:
             for seed in seeds
         }
 
+    def validation_traces(
+        self, name: str, costs_dir: str | Path | None = None
+    ) -> dict[int, pl.DataFrame]:
+        """The traces the agents of scenario `name` are validated on (`training.validation_seeds`,
+        of `training.jobs` jobs): disjoint from the evaluation seeds, so that what is chosen on
+        them (an agent's best.pt, the report's best baseline) is measured on traces it never saw."""
+        training = self.config["training"]
+        return self.traces(name, training["validation_seeds"], costs_dir, training["jobs"])
+
     def trace(self, name: str, seed: int, costs_dir: str | Path | None = None) -> pl.DataFrame:
         """`relmas workload`: the job trace of scenario `name` for `seed`."""
         return self.traces(name, [seed], costs_dir)[seed]
@@ -99,6 +108,13 @@ def evaluation_runs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
         for policy in config["evaluation"]["policies"]
         if policy not in offline or (spec.get("jobs") or max_jobs + 1) <= max_jobs
     ]
+
+
+def baseline_policies(config: Mapping[str, Any]) -> list[str]:
+    """The online baselines a configuration evaluates (`catalog.online_baselines()`, in catalog
+    order): the candidates for each scenario's best baseline, scored on its validation traces."""
+    evaluated = set(config["evaluation"]["policies"])
+    return [policy for policy in catalog.online_baselines() if policy in evaluated]
 
 
 def generalisation_runs(

@@ -37,7 +37,17 @@ DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 PIPELINE_ID_ENV = "RELMAS_PIPELINE_ID"
 # The pipeline run of the `snakemake` invocation that started this job (its parent run).
 PIPELINE_RUN_ENV = "RELMAS_PIPELINE_RUN_ID"
-STAGES = ("pipeline", "zoo", "profile", "workload", "train", "evaluate", "sweep", "report")
+STAGES = (
+    "pipeline",
+    "zoo",
+    "profile",
+    "workload",
+    "train",
+    "validate",
+    "evaluate",
+    "sweep",
+    "report",
+)
 # MLflow's own tag that nests a run under another in the UI.
 _PARENT_TAG = "mlflow.parentRunId"
 HOST_TAG, PID_TAG, KILLED_TAG = "relmas.host", "relmas.pid", "relmas.killed_reason"

@@ -366,6 +366,8 @@ def test_bad_option_values(case: str, work: Path, capsys: pytest.CaptureFixture)
 def test_unknown_names_in_options(work: Path, capsys: pytest.CaptureFixture) -> None:
     argv = ["workload", "--config", "config.yaml", "--scenario", "nope", "--seed", "1"]
     assert_refused([*argv, "--out", "w.parquet"], work, capsys, "config.yaml", "--scenario")
+    argv = ["validate", "--config", "config.yaml", "--scenario", "nope", "--out", "v.parquet"]
+    assert_refused(argv, work, capsys, "config.yaml", "--scenario")
     argv = ["profile", "--layers", "layers.parquet", "--config", "config.yaml"]
     argv += ["--accelerator", "tpu", "--out", "c.parquet"]
     assert_refused(argv, work, capsys, "config.yaml", "accelerators")

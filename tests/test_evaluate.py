@@ -16,8 +16,10 @@ from relmas.evaluate import (
     agent_scenario,
     evaluate_scenario,
     policy_extra,
+    simulate,
     simulate_files,
     summary_row,
+    validation_summaries,
 )
 from relmas.figures.gantt import plot_gantt
 from relmas.io import read_metadata, read_parquet, write_parquet
@@ -339,6 +341,27 @@ def test_sweep_points_change_one_parameter_of_the_same_traces(study):
     config["sweeps"]["load"]["scenario"] = "gone"
     with pytest.raises(InputError, match=r"c\.yaml: sweeps\.load\.scenario: expected one of"):
         sweep_points(config, "c.yaml")
+
+
+def test_validation_runs_every_evaluated_baseline_on_the_agents_validation_traces(study):
+    config, tmp_path, _ = study
+    config = config | {"training": {"validation_seeds": [7, 8], "jobs": 12}}
+    costs = tmp_path / "costs"
+    frame = validation_summaries(config, "small", costs)
+    # the online baselines among the evaluated policies: not the offline bound, not relmas
+    assert frame.select("policy", "seed").rows() == [
+        ("fcfs", 7),
+        ("sjf", 7),
+        ("fcfs", 8),
+        ("sjf", 8),
+    ]
+    assert set(frame["jobs"]) == {12} and set(frame["scenario"]) == {"small"}
+    study = Study(config)
+    traces = study.validation_traces("small", costs)
+    sjf = simulate(study.system("small"), traces[8], study.costs("small", costs), "sjf")
+    rate = frame.filter((pl.col("policy") == "sjf") & (pl.col("seed") == 8))["sla_rate"].item()
+    assert rate == sjf.metrics["sla_rate"]
+    assert not traces[8].equals(study.trace("small", 1, costs))  # not an evaluation trace
 
 
 def test_a_sweep_point_runs_every_online_policy_with_the_base_agent(study):

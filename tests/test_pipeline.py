@@ -16,8 +16,15 @@ import pytest
 
 from relmas import catalog
 from relmas.config import load_config
+from relmas.report import best_baselines
 from relmas.schemas import LAYER_SCHEMA, SUMMARY_SCHEMA
-from relmas.study import evaluation_runs, point_label, sweep_points, sweep_policies
+from relmas.study import (
+    baseline_policies,
+    evaluation_runs,
+    point_label,
+    sweep_points,
+    sweep_policies,
+)
 from relmas.tracking import STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,6 +97,7 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
     config = load_config(project / "config" / "quick.yaml")
     summary = pl.read_parquet(project / "results" / "report" / "summary.parquet")
     assert {k: summary.schema[k] for k in SUMMARY_SCHEMA} == SUMMARY_SCHEMA
+    scenarios = list(config["scenarios"])
     expected = {
         (scenario, policy, seed)
         for scenario, policy in evaluation_runs(config)
@@ -112,7 +120,30 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
     assert set(sweeps.select("sweep", "value", "policy", "seed").iter_rows()) == expected_points
     curve = pl.read_parquet(project / "results" / "agents" / "mixed" / "relmas" / "curve.parquet")
     assert curve.filter(pl.col("metric") == "val_sla_rate").height >= 2
+    validation = pl.concat(
+        [pl.read_parquet(project / "results" / "validation" / f"{s}.parquet") for s in scenarios]
+    )
+    # every evaluated online baseline on every validation trace (the agents' validation seeds)
+    assert set(validation.select("scenario", "policy", "seed").iter_rows()) == {
+        (scenario, policy, seed)
+        for scenario in scenarios
+        for policy in baseline_policies(config)
+        for seed in config["training"]["validation_seeds"]
+    }
+    assert set(baseline_policies(config)) == set(config["evaluation"]["policies"]) - {
+        "random",
+        "ga_offline",
+        "relmas",
+        "relmas_resize",
+    }
+    assert (project / "results" / "logs" / "validate" / "mixed.log").is_file()
     report = (project / "results" / "report" / "report.md").read_text()
+    # the headline comes first: the learned policies against the baseline chosen on validation
+    first = report.index("\n## ") + 1
+    assert report.index("## Learned policies against the best baseline") == first
+    (best, _), *_ = best_baselines(validation).values()
+    assert f"the best baseline on validation is {best}" in report
+    assert "(n = 1)" in report and "one evaluation seed, so no interval" in report  # [1000]
     sections = (
         "## SLA rate vs load and bandwidth",
         "## RELMAS learning curves",
@@ -133,6 +164,7 @@ RULE_STAGES = {
     "profile_pieces": "profile",
     "workload": "workload",
     "train": "train",
+    "validate": "validate",
     "evaluate": "evaluate",
     "evaluate_generalisation": "evaluate",
     "sweep": "sweep",
@@ -175,6 +207,7 @@ def test_quick_dag_logs_tagged_mlflow_runs(quick_run) -> None:
     assert stages["zoo"] == 1
     assert stages["workload"] == scenarios * len(config["evaluation"]["seeds"])
     assert stages["report"] == 1
+    assert stages["validate"] == scenarios
     trains = [run for run in runs if run.data.tags["stage"] == "train"]
     # relmas and relmas_resize are among the quick config's policies: one agent each
     assert sorted(run.data.tags["policy"] for run in trains) == ["relmas", "relmas_resize"]
@@ -290,7 +323,7 @@ def test_changing_an_accelerator_reprofiles_only_that_one(quick_run) -> None:
     project, env, _ = quick_run
     changed = variant(project, "accel.yaml", "glb_kib: 64", "glb_kib: 32")  # simba_chiplet
     jobs = planned_jobs(project, env, changed)
-    assert jobs["profile"] == 1
+    assert jobs["profile"] == 1 and jobs["validate"] == 1
     assert "zoo" not in jobs
     assert jobs["evaluate"] >= 1 and jobs["report"] == 1
 
@@ -303,7 +336,8 @@ def test_changing_a_training_setting_retrains_and_reevaluates_only(quick_run) ->
     assert jobs["train"] == 2 and jobs["evaluate"] == 2 and jobs["report"] == 1
     config = load_config(project / "config" / "quick.yaml")
     assert jobs["sweep"] == len(sweep_points(config))  # every point runs the retrained agent
-    assert not {"zoo", "profile", "workload"} & set(jobs)
+    # the baselines' validation runs read no training setting but the validation traces'
+    assert not {"zoo", "profile", "workload", "validate"} & set(jobs)
 
 
 def test_changing_the_cuts_reprofiles_pieces_and_retrains_only_the_resizing_agent(
@@ -316,6 +350,7 @@ def test_changing_the_cuts_reprofiles_pieces_and_retrains_only_the_resizing_agen
     assert jobs["profile_pieces"] == accelerators and "profile" not in jobs
     assert jobs["train"] == 1  # relmas_resize; relmas never reads the piece tables
     assert jobs["evaluate"] == 2  # gacer and relmas_resize
+    assert jobs["validate"] == 1  # gacer, a baseline, cuts too
     assert not {"zoo", "workload"} & set(jobs)
 
 
@@ -330,7 +365,7 @@ def test_changing_a_scenario_regenerates_only_its_workloads(quick_run) -> None:
     changed = variant(project, "slack.yaml", "slack: 4.0", "slack: 5.0")
     jobs = planned_jobs(project, env, changed)
     assert "zoo" not in jobs and "profile" not in jobs
-    assert jobs["workload"] == 1 and jobs["report"] == 1
+    assert jobs["workload"] == 1 and jobs["validate"] == 1 and jobs["report"] == 1
 
 
 def test_invalid_config_fails_before_any_job(tmp_path: Path) -> None:

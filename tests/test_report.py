@@ -1,10 +1,12 @@
-"""Report statistics: confidence intervals, the ratio to the best heuristic, the ranking table."""
+"""Report statistics: confidence intervals, the headline (the best baseline chosen on validation),
+the ranking table."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 
+import numpy as np
 import polars as pl
 import pytest
 import torch
@@ -14,16 +16,20 @@ from relmas.config import load_config
 from relmas.io import write_parquet
 from relmas.report import (
     aggregate,
+    best_baselines,
     collect_sweeps,
     generalisation_table,
+    headline_sentences,
+    headline_table,
     heuristic_ranking,
+    interval,
     mean_ci,
+    paired_ratio,
     plot_sweep,
-    ratio_to_best_heuristic,
     resizing_table,
     resizing_verdicts,
-    shortfalls,
     split_generalisation,
+    verdict,
 )
 from relmas.rl.checkpoint import load_checkpoint
 from relmas.rl.curve import CURVE, read_curve
@@ -57,34 +63,102 @@ def test_mean_ci_is_student_t() -> None:
     assert mean_ci([0.7]) == (0.7, 0.0)
 
 
-def test_ratio_is_against_the_best_heuristic_not_random_or_the_offline_bound() -> None:
+def validation(values: dict[str, list[float]], scenario: str = "mixed") -> pl.DataFrame:
+    """Baselines' rows on the validation traces of `scenario` (seeds 100, 101, ...)."""
+    return summary(values, scenario).with_columns(pl.col("seed") + 100)
+
+
+def test_the_best_baseline_is_chosen_on_validation_not_on_evaluation() -> None:
+    """edf is the best baseline on the evaluation traces, sjf on validation: the headline measures
+    relmas against sjf; the former comparison (best heuristic after the fact) against edf."""
+    chosen = best_baselines(
+        validation(
+            {
+                "sjf": [0.7, 0.7],
+                "edf": [0.6, 0.6],
+                "random": [0.95, 0.95],  # a floor, never the best baseline
+                "relmas": [0.99, 0.99],  # learned: not a baseline
+            }
+        )
+    )
+    assert chosen == {"mixed": ("sjf", pytest.approx(0.7))}
     frame = summary(
         {
             "sjf": [0.5, 0.6],
-            "edf": [0.4, 0.4],
-            "random": [0.9, 0.9],  # a reference, never "the best heuristic"
+            "edf": [0.8, 0.8],
+            "random": [0.9, 0.9],
             "ga_offline": [1.0, 1.0],
             "relmas": [0.55, 0.66],
         }
     )
-    (row,) = ratio_to_best_heuristic(frame).iter_rows(named=True)
-    assert row["best_heuristic"] == "sjf"
+    (row,) = headline_table(frame, chosen).iter_rows(named=True)
+    assert (row["best_baseline"], row["best_heuristic"]) == ("sjf", "edf")
+    assert row["baseline_validation_sla_rate"] == pytest.approx(0.7)
+    assert row["baseline_sla_rate"] == pytest.approx(0.55)
     assert row["ratio"] == pytest.approx(1.1)
     # the per-seed ratio is 1.1 on both seeds, so every bootstrap resample gives 1.1
-    assert row["ratio_ci_low"] == pytest.approx(1.1) and row["ratio_ci_high"] == pytest.approx(1.1)
+    assert row["ratio_ci_low"] == pytest.approx(1.1) == row["ratio_ci_high"]
+    assert row["heuristic_ratio"] == pytest.approx(0.605 / 0.8)
     assert row["offline_ratio"] == pytest.approx(0.605)
-    (line,) = shortfalls(ratio_to_best_heuristic(frame))
-    assert line.startswith("On mixed, relmas reaches 60% [55%, 66%] of ga_offline's SLA rate")
+    line, offline = headline_sentences(headline_table(frame, chosen))
+    assert line.startswith(
+        "On mixed, the best baseline on validation is sjf (SLA rate 0.700 on validation, 0.550 on "
+        "evaluation); relmas meets 0.605 and beats it (ratio 1.100 [1.100, 1.100], paired 95% CI). "
+        "Against the best former heuristic on evaluation, edf (0.800), the ratio is 0.756 ["
+    )
+    assert offline.startswith("On mixed, relmas reaches 60% [55%, 66%] of ga_offline's SLA rate")
 
 
-def test_shortfalls_name_where_the_heuristic_wins() -> None:
-    frame = summary({"sjf": [0.5, 0.6], "prema": [0.5, 0.5], "relmas": [0.5, 0.59]})
-    ratios = ratio_to_best_heuristic(frame)
-    assert ratios["offline_ratio"].to_list() == [None]
-    assert shortfalls(ratios) == [
-        "On mixed, sjf beats relmas: 0.5500 against 0.5450 (ratio 0.9909 [0.983, 1.000])."
-    ]
-    assert shortfalls(ratio_to_best_heuristic(summary({"sjf": [0.5], "relmas": [0.5]}))) == []
+def test_a_tie_on_validation_goes_to_the_first_baseline_in_catalog_order() -> None:
+    tied = validation({"sjf": [0.5, 0.7], "fcfs": [0.7, 0.5], "edf": [0.1, 0.2]})
+    assert catalog.online_baselines().index("fcfs") < catalog.online_baselines().index("sjf")
+    assert best_baselines(tied)["mixed"][0] == "fcfs"
+    assert best_baselines(tied.filter(pl.col("policy") != "fcfs"))["mixed"][0] == "sjf"
+
+
+def test_headline_values_are_recomputed_from_the_summary_rows() -> None:
+    """Means, ratio and paired interval of every row follow from the summary rows alone."""
+    frame = pl.concat(
+        [
+            summary({"sjf": [0.4, 0.6, 0.5], "edf": [0.3, 0.7, 0.2], "relmas": [0.5, 0.5, 0.7]}),
+            summary({"fcfs": [0.2, 0.3, 0.1], "relmas": [0.2, 0.4, 0.2]}, scenario="heavy"),
+        ]
+    )
+    chosen = {"mixed": ("edf", 0.9), "heavy": ("fcfs", 0.25)}
+    table = headline_table(frame, chosen, seed=3)
+    assert table.select("scenario", "policy").rows() == [("mixed", "relmas"), ("heavy", "relmas")]
+    rng = np.random.default_rng(3)
+    for row in table.iter_rows(named=True):
+        rows = frame.filter(pl.col("scenario") == row["scenario"]).sort("seed")
+        ours = rows.filter(pl.col("policy") == "relmas")["sla_rate"].to_numpy()
+        theirs = rows.filter(pl.col("policy") == row["best_baseline"])["sla_rate"].to_numpy()
+        assert row["seeds"] == 3
+        assert row["sla_rate"] == pytest.approx(ours.mean())
+        assert row["baseline_sla_rate"] == pytest.approx(theirs.mean())
+        assert row["baseline_validation_sla_rate"] == chosen[row["scenario"]][1]
+        expected = paired_ratio(ours, theirs, rng)
+        assert (row["ratio"], row["ratio_ci_low"], row["ratio_ci_high"]) == expected
+        paired_ratio(ours, theirs, rng)  # the former comparison's draw (same rng, same order)
+        assert row["ratio_ci_low"] < row["ratio"] < row["ratio_ci_high"]
+    assert verdict(table.row(0, named=True)) == "ties"  # 1.417 [0.714, 3.500]: it contains 1
+    assert table["offline_ratio"].to_list() == [None, None]
+
+
+def test_verdicts_follow_the_interval_and_one_seed_prints_none() -> None:
+    chosen = {"mixed": ("sjf", 0.6)}
+    short = headline_table(summary({"sjf": [0.5, 0.6], "relmas": [0.45, 0.54]}), chosen)
+    (line,) = headline_sentences(short)
+    assert "relmas meets 0.495 and falls short of it (ratio 0.900 [0.900, 0.900], paired" in line
+    one = headline_table(summary({"sjf": [0.5], "relmas": [0.6]}), chosen)
+    (row,) = one.iter_rows(named=True)
+    assert row["seeds"] == 1 and verdict(row) == "beats"
+    (line,) = headline_sentences(one)
+    assert "beats it (ratio 1.200; one evaluation seed, so no interval)" in line
+    assert "[" not in line and "n/a" not in line
+    assert interval(1.2, 1.2, 1.2, 1) == "1.200 (n = 1)"
+    zero = headline_table(summary({"sjf": [0.0, 0.0], "relmas": [0.1, 0.0]}), chosen)
+    assert verdict(zero.row(0, named=True)) == "beats"  # the baseline met no deadline
+    assert headline_table(summary({"sjf": [0.5]}), chosen).height == 0  # nothing learned
 
 
 def test_resizing_is_judged_against_relmas_by_its_interval() -> None:
@@ -131,13 +205,14 @@ def test_generalisation_rows_are_compared_with_the_scenario_they_ran_on() -> Non
     both = pl.concat([own, moved])
     kept, transferred = split_generalisation(both)
     assert kept.equals(own) and transferred.equals(moved)
-    (row,) = generalisation_table(both).iter_rows(named=True)
+    # edf is the best on these evaluation traces; the scenario's baseline chosen on validation: sjf
+    (row,) = generalisation_table(both, {"mixed": ("sjf", 0.8)}).iter_rows(named=True)
     assert (row["agent_scenario"], row["scenario"], row["policy"]) == ("heavy", "mixed", "relmas")
     assert row["sla_rate"] == pytest.approx(0.6) and row["sla_rate_ci95"] == 0.0
     assert row["own_agent_sla_rate"] == pytest.approx(0.9)
-    assert row["best_heuristic"] == "edf"
+    assert row["best_baseline"] == "sjf"
     assert row["ratio_fcfs"] == pytest.approx(2.0) and row["ratio_sjf"] == pytest.approx(1.2)
-    assert row["ratio_best"] == pytest.approx(6 / 7)
+    assert row["ratio_best"] == pytest.approx(1.2)
     # sjf and the moved agent are constant over seeds: every resample gives the same ratio
     assert row["ratio_sjf_ci_low"] == pytest.approx(1.2) == row["ratio_sjf_ci_high"]
     assert row["ratio_fcfs_ci_low"] <= 2.0 <= row["ratio_fcfs_ci_high"]

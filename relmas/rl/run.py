@@ -108,7 +108,7 @@ def train_scenario(
     def trace(seed: int) -> pl.DataFrame:
         return generate_trace(scenario, parsed, system, tables, seed, source)
 
-    validation_traces = [trace(seed) for seed in settings.validation_seeds]
+    validation_traces = list(study.validation_traces(scenario, costs_dir).values())
     heuristics = heuristic_scores(system, tables, validation_traces)
     log({f"val_heuristic_{name}_sla_rate": rate for name, rate in heuristics.items()}, 0)
     observation = _observation(settings.observation, resize, heuristics)

@@ -10,6 +10,7 @@ from relmas import catalog
 from relmas.config import config_hash
 from relmas.paths import RESULTS as PATHS, summary_of
 from relmas.study import (
+    baseline_policies,
     evaluation_runs,
     generalisation_runs,
     point_label,
@@ -107,6 +108,21 @@ def sweep_point_spec(sweep):
     """A sweep's base scenario and parameter as canonical JSON (a point's rerun trigger)."""
     spec = CONFIG["sweeps"][sweep]
     return json.dumps({key: spec[key] for key in ("scenario", "parameter")}, sort_keys=True)
+
+
+# The online baselines evaluated: scored on each scenario's validation traces (rule validate).
+BASELINES = baseline_policies(CONFIG)
+
+
+def baseline_costs(wildcards):
+    """Cost tables the baselines of a scenario need (the piece tables too for a resizing one)."""
+    return sorted(
+        {
+            table
+            for policy in BASELINES
+            for table in scenario_costs(SimpleNamespace(scenario=wildcards.scenario, policy=policy))
+        }
+    )
 
 
 def sweep_costs(wildcards):

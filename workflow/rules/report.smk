@@ -11,6 +11,8 @@ rule report:
             for agent, scenario, policy in GENERALISATION_RUNS
             for seed in EVAL_SEEDS
         ],
+        # every baseline's SLA rate on each scenario's validation traces (the best baseline's choice)
+        validation=expand(rules.validate.output[0], scenario=CONFIG["scenarios"]),
         sweeps=[
             PATHS.sweep_point(sweep, point_label(value))
             for sweep, value in SWEEP_POINTS
@@ -65,6 +67,7 @@ rule report:
         eval=lambda wildcards, input: Path(input.summaries[0]).parents[2],
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
         workloads=lambda wildcards, input: Path(input.traces[0]).parents[1],
+        validation=lambda wildcards, input: Path(input.validation[0]).parent,
         # results/sweeps/{sweep}/{value}.parquet, results/agents/{scenario}/{policy}/... (if any)
         sweeps=lambda wildcards, input: (
             f"--sweeps {shlex.quote(str(Path(input.sweeps[0]).parents[1]))}"
@@ -83,5 +86,6 @@ rule report:
         PATHS.benchmark("report")
     shell:
         "{RELMAS} report {CONFIG_ARGS} --eval {params.eval:q} --costs {params.costs:q}"
-        " --workloads {params.workloads:q} {params.sweeps} {params.agents}"
+        " --workloads {params.workloads:q} --validation {params.validation:q}"
+        " {params.sweeps} {params.agents}"
         " --out {params.out:q} > {log:q} 2>&1"
