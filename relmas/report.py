@@ -28,7 +28,7 @@ from scipy import stats  # noqa: E402
 from relmas import catalog  # noqa: E402
 from relmas.io import read_parquet  # noqa: E402
 from relmas.paths import (  # noqa: E402
-    RESULTS,
+    ResultPaths,
     agent_dir,
     cost_table,
     evaluation_file,
@@ -562,7 +562,7 @@ def write_report(
         save(plot_metric_by_scenario(aggregated, metric, label), metric)
     for scenario in scenarios:
         save(plot_tenant_sla(tenants, scenario), f"tenants_{scenario}")
-    sweeps = collect_sweeps(config, sweeps_dir or RESULTS.sweeps_dir)
+    sweeps = collect_sweeps(config, sweeps_dir or ResultPaths.of(config).sweeps_dir)
     if sweeps.height:
         write_parquet(sweeps, out_dir / "sweeps.parquet")
         tables.append(out_dir / "sweeps.parquet")
@@ -575,7 +575,7 @@ def write_report(
                 else None
             )
             save(plot_sweep(points, title, spec["parameter"], trained_at), f"sweep_{name}")
-    learning = _learning(config, agents_dir or RESULTS.agents_dir)
+    learning = _learning(config, agents_dir or ResultPaths.of(config).agents_dir)
     if learning:
         best = {title: agent["best_heuristic"] for title, agent in learning.items()}
         curves = {title: agent["curve"] for title, agent in learning.items()}

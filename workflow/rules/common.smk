@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from relmas import catalog
 from relmas.config import config_hash
-from relmas.paths import RESULTS as PATHS, summary_of
+from relmas.paths import ResultPaths, summary_of
 from relmas.study import (
     evaluation_runs,
     generalisation_runs,
@@ -17,6 +17,9 @@ from relmas.study import (
     sweep_points,
     sweep_policies,
 )
+
+# Every output under the config's own results directory (`results:`).
+PATHS = ResultPaths.of(CONFIG)
 
 # Shell words, quoted: a checkout, venv or config path may hold spaces or `$(...)`.
 RELMAS = f"{shlex.quote(sys.executable)} -m relmas"
