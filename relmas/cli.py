@@ -174,8 +174,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     import polars as pl
 
     from relmas import tracking
+    from relmas.figures.results import plot_learning_curves
     from relmas.progress import advance_to, progress
-    from relmas.report import plot_learning_curves
     from relmas.rl.run import train_scenario
     from relmas.rl.settings import parse_training
     from relmas.study import Study
@@ -227,6 +227,7 @@ def cmd_train(args: argparse.Namespace) -> None:
             plot_learning_curves(
                 {f"{args.scenario}: {args.policy}": curve},
                 {f"{args.scenario}: {args.policy}": best},
+                {f"{args.scenario}: {args.policy}": args.policy},
             ),
             "learning_curve.png",
         )

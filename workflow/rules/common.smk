@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from relmas import catalog
 from relmas.config import config_hash
+from relmas.figures.contents import report_figures
 from relmas.paths import ResultPaths, summary_of
 from relmas.study import (
     evaluation_runs,
