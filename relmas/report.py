@@ -1,9 +1,10 @@
 """Evaluation results -> the study's report: summary.parquet, statistics, figures, report.md.
 
 Statistics are over evaluation seeds (traces the agents never saw): means with Student-t 95%
-confidence intervals, and for each scenario the ratio of every learned policy's mean SLA rate to the
-best heuristic's, with a paired bootstrap 95% interval (seeds resampled together, since all
-policies ran on the same traces). Nothing is tuned or filtered: every policy evaluated is shown.
+confidence intervals (none with one seed: n = 1 is said, not drawn as an interval), and for each
+scenario the ratio of every learned policy's mean SLA rate to the best heuristic's, with a paired
+bootstrap 95% interval (seeds resampled together, since all policies ran on the same traces).
+Nothing is tuned or filtered: every policy evaluated is shown.
 
 Besides the per-scenario evaluation: generalisation runs (a learned policy deployed with the agent
 of another scenario: rows whose `agent_scenario` is not their scenario), sweeps (SLA rate against
@@ -214,8 +215,7 @@ def shortfalls(ratios: pl.DataFrame, offline_share: float = OFFLINE_SHARE) -> li
             lines.append(
                 f"On {row['scenario']}, {row['policy']} reaches {row['offline_ratio']:.0%}"
                 f"{_interval_text(row['offline_ci_low'], row['offline_ci_high'], '.0%')} of "
-                f"{_offline()}'s "
-                f"SLA rate, below the {offline_share:.0%} aimed at."
+                f"{_offline()}'s SLA rate, below the {offline_share:.0%} aimed at."
             )
     return lines
 
