@@ -595,7 +595,9 @@ def _sample_gantt(
 
     evaluated = aggregated.filter(pl.col("scenario") == scenario)["policy"].to_list()
     agent = _shown_agent()
-    shown = [p for p in (agent, best_baseline(aggregated, scenario)) if p in evaluated]
+    best = best_baseline(aggregated, scenario)
+    # without either, the first policy evaluated (e.g. the offline bound alone)
+    shown = [p for p in (agent, best) if p in evaluated] or evaluated[:1]
     study = Study(config, source)
     system, tables = study.system(scenario), study.costs(scenario, costs_dir)
     trace = read_parquet(workload_file(workloads_dir, scenario, seed), JOB_SCHEMA)
@@ -606,7 +608,7 @@ def _sample_gantt(
         if policy in catalog.learned():
             options["agent"] = str(agent_dir(agents_dir, scenario, policy))
         chosen = make_policy(policy, seed=seed, **options)
-        label = policy if policy == agent else f"{policy} (best baseline)"
+        label = f"{policy} (best baseline)" if policy == best else policy
         results[label] = simulate(system, first, tables, chosen, record=True)
     path = figures_dir / "gantt.png"
     plot_schedules(
