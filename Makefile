@@ -47,7 +47,7 @@ bench: $(STAMP)  ## every benchmark script; figures go to docs/benchmarks.md by 
 
 ui-check: $(STAMP)  ## the MLflow UI in headless Chromium against the quick study's store (after make quick)
 	command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
-	$(BIN)/python tests/ui_check.py --out results/ui-check
+	$(BIN)/python tests/ui_check.py --out results/quick/ui-check
 
-clean:
+clean:  ## every config's results (each under its own results/<name>, `results:`), Snakemake's state, the store
 	rm -rf results .snakemake mlflow.db mlflow.db.lock mlartifacts

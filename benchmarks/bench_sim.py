@@ -1,6 +1,7 @@
 """Simulator benchmark: scheduling decisions per second and memory versus trace length.
 
-    .venv/bin/python benchmarks/bench_sim.py [--costs results/costs] [--jobs 10000] [--repeats 5]
+    .venv/bin/python benchmarks/bench_sim.py [--costs results/default/costs] [--jobs 10000]
+        [--repeats 5]
 
 Runs on one core (pinned where the OS allows). Without --costs it uses synthetic cost tables with
 the layer counts of the default model zoo, so it does not depend on profiling; with --costs it uses

@@ -22,7 +22,7 @@ from typing import Any
 
 from relmas import catalog
 from relmas.errors import InputError
-from relmas.paths import RESULTS, cost_table, summary_of
+from relmas.paths import ResultPaths, cost_table, summary_of
 
 POLICY_HELP = 'a policy name of relmas.catalog (docs/design.md, "Policies")'
 
@@ -174,8 +174,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     import polars as pl
 
     from relmas import tracking
+    from relmas.figures.results import plot_learning_curves
     from relmas.progress import advance_to, progress
-    from relmas.report import plot_learning_curves
     from relmas.rl.run import train_scenario
     from relmas.rl.settings import parse_training
     from relmas.study import Study
@@ -227,6 +227,7 @@ def cmd_train(args: argparse.Namespace) -> None:
             plot_learning_curves(
                 {f"{args.scenario}: {args.policy}": curve},
                 {f"{args.scenario}: {args.policy}": best},
+                {f"{args.scenario}: {args.policy}": args.policy},
             ),
             "learning_curve.png",
         )
@@ -620,7 +621,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COSTS_HELP = "directory of cost tables {accelerator}.parquet"
+COSTS_HELP = "directory of cost tables {accelerator}.parquet (default: the config's results:)"
+
+# Options whose default lies under the config's results directory (`results:`), by command: filled
+# in once the config is read (relmas.paths.ResultPaths), so that a command run by hand finds the
+# files of the study it is given.
+RESULT_DEFAULTS: dict[str, dict[str, Callable[[ResultPaths], Any]]] = {
+    "workload": {"costs": lambda paths: paths.costs_dir},
+    "train": {"costs": lambda paths: paths.costs_dir},
+    "evaluate": {
+        "costs": lambda paths: paths.costs_dir,
+        "jobs": lambda paths: str(paths.workload("{scenario}", "{seed}")),
+    },
+    "sweep": {"costs": lambda paths: paths.costs_dir},
+    "validate": {"costs": lambda paths: paths.costs_dir},
+    "report": {
+        "eval": lambda paths: paths.eval_dir,
+        "costs": lambda paths: paths.costs_dir,
+        "workloads": lambda paths: paths.workloads_dir,
+        "validation": lambda paths: paths.validation_dir,
+        "sweeps": lambda paths: paths.sweeps_dir,
+        "agents": lambda paths: paths.agents_dir,
+        "out": lambda paths: paths.report_dir,
+    },
+}
+
+
+def _fill_result_defaults(args: argparse.Namespace) -> None:
+    """Set the options of RESULT_DEFAULTS left out on the command line from the config's root."""
+    missing = {
+        dest: default
+        for dest, default in RESULT_DEFAULTS.get(args.command, {}).items()
+        if getattr(args, dest) is None
+    }
+    if missing:
+        paths = ResultPaths.of(load_configs(args.config))
+        for dest, default in missing.items():
+            setattr(args, dest, default(paths))
 
 
 def _command(sub: Any, name: str, func: Callable[[argparse.Namespace], None], help: str):
@@ -665,13 +702,13 @@ def _add_build_commands(sub: Any) -> None:
     _config_arg(workload)
     workload.add_argument("--scenario", required=True, help="a scenario of the config")
     workload.add_argument("--seed", required=True, type=_seed)
-    workload.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
+    workload.add_argument("--costs", type=Path, help=COSTS_HELP)
     workload.add_argument("--out", required=True, type=Path, help="job trace Parquet to write")
 
     train = _command(sub, "train", cmd_train, "train the RELMAS agent of one scenario")
     _config_arg(train)
     train.add_argument("--scenario", required=True, help="a scenario of the config")
-    train.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
+    train.add_argument("--costs", type=Path, help=COSTS_HELP)
     train.add_argument("--out", required=True, type=Path, help="agent directory to write")
     # an interrupted training resumes from last.pt and the replay buffer: keep them on failure
     train.set_defaults(keep_partial=True)
@@ -701,10 +738,10 @@ def _add_run_commands(sub: Any) -> None:
     )
     evaluate.add_argument(
         "--jobs",
-        default=str(RESULTS.workload("{scenario}", "{seed}")),
-        help="job trace path template (default: %(default)s)",
+        help="job trace path template (default: workloads/{scenario}/seed{seed}.parquet under "
+        "the config's results:)",
     )
-    evaluate.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
+    evaluate.add_argument("--costs", type=Path, help=COSTS_HELP)
     evaluate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
     evaluate.add_argument(
         "--gantt", type=Path, help="also write the first seed's Gantt chart (its first jobs) here"
@@ -715,7 +752,7 @@ def _add_run_commands(sub: Any) -> None:
     )
     _config_arg(validate)
     validate.add_argument("--scenario", required=True, help="a scenario of the config")
-    validate.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
+    validate.add_argument("--costs", type=Path, help=COSTS_HELP)
     validate.add_argument(
         "--out", required=True, type=Path, help="summary rows Parquet to write (one per run)"
     )
@@ -724,7 +761,7 @@ def _add_run_commands(sub: Any) -> None:
     _config_arg(sweep)
     sweep.add_argument("--sweep", required=True, help="a sweep of the config (sweeps:)")
     sweep.add_argument("--value", required=True, type=_finite, help="the swept parameter's value")
-    sweep.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
+    sweep.add_argument("--costs", type=Path, help=COSTS_HELP)
     sweep.add_argument(
         "--agents", type=Path, help="the base scenario's agents: one directory per learned policy"
     )
@@ -734,20 +771,18 @@ def _add_run_commands(sub: Any) -> None:
         sub, "report", cmd_report, "summary.parquet, figures and report.md of a study"
     )
     _config_arg(report)
-    report.add_argument("--eval", type=Path, default=RESULTS.eval_dir, help="results dir")
-    report.add_argument("--costs", type=Path, default=RESULTS.costs_dir, help=COSTS_HELP)
-    report.add_argument("--workloads", type=Path, default=RESULTS.workloads_dir)
+    # defaults: the directories under the config's results: (RESULT_DEFAULTS)
+    report.add_argument("--eval", type=Path, help="evaluation results dir")
+    report.add_argument("--costs", type=Path, help=COSTS_HELP)
+    report.add_argument("--workloads", type=Path, help="job traces dir")
     report.add_argument(
         "--validation",
         type=Path,
-        default=RESULTS.validation_dir,
         help="the baselines' validation rows ({scenario}.parquet), which choose the best baseline",
     )
-    report.add_argument("--sweeps", type=Path, default=RESULTS.sweeps_dir, help="sweeps dir")
-    report.add_argument(
-        "--agents", type=Path, default=RESULTS.agents_dir, help="agents dir (learning curves)"
-    )
-    report.add_argument("--out", type=Path, default=RESULTS.report_dir, help="report dir")
+    report.add_argument("--sweeps", type=Path, help="sweeps dir")
+    report.add_argument("--agents", type=Path, help="agents dir (learning curves)")
+    report.add_argument("--out", type=Path, help="report dir")
 
     simulate = _command(
         sub, "simulate", cmd_simulate, "run one policy on any job trace and cost tables"
@@ -773,6 +808,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     io.forget_outputs()
     try:
+        _fill_result_defaults(args)
         args.func(args)
     except (InputError, OSError) as exc:
         if not getattr(args, "keep_partial", False):

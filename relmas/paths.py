@@ -3,15 +3,17 @@
 The command line's defaults, the Snakemake rules, the cost-table loader and the report take their
 paths from here, so that a file is named in one place. Every method also works with Snakemake
 wildcards as arguments (`paths.workload("{scenario}", "{seed}")` is the rule's pattern).
-A study whose results go elsewhere passes another `root`.
+Each configuration names its own root (`results:`, `ResultPaths.of(config)`), so that two studies
+never write into each other's files.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-DEFAULT_ROOT = Path("results")
 # the config schema: key names, types, defaults and bounds of every config file
 CONFIG_SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 PIECES_SUFFIX = ".pieces.parquet"
@@ -69,7 +71,12 @@ def summary_of(results: str | Path) -> Path:
 class ResultPaths:
     """The files of one study under `root`."""
 
-    root: Path = DEFAULT_ROOT
+    root: Path
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> ResultPaths:
+        """The files of the study a (validated) configuration describes: under its `results:`."""
+        return cls(Path(config["results"]))
 
     @property
     def layers(self) -> Path:
@@ -136,6 +143,3 @@ class ResultPaths:
     def benchmark(self, *parts: str) -> Path:
         """A job's Snakemake benchmark: `benchmarks/{parts...}.tsv`."""
         return self.root / "benchmarks" / Path(*parts[:-1]) / f"{parts[-1]}.tsv"
-
-
-RESULTS = ResultPaths()

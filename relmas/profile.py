@@ -28,6 +28,7 @@ from relmas.hw.problem import MACS, R, S, problem_array
 from relmas.hw.search import describe_mapping, search_layers
 from relmas.hw.spec import EyerissSpec, Spec, spec_hash, spec_json
 from relmas.io import read_metadata, read_parquet, write_parquet
+from relmas.progress import progress
 from relmas.schemas import COST_SCHEMA, LAYER_SCHEMA
 from relmas.sim.costs import PIECE_SCHEMA, SPLIT_DIMS
 
@@ -59,7 +60,9 @@ def profile_layers(
         raise InputError(source, "profile.objective", f"one of {list(OBJECTIVES)}", objective)
     start = time.perf_counter()
     problems = problem_array(layers, source)
-    result = search_layers(problems, spec, objective)
+    bar = progress(layers.height, f"profile {name}", "layer")
+    result = search_layers(problems, spec, objective, on_chunk=bar.update)
+    bar.close()
     seconds = time.perf_counter() - start
     _check_feasible(result.cycles, layers, problems, name, spec)
     cycles = result.cycles

@@ -1,7 +1,8 @@
 """Evaluation results -> the study's report: summary.parquet, statistics, figures, report.md.
 
 Statistics are over evaluation seeds (traces the agents never saw): means with Student-t 95%
-confidence intervals. The headline: for each scenario the ratio of every learned policy's mean SLA
+confidence intervals (none with one seed: n = 1 is said, not drawn as an interval). The
+headline: for each scenario the ratio of every learned policy's mean SLA
 rate to the best baseline's — the online non-learned policy with the best SLA rate on the
 validation traces (`relmas validate`), so that evaluation only measures it — with a paired
 bootstrap 95% interval (seeds resampled together, since all policies ran on the same traces), and
@@ -16,7 +17,7 @@ load and bandwidth, `relmas.sweep`) and the agents' learning curves (`curve.parq
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,17 @@ import polars as pl  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from relmas import catalog  # noqa: E402
+from relmas.figures import palette  # noqa: E402
+from relmas.figures.contents import METRIC_FIGURES  # noqa: E402
+from relmas.figures.results import (  # noqa: E402
+    plot_learning_curves,
+    plot_metric_by_scenario,
+    plot_sweep,
+    plot_tenant_sla,
+)
 from relmas.io import read_parquet  # noqa: E402
 from relmas.paths import (  # noqa: E402
-    RESULTS,
+    ResultPaths,
     agent_dir,
     cost_table,
     evaluation_file,
@@ -53,6 +62,7 @@ from relmas.study import (  # noqa: E402
 OFFLINE_SHARE = 0.9  # share of the offline bound an online policy should reach (issue 5)
 METRICS = ("sla_rate", "antt", "stp", "fairness", "utilization", "energy_j", "decision_us")
 BOOTSTRAP_SAMPLES = 10_000
+HTML = "report.html"  # report.md as one self-contained page (figures inlined)
 
 
 def collect_summaries(paths: Sequence[str | Path]) -> pl.DataFrame:
@@ -75,25 +85,47 @@ def split_generalisation(summary: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFr
 
 
 def mean_ci(values: np.ndarray) -> tuple[float, float]:
-    """Mean and the half-width of its Student-t 95% confidence interval (0 for one value)."""
+    """Mean and the half-width of its Student-t 95% confidence interval (NaN for one value: there
+    is no interval, and the report draws and prints none)."""
     values = np.asarray(values, dtype=float)
     mean = float(values.mean())
     if values.size < 2:
-        return mean, 0.0
+        return mean, math.nan
     half = stats.t.ppf(0.975, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size)
     return mean, float(half)
 
 
 def aggregate(summary: pl.DataFrame, by: Sequence[str] = ("scenario", "policy")) -> pl.DataFrame:
     """Per group of `by` (scenario and policy): seeds, and mean and 95% CI half-width of every
-    metric."""
+    metric; policies grouped by kind (relmas.figures.palette), as every table shows them."""
     rows = []
     for keys, group in summary.group_by(list(by), maintain_order=True):
         row: dict[str, Any] = dict(zip(by, keys, strict=True)) | {"seeds": group.height}
         for metric in METRICS:
             row[metric], row[f"{metric}_ci95"] = mean_ci(group[metric].to_numpy())
         rows.append(row)
-    return pl.DataFrame(rows).sort(*by)
+    rank = {policy: index for index, policy in enumerate(palette.order(summary["policy"]))}
+    others = [key for key in by if key != "policy"]
+    return (
+        pl.DataFrame(rows)
+        .with_columns(_rank=pl.col("policy").replace_strict(rank, return_dtype=pl.Int64))
+        .sort(*others, "_rank")
+        .drop("_rank")
+    )
+
+
+def mean_text(mean: float, half: float, digits: int = 3) -> str:
+    """A mean as a table prints it: with its 95% interval, or alone where there is none (n = 1)."""
+    if math.isnan(half):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {half:.{digits}f}"
+
+
+def _mean_column(metric: str) -> pl.Expr:
+    """`metric` of an aggregate as text, with its interval where there is one (mean_text)."""
+    return pl.struct(metric, f"{metric}_ci95").map_elements(
+        lambda row: mean_text(row[metric], row[f"{metric}_ci95"]), return_dtype=pl.String
+    )
 
 
 def heuristics(policies: Sequence[str]) -> list[str]:
@@ -119,6 +151,8 @@ def paired_ratio(
     the same resamples of the seeds (element i of both arrays is the same trace)."""
     ours, theirs = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
     ratio = float(ours.mean() / theirs.mean()) if theirs.mean() > 0 else math.nan
+    if len(ours) < 2:
+        return ratio, math.nan, math.nan  # one seed: no interval
     resample = rng.integers(0, len(ours), size=(BOOTSTRAP_SAMPLES, len(ours)))
     num, den = ours[resample].mean(axis=1), theirs[resample].mean(axis=1)
     ratios = np.divide(num, den, out=np.full_like(num, np.nan), where=den > 0)
@@ -397,150 +431,6 @@ def tenant_sla(results: Mapping[tuple[str, str, int], pl.DataFrame]) -> pl.DataF
     )
 
 
-# ------------------------------------------------------------------------------------ figures
-
-
-def _policy_order(policies: Sequence[str]) -> list[str]:
-    """Heuristics first, then the references, then the learned policies (drawn last, on top)."""
-    present = set(policies)
-    ordered = sorted(heuristics(list(present)))
-    ordered += [p for p in _references() + catalog.learned() if p in present]
-    return ordered
-
-
-def plot_metric_by_scenario(aggregated: pl.DataFrame, metric: str, label: str) -> plt.Figure:
-    """Grouped bars: one group per scenario, one bar per policy, 95% CI whiskers."""
-    scenarios = aggregated["scenario"].unique(maintain_order=True).to_list()
-    policies = _policy_order(aggregated["policy"].unique().to_list())
-    width = 0.8 / len(policies)
-    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(scenarios)), 4.5))
-    cmap = plt.get_cmap("tab20")
-    for i, policy in enumerate(policies):
-        rows = aggregated.filter(pl.col("policy") == policy)
-        values = dict(zip(rows["scenario"], rows[metric], strict=True))
-        errors = dict(zip(rows["scenario"], rows[f"{metric}_ci95"], strict=True))
-        x = np.arange(len(scenarios)) + (i - (len(policies) - 1) / 2) * width
-        ax.bar(
-            x,
-            [values.get(s, np.nan) for s in scenarios],
-            width,
-            yerr=[errors.get(s, 0.0) for s in scenarios],
-            label=policy,
-            color=cmap(i % cmap.N),
-            edgecolor="black" if policy in catalog.learned() else "none",
-            capsize=2,
-        )
-    ax.set_xticks(np.arange(len(scenarios)), scenarios, rotation=15)
-    ax.set_ylabel(label)
-    ax.legend(
-        ncol=min(len(policies), 7),
-        fontsize="small",
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.18),
-    )
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
-def plot_tenant_sla(tenants: pl.DataFrame, scenario: str) -> plt.Figure:
-    """SLA rate per tenant (bars) for every policy on one scenario."""
-    rows = tenants.filter(pl.col("scenario") == scenario)
-    names = rows["tenant"].unique(maintain_order=True).to_list()
-    policies = _policy_order(rows["policy"].unique().to_list())
-    width = 0.8 / len(policies)
-    fig, ax = plt.subplots(figsize=(8, 4))
-    cmap = plt.get_cmap("tab20")
-    for i, policy in enumerate(policies):
-        part = rows.filter(pl.col("policy") == policy)
-        values = dict(zip(part["tenant"], part["sla_rate"], strict=True))
-        x = np.arange(len(names)) + (i - (len(policies) - 1) / 2) * width
-        ax.bar(x, [values.get(t, np.nan) for t in names], width, label=policy, color=cmap(i))
-    ax.set_xticks(np.arange(len(names)), names)
-    ax.set_ylabel("SLA rate")
-    ax.set_title(f"{scenario}: SLA rate per tenant")
-    ax.legend(fontsize="small", ncol=2)
-    fig.tight_layout()
-    return fig
-
-
-SWEEP_AXES = {
-    "load": ("offered load (x the system's capacity)", "linear"),
-    "dram_gbps": ("shared off-chip bandwidth, GB/s", "log"),
-}
-
-
-def plot_sweep(
-    aggregated: pl.DataFrame, title: str, parameter: str, trained_at: float | None
-) -> plt.Figure:
-    """SLA rate against the swept value, one line per policy with its 95% CI band; a dotted line
-    where the learned policies' agent was trained (the base scenario's own value)."""
-    policies = _policy_order(aggregated["policy"].unique().to_list())
-    label, scale = SWEEP_AXES[parameter]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    cmap = plt.get_cmap("tab20")
-    for i, policy in enumerate(policies):
-        rows = aggregated.filter(pl.col("policy") == policy).sort("value")
-        x, mean, half = (rows[c].to_numpy() for c in ("value", "sla_rate", "sla_rate_ci95"))
-        learned = policy in catalog.learned()
-        color = "black" if learned else cmap(i % cmap.N)
-        ax.plot(
-            x,
-            mean,
-            marker="o",
-            label=policy,
-            color=color,
-            linewidth=2.5 if learned else 1.2,
-            zorder=3 if learned else 2,
-        )
-        ax.fill_between(x, mean - half, mean + half, color=color, alpha=0.15)
-    if trained_at is not None:
-        ax.axvline(trained_at, color="grey", linestyle=":", label="agent trained here")
-    if scale == "log":
-        ax.set_xscale("log", base=2)
-        values = sorted(aggregated["value"].unique())
-        ax.set_xticks(values, [f"{v:g}" for v in values])
-    ax.set_xlabel(label)
-    ax.set_ylabel("SLA rate (mean, 95% CI)")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title(title)
-    ax.legend(fontsize="small", ncol=2, loc="best")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
-def plot_learning_curves(
-    curves: Mapping[str, pl.DataFrame], best_heuristics: Mapping[str, tuple[str, float]]
-) -> plt.Figure:
-    """Validation SLA rate against training step, one panel per agent (`curves` by title), with
-    the best heuristic's SLA rate on the same validation traces dashed (`best_heuristics`)."""
-    titles = list(curves)
-    cols = min(len(titles), 4)
-    rows = math.ceil(len(titles) / cols)
-    fig, axes = plt.subplots(
-        rows, cols, figsize=(3.6 * cols, 2.9 * rows), squeeze=False, sharey=True
-    )
-    shown = [rate for _, rate in best_heuristics.values()]
-    for ax, title in zip(axes.flat, titles, strict=False):
-        points = curves[title].filter(pl.col("metric") == "val_sla_rate").sort("step")
-        shown += points["value"].to_list()
-        ax.plot(points["step"], points["value"], marker="o", markersize=3, label="agent")
-        name, rate = best_heuristics[title]
-        ax.axhline(rate, color="black", linestyle="--", linewidth=1, label=f"{name} (best heur.)")
-        ax.set_title(title, fontsize="medium")
-        ax.set_xlabel("training step (decisions)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="x-small", loc="lower right")
-    axes[0, 0].set_ylim(max(0.0, min(shown) - 0.05), min(1.02, max(shown) + 0.05))
-    for ax in axes[:, 0]:
-        ax.set_ylabel("validation SLA rate")
-    for ax in list(axes.flat)[len(titles) :]:
-        ax.set_visible(False)
-    fig.tight_layout()
-    return fig
-
-
 def heuristic_ranking(config: Mapping[str, Any], aggregated: pl.DataFrame) -> pl.DataFrame:
     """Per scenario: its load, bandwidth and arrival process, and the heuristics ranked by SLA rate.
 
@@ -629,7 +519,9 @@ def write_report(
 
     own, _ = split_generalisation(summary)
     aggregated = aggregate(own)
-    baselines = best_baselines(read_validation(validation_dir or RESULTS.validation_dir, scenarios))
+    baselines = best_baselines(
+        read_validation(validation_dir or ResultPaths.of(config).validation_dir, scenarios)
+    )
     headline = headline_table(own, baselines)
     generalisation = generalisation_table(summary, baselines)
     resizing = resizing_table(own)
@@ -643,37 +535,34 @@ def write_report(
         plt.close(fig)
         figures[name] = path
 
-    save(plot_metric_by_scenario(aggregated, "sla_rate", "SLA rate (mean, 95% CI)"), "sla_rate")
-    for metric, label in (
-        ("energy_j", "energy per trace, J"),
-        ("utilization", "mean accelerator utilisation"),
-        ("antt", "ANTT (lower is better)"),
-        ("stp", "STP (higher is better)"),
-    ):
+    save(plot_metric_by_scenario(aggregated, "sla_rate", "SLA rate"), "sla_rate")
+    for metric, label in METRIC_FIGURES.items():
         save(plot_metric_by_scenario(aggregated, metric, label), metric)
     for scenario in scenarios:
         save(plot_tenant_sla(tenants, scenario), f"tenants_{scenario}")
-    sweeps = collect_sweeps(config, sweeps_dir or RESULTS.sweeps_dir)
+    sweeps = collect_sweeps(config, sweeps_dir or ResultPaths.of(config).sweeps_dir)
     if sweeps.height:
         write_parquet(sweeps, out_dir / "sweeps.parquet")
         tables.append(out_dir / "sweeps.parquet")
-        for name, spec in config["sweeps"].items():
-            points = aggregate(sweeps.filter(pl.col("sweep") == name), by=("value", "policy"))
-            title = f"{name}: {spec['scenario']}, every policy but {', '.join(catalog.offline())}"
-            trained_at = (
-                _base_value(config, spec)
-                if set(catalog.learned()) & set(points["policy"])
-                else None
-            )
-            save(plot_sweep(points, title, spec["parameter"], trained_at), f"sweep_{name}")
-    learning = _learning(config, agents_dir or RESULTS.agents_dir)
+        _sweep_figures(config, sweeps, save)
+    learning = _learning(config, agents_dir or ResultPaths.of(config).agents_dir)
     if learning:
         best = {title: agent["best_heuristic"] for title, agent in learning.items()}
         curves = {title: agent["curve"] for title, agent in learning.items()}
-        save(plot_learning_curves(curves, best), "learning_curves")
+        policies = {title: agent["policy"] for title, agent in learning.items()}
+        save(plot_learning_curves(curves, best, policies), "learning_curves")
     figures.update(_cost_figures(config, costs_dir, figures_dir))
     figures["gantt"] = _sample_gantt(
-        config, source, scenarios[0], seeds[0], aggregated, workloads_dir, costs_dir, figures_dir
+        config,
+        source,
+        scenarios[0],
+        seeds[0],
+        aggregated,
+        baselines.get(scenarios[0], (None, None))[0],
+        workloads_dir,
+        costs_dir,
+        agents_dir or ResultPaths.of(config).agents_dir,
+        figures_dir,
     )
 
     sections = _markdown(config, aggregated, headline, tenants, figures, out_dir)
@@ -681,10 +570,21 @@ def write_report(
     sections += _resizing_markdown(resizing, learning)
     sections += _sweeps_markdown(config, sweeps, figures, out_dir)
     sections += _learning_markdown(learning, figures, out_dir)
-    with atomic_path(out_dir / "report.md", suffix=".md") as tmp:
-        tmp.write_text("\n".join(sections) + "\n", encoding="utf-8")
-    tables.append(out_dir / "report.md")
+    tables += _write_pages("\n".join(sections) + "\n", out_dir, config["experiment"])
     return {"figures": figures, "tables": tables, "headline": headline}
+
+
+def _sweep_figures(
+    config: Mapping[str, Any], sweeps: pl.DataFrame, save: Callable[[plt.Figure, str], None]
+) -> None:
+    """One figure per configured sweep: every policy's SLA rate against the swept value."""
+    for name, spec in config["sweeps"].items():
+        points = aggregate(sweeps.filter(pl.col("sweep") == name), by=("value", "policy"))
+        title = f"{name}: {spec['scenario']}, every policy but {', '.join(catalog.offline())}"
+        trained_at = (
+            _base_value(config, spec) if set(catalog.learned()) & set(points["policy"]) else None
+        )
+        save(plot_sweep(points, title, spec["parameter"], trained_at), f"sweep_{name}")
 
 
 def collect_sweeps(config: Mapping[str, Any], sweeps_dir: Path) -> pl.DataFrame:
@@ -724,6 +624,7 @@ def _learning(config: Mapping[str, Any], agents_dir: Path) -> dict[str, dict[str
         heuristic = max(info.heuristics_validation, key=info.heuristics_validation.__getitem__)
         title = scenario if catalog.entry(policy).base is None else f"{scenario} ({policy})"
         learning[title] = {
+            "policy": policy,
             "curve": read_curve(directory / CURVE),
             "best_heuristic": (heuristic, info.heuristics_validation[heuristic]),
             "validation": info.validation.get("sla_rate", math.nan),
@@ -754,34 +655,55 @@ def _cost_figures(config: Mapping[str, Any], costs_dir: Path, figures_dir: Path)
     return made
 
 
+def _shown_agent() -> str:
+    """The learned policy of the Gantt chart: RELMAS itself (the learned policy extending none)."""
+    return next(p for p in catalog.learned() if catalog.entry(p).base is None)
+
+
 def _sample_gantt(
     config: Mapping[str, Any],
     source: str,
     scenario: str,
     seed: int,
     aggregated: pl.DataFrame,
+    best: str | None,
     workloads_dir: Path,
     costs_dir: Path,
+    agents_dir: Path,
     figures_dir: Path,
     jobs: int = 24,
 ) -> Path:
-    """Gantt chart of the first `jobs` jobs of one evaluation trace under the best online policy."""
+    """Gantt charts of the first `jobs` jobs of one evaluation trace: RELMAS (where it was
+    evaluated) beside `best`, the scenario's best baseline chosen on validation, same jobs."""
     from relmas.evaluate import simulate
-    from relmas.figures.gantt import plot_gantt
-    from relmas.io import atomic_path
+    from relmas.figures.gantt import plot_schedules
+    from relmas.policies import make_policy
     from relmas.schemas import JOB_SCHEMA
+    from relmas.study import policy_options
 
-    rows = aggregated.filter(
-        (pl.col("scenario") == scenario) & pl.col("policy").is_in(heuristics(aggregated["policy"]))
-    )
-    policy = rows.sort("sla_rate", descending=True)["policy"][0]
+    evaluated = aggregated.filter(pl.col("scenario") == scenario)["policy"].to_list()
+    agent = _shown_agent()
+    # without either, the first policy evaluated (e.g. the offline bound alone)
+    shown = [p for p in (agent, best) if p in evaluated] or evaluated[:1]
     study = Study(config, source)
     system, tables = study.system(scenario), study.costs(scenario, costs_dir)
     trace = read_parquet(workload_file(workloads_dir, scenario, seed), JOB_SCHEMA)
-    result = simulate(system, trace.sort("arrival_s").head(jobs), tables, policy, record=True)
+    first = trace.sort("arrival_s").head(jobs)
+    results = {}
+    for policy in shown:
+        options = policy_options(config, policy)
+        if policy in catalog.learned():
+            options["agent"] = str(agent_dir(agents_dir, scenario, policy))
+        chosen = make_policy(policy, seed=seed, **options)
+        label = f"{policy} (best baseline)" if policy == best else policy
+        results[label] = simulate(system, first, tables, chosen, record=True)
     path = figures_dir / "gantt.png"
-    with atomic_path(path, suffix=".png") as tmp:
-        plot_gantt(result, tmp, title=f"{scenario}, seed {seed}: {policy}")
+    plot_schedules(
+        results,
+        path,
+        colours={label: palette.colour(result.policy) for label, result in results.items()},
+        suptitle=f"{scenario}, seed {seed}: the first {jobs} jobs",
+    )
     return path
 
 
@@ -797,20 +719,23 @@ def _markdown(
         return _image(figures, out_dir, name, caption)
 
     seeds = config["evaluation"]["seeds"]
-    sla = aggregated.select(
-        "scenario",
-        "policy",
-        pl.format("{} ± {}", pl.col("sla_rate").round(3), pl.col("sla_rate_ci95").round(3)),
-    ).pivot(on="policy", index="scenario", values="sla_rate")
+    sla = aggregated.select("scenario", "policy", sla_rate=_mean_column("sla_rate")).pivot(
+        on="policy", index="scenario", values="sla_rate"
+    )
+    intervals = (
+        "Means over seeds with Student-t 95% confidence intervals."
+        if len(seeds) > 1
+        else "One seed (n = 1): values of that trace, no interval."
+    )
     parts = [
         f"# relmas report — experiment `{config['experiment']}`\n",
-        f"Evaluation seeds {seeds} (traces no agent was trained or validated on). Means over seeds "
-        "with Student-t 95% confidence intervals.\n",
+        f"Evaluation seeds {seeds} (traces no agent was trained or validated on). {intervals} "
+        "Policies are grouped by kind: " + ", ".join(g.title for g in palette.GROUPS) + ".\n",
         *_headline_markdown(config, headline),
         "## SLA satisfaction rate\n",
         markdown_table(sla),
         "",
-        image("sla_rate", "SLA rate per scenario and policy (mean, 95% CI)"),
+        image("sla_rate", "SLA rate per scenario and policy"),
     ]
     ranking = heuristic_ranking(config, aggregated)
     winners: dict[str, list[str]] = {}
@@ -838,7 +763,10 @@ def _markdown(
     parts += ["## Fairness, decision time, energy, utilisation\n", markdown_table(table), ""]
     parts += ["## Per-tenant SLA rate\n"]
     parts += [image(f"tenants_{s}", f"{s}: SLA rate per tenant") for s in config["scenarios"]]
-    parts += ["## A sample schedule\n", image("gantt", "Gantt chart of the first jobs of a trace")]
+    parts += [
+        "## A sample schedule\n",
+        image("gantt", "RELMAS beside the best baseline on the first jobs of a trace"),
+    ]
     parts += ["## Cost model: per-layer latency and energy\n"]
     parts += [image(f"costs_{m}", f"{m}: per-layer costs") for m in config["models"]]
     return parts
@@ -891,6 +819,44 @@ def _headline_markdown(config: Mapping[str, Any], headline: pl.DataFrame) -> lis
     ]
 
 
+def _write_pages(text: str, out_dir: Path, title: str) -> list[Path]:
+    """report.md and the same as one HTML page (markdown_html); returns both paths."""
+    from relmas.io import atomic_path
+
+    with atomic_path(out_dir / "report.md", suffix=".md") as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    with atomic_path(out_dir / HTML, suffix=".html") as tmp:
+        tmp.write_text(markdown_html(text, out_dir, title), encoding="utf-8")
+    return [out_dir / "report.md", out_dir / HTML]
+
+
+def markdown_html(text: str, base: Path, title: str) -> str:
+    """report.md as a self-contained HTML page: its tables as HTML tables and its figures inlined
+    (data URIs, relative to `base`), for Snakemake's HTML report and the MLflow run."""
+    import base64
+    import html
+    import re
+
+    import markdown
+
+    body = markdown.markdown(text, extensions=["tables"], output_format="html")
+
+    def inline(match: re.Match[str]) -> str:
+        data = base64.b64encode((base / html.unescape(match[1])).read_bytes()).decode("ascii")
+        return f'src="data:image/png;base64,{data}"'
+
+    body = re.sub(r'src="([^"]+\.png)"', inline, body)
+    style = (
+        "body{font-family:sans-serif;max-width:70em;margin:auto}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}"
+        "img{max-width:100%}"
+    )
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{style}</style></head><body>\n{body}\n</body></html>\n"
+    )
+
+
 def _image(figures: Mapping[str, Path], out_dir: Path, name: str, caption: str) -> str:
     return f"![{caption}]({figures[name].relative_to(out_dir)})\n\n*{caption}*\n"
 
@@ -919,7 +885,7 @@ def _generalisation_markdown(config: Mapping[str, Any], table: pl.DataFrame) -> 
         {
             "agent from → scenario": f"{row['agent_scenario']} → {row['scenario']}",
             "policy": row["policy"],
-            "SLA rate": f"{row['sla_rate']:.3f} ± {row['sla_rate_ci95']:.3f}",
+            "SLA rate": mean_text(row["sla_rate"], row["sla_rate_ci95"]),
             "own agent": f"{row['own_agent_sla_rate']:.3f}",
             **{f"vs {name}": _ratio_text(row, name) for name in catalog.named_baselines()},
             "best baseline (validation)": str(row["best_baseline"]),
@@ -986,7 +952,7 @@ def _sweeps_markdown(
         table = points.select(
             "policy",
             pl.col("value").map_elements(lambda v: f"{v:g}", return_dtype=pl.String),
-            pl.format("{} ± {}", pl.col("sla_rate").round(3), pl.col("sla_rate_ci95").round(3)),
+            sla_rate=_mean_column("sla_rate"),
         ).pivot(on="value", index="policy", values="sla_rate")
         parts += [_image(figures, out_dir, f"sweep_{name}", caption), markdown_table(table), ""]
     return parts

@@ -10,7 +10,7 @@ it imports nothing that loads Numba or torch (tests/test_architecture.py checks 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import polars as pl
 from relmas import catalog
 from relmas.errors import InputError
 from relmas.hw.spec import Spec, parse_spec
-from relmas.paths import RESULTS, ResultPaths
+from relmas.paths import ResultPaths
 from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.system import System
 from relmas.workload import Scenario, generate_trace, parse_scenario, scenario_system
@@ -28,11 +28,15 @@ from relmas.workload import Scenario, generate_trace, parse_scenario, scenario_s
 @dataclass(frozen=True)
 class Study:
     """A validated configuration (schema defaults filled in, relmas.config) and the file it came
-    from, for error messages; `paths` is where its results live."""
+    from, for error messages."""
 
     config: Mapping[str, Any]
     source: str | Path | None = None
-    paths: ResultPaths = field(default=RESULTS)
+
+    @property
+    def paths(self) -> ResultPaths:
+        """Where its results live (the config's `results:`)."""
+        return ResultPaths.of(self.config)
 
     @property
     def models(self) -> tuple[str, ...]:

@@ -271,7 +271,7 @@ def test_a_policy_in_the_catalog_alone_is_planned_into_the_dag(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     output = done.stdout + done.stderr
     assert f"--policy {TOY.name} --seed 1000" in output
-    assert f"results/eval/mixed/{TOY.name}/seed1000.summary.parquet" in output
+    assert f"results/quick/eval/mixed/{TOY.name}/seed1000.summary.parquet" in output
 
 
 def test_the_project_cites_only_its_own_files() -> None:

@@ -32,6 +32,8 @@ EXAMPLE = ROOT / "examples" / "handwritten"
 QUICK = yaml.safe_load((ROOT / "config" / "quick.yaml").read_text())
 # MLflow's own log lines (store creation) are not the command's output
 MLFLOW_LOG = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d INFO ")
+# nor are the progress lines of relmas.progress (profile, train) written before the failure
+PROGRESS_LOG = re.compile(r"^.+: \d+/\d+ \S+ \(\d+%\) in [\d:]+, ETA ")
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +81,12 @@ def run_main(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
     except SystemExit as exit_:  # argparse's usage errors
         code = exit_.code
     err = capsys.readouterr().err
-    return code, "\n".join(line for line in err.splitlines() if not MLFLOW_LOG.match(line))
+    kept = (
+        line
+        for line in err.splitlines()
+        if not (MLFLOW_LOG.match(line) or PROGRESS_LOG.match(line))
+    )
+    return code, "\n".join(kept)
 
 
 def assert_refused(argv: list[str], work: Path, capsys: pytest.CaptureFixture, *names: str) -> str:

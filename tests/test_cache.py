@@ -10,11 +10,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.test_pipeline import SNAKEMAKE, copy_project
+from relmas.config import load_config
+from relmas.paths import ResultPaths
+from tests.test_pipeline import ROOT, SNAKEMAKE, copy_project
 
 pytestmark = pytest.mark.slow
 
-COSTS = ["results/costs/eyeriss_168.parquet", "results/costs/simba_chiplet.parquet"]
+QUICK = ResultPaths.of(load_config(ROOT / "config" / "quick.yaml"))
+COSTS = [str(QUICK.costs(name)) for name in ("eyeriss_168", "simba_chiplet")]
 
 
 def build_costs(project: Path, cache: Path, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -40,7 +43,7 @@ def test_second_checkout_reuses_cost_tables_without_profiling(tmp_path: Path) ->
     second = copy_project(tmp_path / "second")
 
     build_costs(first, cache, tmp_path)
-    assert (first / "results" / "logs" / "profile" / "eyeriss_168.log").exists()
+    assert (first / QUICK.log("profile", "eyeriss_168")).exists()
     assert len(list(cache.iterdir())) == len(COSTS)
 
     proc = build_costs(second, cache, tmp_path)
@@ -51,5 +54,5 @@ def test_second_checkout_reuses_cost_tables_without_profiling(tmp_path: Path) ->
     for table in COSTS:
         assert (second / table).is_symlink()
         assert (second / table).resolve().parent == cache.resolve()
-    for log in (second / "results" / "logs" / "profile").iterdir():
+    for log in ((second / QUICK.log("profile", "eyeriss_168")).parent).iterdir():
         assert log.stat().st_size == 0, log

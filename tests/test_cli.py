@@ -188,3 +188,20 @@ def test_sweep_names_an_unknown_sweep(tmp_path: Path, quick_config: Path) -> Non
         proc.stderr
     )
     assert not (tmp_path / "s.parquet").exists()
+
+
+def test_left_out_paths_default_under_the_configs_results(quick_config: Path) -> None:
+    """A command run by hand finds the files of the study it is given (its `results:`)."""
+    from relmas.cli import _fill_result_defaults, build_parser
+    from relmas.config import load_config
+
+    root = Path(load_config(quick_config)["results"])
+    assert root == Path("results/quick")
+    argv = ["report", "--config", str(quick_config), "--out", "elsewhere"]
+    args = build_parser().parse_args(argv)
+    _fill_result_defaults(args)
+    assert (args.eval, args.costs, args.out) == (root / "eval", root / "costs", Path("elsewhere"))
+    argv = ["evaluate", "--config", str(quick_config), "--scenario", "mixed", "--policy", "edf"]
+    args = build_parser().parse_args([*argv, "--seed", "1", "--out", "x.parquet"])
+    _fill_result_defaults(args)
+    assert args.jobs == str(root / "workloads" / "{scenario}" / "seed{seed}.parquet")

@@ -28,6 +28,7 @@ from relmas.policies import make_policy
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
 from tests.synthetic import synthetic_costs, synthetic_pieces
+from tests.test_pipeline import results_root
 
 GOLDEN = Path(__file__).with_name("golden")
 UPDATE = os.environ.get("RELMAS_UPDATE_GOLDEN") == "1"
@@ -116,7 +117,7 @@ def sha256(path: Path) -> str:
 @pytest.mark.slow
 def test_the_quick_dag_computes_what_it_did(quick_run) -> None:
     project, _, _ = quick_run
-    results = project / "results"
+    results = results_root(project)
     evaluations = sorted((results / "eval").glob("*/*/seed*.parquet"))
     per_job = [p for p in evaluations if not p.name.endswith(".summary.parquet")]
     policies = {p.parent.name for p in per_job}

@@ -16,6 +16,7 @@ import pytest
 
 from relmas import catalog
 from relmas.config import load_config
+from relmas.paths import ResultPaths
 from relmas.report import best_baselines
 from relmas.schemas import LAYER_SCHEMA, SUMMARY_SCHEMA
 from relmas.study import (
@@ -55,6 +56,11 @@ def snakemake(project: Path, *args: str, env: dict[str, str]) -> subprocess.Comp
     )
 
 
+def results_root(project: Path, configfile: str = "config/quick.yaml") -> Path:
+    """Where the study of `configfile` writes (its `results:`)."""
+    return project / ResultPaths.of(load_config(project / configfile)).root
+
+
 def job_stats(text: str) -> Counter:
     """Jobs by rule, from the "Job stats" table Snakemake prints before it runs (or plans)."""
     table = text[text.index("Job stats:") :].splitlines()[3:]
@@ -85,17 +91,17 @@ def run_quick_dag(tmp_path_factory: pytest.TempPathFactory):
 
 def test_quick_dag_writes_the_layer_table(quick_run) -> None:
     project, _, _ = quick_run
-    layers = pl.read_parquet(project / "results" / "layers.parquet")
+    layers = pl.read_parquet(results_root(project) / "layers.parquet")
     assert dict(layers.schema) == LAYER_SCHEMA
     assert set(layers["model"]) == {"mobilenet_v2", "alexnet", "bert_base"}
-    assert (project / "results" / "logs" / "zoo.log").exists()
-    assert (project / "results" / "benchmarks" / "zoo.tsv").exists()
+    assert (results_root(project) / "logs" / "zoo.log").exists()
+    assert (results_root(project) / "benchmarks" / "zoo.tsv").exists()
 
 
 def test_quick_dag_writes_the_report(quick_run) -> None:
     project, _, _ = quick_run
     config = load_config(project / "config" / "quick.yaml")
-    summary = pl.read_parquet(project / "results" / "report" / "summary.parquet")
+    summary = pl.read_parquet(results_root(project) / "report" / "summary.parquet")
     assert {k: summary.schema[k] for k in SUMMARY_SCHEMA} == SUMMARY_SCHEMA
     scenarios = list(config["scenarios"])
     expected = {
@@ -109,7 +115,7 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
     learned = summary.filter(pl.col("policy").is_in(["relmas", "relmas_resize"]))
     assert learned.height == 2 * len(config["evaluation"]["seeds"])
     assert learned["agent_scenario"].to_list() == learned["scenario"].to_list()
-    sweeps = pl.read_parquet(project / "results" / "report" / "sweeps.parquet")
+    sweeps = pl.read_parquet(results_root(project) / "report" / "sweeps.parquet")
     assert {k: sweeps.schema[k] for k in SUMMARY_SCHEMA} == SUMMARY_SCHEMA
     expected_points = {
         (name, value, policy, seed)
@@ -118,10 +124,10 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
         for seed in config["evaluation"]["seeds"]
     }
     assert set(sweeps.select("sweep", "value", "policy", "seed").iter_rows()) == expected_points
-    curve = pl.read_parquet(project / "results" / "agents" / "mixed" / "relmas" / "curve.parquet")
+    curve = pl.read_parquet(results_root(project) / "agents" / "mixed" / "relmas" / "curve.parquet")
     assert curve.filter(pl.col("metric") == "val_sla_rate").height >= 2
     validation = pl.concat(
-        [pl.read_parquet(project / "results" / "validation" / f"{s}.parquet") for s in scenarios]
+        [pl.read_parquet(results_root(project) / "validation" / f"{s}.parquet") for s in scenarios]
     )
     # every evaluated online baseline on every validation trace (the agents' validation seeds)
     assert set(validation.select("scenario", "policy", "seed").iter_rows()) == {
@@ -136,8 +142,8 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
         "relmas",
         "relmas_resize",
     }
-    assert (project / "results" / "logs" / "validate" / "mixed.log").is_file()
-    report = (project / "results" / "report" / "report.md").read_text()
+    assert (results_root(project) / "logs" / "validate" / "mixed.log").is_file()
+    report = (results_root(project) / "report" / "report.md").read_text()
     # the headline comes first: the learned policies against the baseline chosen on validation
     first = report.index("\n## ") + 1
     assert report.index("## Learned policies against the best baseline") == first
@@ -154,7 +160,7 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
     figures = re.findall(r"\]\((figures/[^)]+)\)", report)
     assert {"figures/sweep_load.png", "figures/learning_curves.png"} <= set(figures)
     for figure in figures:
-        assert (project / "results" / "report" / figure).is_file(), figure
+        assert (results_root(project) / "report" / figure).is_file(), figure
 
 
 # The MLflow stage (contract tag) of each rule's runs.
@@ -287,7 +293,7 @@ def test_runs_carry_their_artifacts(quick_run) -> None:
     assert len(client.get_metric_history(train.info.run_id, "val_sla_rate")) >= 2
     report = next(run for run in runs if run.data.tags["stage"] == "report")
     figures = {Path(p).name for p in files(report, "figures")}
-    on_disk = {p.name for p in (project / "results" / "report" / "figures").glob("*.png")}
+    on_disk = {p.name for p in (results_root(project) / "report" / "figures").glob("*.png")}
     assert "report.md" in files(report) and figures == on_disk
 
 
@@ -296,6 +302,26 @@ def test_nothing_to_do_when_nothing_changed(quick_run) -> None:
     proc = snakemake(project, "-n", env=env)
     assert proc.returncode == 0, proc.stderr
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_the_default_study_plans_nothing_under_the_quick_results(quick_run) -> None:
+    """Each config writes under its own `results:`: after the quick study, a dry run of the
+    default config plans jobs (none of its outputs exist) but none of them under the quick root."""
+    project, env, _ = quick_run
+    proc = subprocess.run(
+        [str(SNAKEMAKE), "-n"], cwd=project, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    planned = [
+        Path(path.strip())
+        for line in (proc.stdout + proc.stderr).splitlines()
+        if re.match(r"\s+(output|log|benchmark): ", line)
+        for path in line.split(":", 1)[1].split(",")
+    ]
+    quick, default = results_root(project), results_root(project, "config/config.yaml")
+    assert quick != default and planned
+    assert all((project / path).is_relative_to(default) for path in planned)
+    assert not any((project / path).is_relative_to(quick) for path in planned)
 
 
 def planned_jobs(project: Path, env: dict[str, str], configfile: str) -> Counter:

@@ -207,3 +207,20 @@ def test_plot_layer_costs(tables):
     assert [line.get_label() for line in latency.lines] == list(costs)
     with pytest.raises(InputError, match="gpt"):
         plot_layer_costs(costs, "gpt")
+
+
+def test_the_search_in_chunks_gives_the_same_table_and_reports_each(tables) -> None:
+    """`relmas profile` searches a few layers per kernel call to report progress: any chunk gives
+    the same costs and mappings as one call over all layers."""
+    from relmas.hw.problem import problem_array
+    from relmas.hw.search import search_layers
+
+    problems = problem_array(LAYERS)
+    whole = search_layers(problems, SIMBA, chunk=len(LAYERS))
+    done: list[int] = []
+    chunked = search_layers(problems, SIMBA, chunk=3, on_chunk=done.append)
+    assert done == [3, 3, 2]
+    for field in ("cycles", "energy_pj", "dram_words", "evaluations", "params", "footprints"):
+        assert np.array_equal(getattr(whole, field), getattr(chunked, field)), field
+    table, _ = tables["simba_chiplet"]  # profile_layers, default chunk
+    assert table["cycles"].to_list() == whole.cycles.tolist()

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from relmas.paths import ResultPaths
 from relmas.recover import other_instances, recover
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +89,8 @@ def test_a_killed_dag_reruns_from_a_path_with_a_space_and_a_dollar_config(tmp_pa
     (project / configfile).write_text(yaml.safe_dump(tiny_config()))
     store = project / "mlflow.db"
     env = environment(store)
-    target = "results/costs/eyeriss_168.parquet"
+    paths = ResultPaths(Path(tiny_config()["results"]))
+    target = str(paths.costs("eyeriss_168"))
     command = [str(SNAKEMAKE), target, "--cores", "1", "--configfile", configfile]
     proc = subprocess.Popen(
         command,
@@ -100,7 +102,7 @@ def test_a_killed_dag_reruns_from_a_path_with_a_space_and_a_dollar_config(tmp_pa
     )
     kill_when_running(proc, store, "profile")
     assert (project / ".snakemake" / "locks").is_dir()  # what made the next run refuse to start
-    (project / "results" / "costs" / ".eyeriss_168.parquet.k3j9x0a1.parquet").write_bytes(b"")
+    (project / paths.costs_dir / ".eyeriss_168.parquet.k3j9x0a1.parquet").write_bytes(b"")
 
     done = recover(project)
     assert done.unlocked and [p.name for p in done.swept] == [
@@ -110,7 +112,7 @@ def test_a_killed_dag_reruns_from_a_path_with_a_space_and_a_dollar_config(tmp_pa
         [*command, "--rerun-incomplete"], cwd=project, env=env, capture_output=True, text=True
     )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert (project / target).is_file() and (project / "results" / "layers.parquet").is_file()
+    assert (project / target).is_file() and (project / paths.layers).is_file()
     assert "Rule: zoo" not in rerun.stderr  # the finished job stays done
     assert not list(project.rglob("PWNED"))
     assert_killed_and_none_running(store, "profile")

@@ -2,8 +2,9 @@
 
 Starts `mlflow server` on 127.0.0.1 against the quick study's store, opens the experiment, one
 evaluate run and the compare view of one scenario's evaluate runs, saves a screenshot of each under
-results/ui-check/, and fails unless the compare page shows every policy's SLA rate. The page text
-is Chromium's rendered DOM (`--dump-dom`): no WebDriver, no Python dependency beyond the project's.
+results/quick/ui-check/, and fails unless the compare page shows every policy's SLA rate. The page
+text is Chromium's rendered DOM (`--dump-dom`): no WebDriver, no Python dependency beyond the
+project's.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def main() -> None:
     parser.add_argument("--store", default="sqlite:///mlflow.db", help="MLflow store of make quick")
     parser.add_argument("--config", default=str(ROOT / "config" / "quick.yaml"))
     parser.add_argument("--scenario", default="mixed")
-    parser.add_argument("--out", type=Path, default=Path("results/ui-check"))
+    parser.add_argument("--out", type=Path, default=Path("results/quick/ui-check"))
     args = parser.parse_args()
 
     import mlflow

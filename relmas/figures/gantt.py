@@ -1,11 +1,13 @@
-"""Gantt chart of one simulation: accelerator instances x time, tasks coloured by tenant (or job),
-deadlines marked, and the off-chip bandwidth in use below it.
+"""Gantt charts of simulations: accelerator instances x time, tasks coloured by tenant (or job),
+deadlines marked, and the off-chip bandwidth in use below; several side by side (the report's
+RELMAS beside the best baseline on the same jobs), with one legend for every mark.
 
 Needs a result recorded with `record=True` (the timeline of running tasks and their bandwidth).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import matplotlib
@@ -14,6 +16,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from relmas.io import atomic_path  # noqa: E402
 from relmas.sim.result import SimResult  # noqa: E402
@@ -49,25 +54,79 @@ def plot_gantt(
     result: SimResult, path: str | Path, *, color_by: str = "tenant", title: str | None = None
 ) -> None:
     """Write the Gantt chart of `result` to `path` (format from the suffix, e.g. .png, .pdf)."""
-    if result.timeline is None:
-        raise ValueError("the result has no timeline: simulate with record=True")
+    plot_schedules({title or result.policy: result}, path, color_by=color_by)
+
+
+def plot_schedules(
+    results: Mapping[str, SimResult],
+    path: str | Path,
+    *,
+    color_by: str = "tenant",
+    colours: Mapping[str, str] | None = None,
+    suptitle: str | None = None,
+) -> None:
+    """Write the Gantt charts of several results side by side (panel title -> result, e.g. two
+    policies on the same jobs) to `path`: shared time and instance axes, one colour per tenant (or
+    job) in every panel, and one legend for the bars, the deadline marks and the bandwidth line.
+    `colours` (panel title -> colour) tints each panel's title, e.g. with its policy's colour."""
+    for result in results.values():
+        if result.timeline is None:
+            raise ValueError("the result has no timeline: simulate with record=True")
     if color_by not in ("tenant", "job_id"):
         raise ValueError("color_by must be 'tenant' or 'job_id'")
-    jobs = result.jobs
-    bars = task_bars(result.timeline).join(jobs.select("job_id", "tenant"), on="job_id")
-    groups = sorted(set(bars[color_by].to_list()))
+    groups = sorted({g for result in results.values() for g in result.jobs[color_by].to_list()})
     cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
     colour = {g: cmap(i % cmap.N) for i, g in enumerate(groups)}
-    labels = result.accelerators["instance"].to_list()
-
-    fig, (top, bottom) = plt.subplots(
-        2, 1, sharex=True, figsize=(10, 1.2 + 0.5 * len(labels) + 1.8), height_ratios=(3, 1.2)
+    labels = next(iter(results.values())).accelerators["instance"].to_list()
+    fig, axes = plt.subplots(
+        2,
+        len(results),
+        sharex=True,
+        sharey="row",
+        squeeze=False,
+        figsize=(3 + 6 * len(results), 1.2 + 0.5 * len(labels) + 2.6),
+        height_ratios=(3, 1.2),
     )
+    for column, (title, result) in enumerate(results.items()):
+        top, bottom = axes[0, column], axes[1, column]
+        _draw_schedule(top, result, colour, color_by)
+        _draw_bandwidth(bottom, result)
+        top.set_title(title, color=(colours or {}).get(title, "black"))
+        bottom.set_xlabel("time (s)")
+    axes[0, 0].set_yticks(range(len(labels)), labels)
+    axes[0, 0].invert_yaxis()
+    axes[0, 0].set_ylabel("instance")
+    axes[1, 0].set_ylabel("DRAM GB/s")
+    shown = groups[:20]
+    handles = [Patch(facecolor=colour[g], edgecolor="black", linewidth=0.2) for g in shown]
+    names = [f"{color_by} {g}" for g in shown]
+    handles += [
+        Line2D([], [], color="g", marker="|", linestyle="none", markersize=12, mew=1.5),
+        Line2D([], [], color="r", marker="|", linestyle="none", markersize=12, mew=1.5),
+        Patch(facecolor="tab:blue", alpha=0.5),
+        Line2D([], [], color="black", linestyle="--", linewidth=0.8),
+    ]
+    names += ["deadline met", "deadline missed", "DRAM bandwidth in use", "DRAM bandwidth limit"]
+    fig.legend(handles, names, loc="lower center", ncol=min(len(names), 6), fontsize=7)
+    if suptitle:
+        fig.suptitle(suptitle)
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    target = Path(path)
+    with atomic_path(target, suffix=target.suffix) as tmp:
+        fig.savefig(tmp, dpi=150, format=target.suffix.lstrip(".") or "png")
+    plt.close(fig)
+
+
+def _draw_schedule(ax: Axes, result: SimResult, colour: Mapping[object, object], by: str) -> None:
+    """One bar per task on its instance's row, and each job's deadline on the row of its last
+    task: green if met, red if missed."""
+    jobs = result.jobs
+    bars = task_bars(result.timeline).join(jobs.select("job_id", "tenant"), on="job_id")
     for row in bars.iter_rows(named=True):
-        top.broken_barh(
+        ax.broken_barh(
             [(row["start_s"], row["end_s"] - row["start_s"])],
             (row["accelerator"] - 0.4, 0.8),
-            facecolors=colour[row[color_by]],
+            facecolors=colour[row[by]],
             edgecolor="black",
             linewidth=0.2,
         )
@@ -75,24 +134,12 @@ def plot_gantt(
     marks = jobs.join(last, on="job_id")
     for met, style in ((True, "g|"), (False, "r|")):
         sub = marks.filter(pl.col("met") == met)
-        top.plot(sub["deadline_s"], sub["accelerator"], style, markersize=14, mew=1.5)
-    top.set_yticks(range(len(labels)), labels)
-    top.invert_yaxis()
-    top.set_ylabel("instance")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colour[g]) for g in groups[:20]]
-    top.legend(
-        handles, [str(g) for g in groups[:20]], title=color_by, loc="upper right", fontsize=7
-    )
-    top.set_title(title or f"{result.policy}: deadline marks, met (green) or missed (red)")
+        ax.plot(sub["deadline_s"], sub["accelerator"], style, markersize=14, mew=1.5)
 
+
+def _draw_bandwidth(ax: Axes, result: SimResult) -> None:
+    """The off-chip bandwidth in use over time, and the system's limit dashed (if any)."""
     edges, values = bandwidth_steps(result.timeline)
-    bottom.stairs(values / 1e9, edges, color="tab:blue", fill=True, alpha=0.5)
+    ax.stairs(values / 1e9, edges, color="tab:blue", fill=True, alpha=0.5)
     if np.isfinite(result.bandwidth_capacity_bps):
-        bottom.axhline(result.bandwidth_capacity_bps / 1e9, color="black", linestyle="--", lw=0.8)
-    bottom.set_ylabel("DRAM GB/s")
-    bottom.set_xlabel("time (s)")
-    fig.tight_layout()
-    target = Path(path)
-    with atomic_path(target, suffix=target.suffix) as tmp:
-        fig.savefig(tmp, dpi=150, format=target.suffix.lstrip(".") or "png")
-    plt.close(fig)
+        ax.axhline(result.bandwidth_capacity_bps / 1e9, color="black", linestyle="--", lw=0.8)

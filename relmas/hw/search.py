@@ -1,13 +1,14 @@
 """Mapping search over many layers at once: one parallel Numba kernel for both families.
 
-The Python side only turns a spec into its architecture vector, calls the kernel and wraps the
-arrays; everything per layer (the enumeration, the cost of each mapping, the choice) runs compiled,
-in parallel over layers.
+The Python side only turns a spec into its architecture vector, calls the kernel on chunks of
+layers (so that a long profile reports progress) and wraps the arrays; everything per layer (the
+enumeration, the cost of each mapping, the choice) runs compiled, in parallel over layers.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numba
@@ -19,6 +20,9 @@ from relmas.hw.common import OBJECTIVES, ORDERS
 from relmas.hw.spec import EyerissSpec, Spec
 
 EYERISS, SIMBA = 0, 1
+# Layers searched per kernel call: enough for both cores to share out, few enough that the
+# progress of a profile moves every few seconds.
+CHUNK = 32
 PARAM_SLOTS = 16
 FOOTPRINT_SLOTS = 4
 
@@ -75,24 +79,37 @@ def _refresh_caches_once() -> None:
         _caches_checked = True
 
 
-def search_layers(problems: np.ndarray, spec: Spec, objective: str = "latency") -> SearchResult:
-    """Best mapping of each problem row (relmas.hw.problem.problem_array) on `spec`."""
+def search_layers(
+    problems: np.ndarray,
+    spec: Spec,
+    objective: str = "latency",
+    *,
+    chunk: int = CHUNK,
+    on_chunk: Callable[[int], None] | None = None,
+) -> SearchResult:
+    """Best mapping of each problem row (relmas.hw.problem.problem_array) on `spec`.
+
+    The rows are searched `chunk` at a time (each layer's search is independent, so the result
+    is the same for any chunk), and `on_chunk(rows done)` is called after each: progress."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     model = eyeriss if isinstance(spec, EyerissSpec) else simba
     kind = EYERISS if isinstance(spec, EyerissSpec) else SIMBA
     _refresh_caches_once()
+    rows = np.ascontiguousarray(problems, dtype=np.int64)
+    arch = model.arch_vector(spec)
+    parts = []
     previous = numba.get_parallel_chunksize()
     numba.set_parallel_chunksize(1)  # layers differ widely in search cost: balance them one by one
     try:
-        arrays = _search(
-            np.ascontiguousarray(problems, dtype=np.int64),
-            model.arch_vector(spec),
-            kind,
-            OBJECTIVES.index(objective),
-        )
+        for start in range(0, max(len(rows), 1), chunk):
+            part = rows[start : start + chunk]
+            parts.append(_search(part, arch, kind, OBJECTIVES.index(objective)))
+            if on_chunk is not None:
+                on_chunk(len(part))
     finally:
         numba.set_parallel_chunksize(previous)
+    arrays = [np.concatenate(column) for column in zip(*parts, strict=True)]
     return SearchResult(
         *arrays,
         param_names=model.PARAM_NAMES,

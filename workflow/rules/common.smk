@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 from relmas import catalog
 from relmas.config import config_hash
-from relmas.paths import RESULTS as PATHS, summary_of
+from relmas.figures.contents import report_figures
+from relmas.paths import ResultPaths, summary_of
 from relmas.study import (
     baseline_policies,
     evaluation_runs,
@@ -18,6 +19,9 @@ from relmas.study import (
     sweep_points,
     sweep_policies,
 )
+
+# Every output under the config's own results directory (`results:`).
+PATHS = ResultPaths.of(CONFIG)
 
 # Shell words, quoted: a checkout, venv or config path may hold spaces or `$(...)`.
 RELMAS = f"{shlex.quote(sys.executable)} -m relmas"

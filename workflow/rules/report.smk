@@ -17,12 +17,12 @@ rule report:
             PATHS.sweep_point(sweep, point_label(value))
             for sweep, value in SWEEP_POINTS
         ],
-        # learning curves and validation scores of the evaluated agents
+        # learning curves and validation scores of the evaluated agents (best.pt: the Gantt chart)
         agents=[
             PATHS.agent(scenario, policy) / name
             for scenario, policy in EVAL_RUNS
             if policy in catalog.learned()
-            for name in ("agent.json", "curve.parquet")
+            for name in ("agent.json", "curve.parquet", "best.pt")
         ],
         costs=expand(str(PATHS.costs("{accelerator}")), accelerator=CONFIG["accelerators"]),
         traces=expand(
@@ -32,35 +32,27 @@ rule report:
         ),
     output:
         summary=report(
-            PATHS.report_dir / "summary.parquet", caption="../report/summary.rst", category="Summary"
+            PATHS.report_dir / "summary.parquet", caption="../report/summary.rst", category="Tables"
         ),
         markdown=PATHS.report_dir / "report.md",
-        sla=report(
-            PATHS.figure("sla_rate"),
-            caption="../report/sla_rate.rst",
-            category="Evaluation",
+        # report.md as HTML, its figures inlined: the tables in `snakemake --report`
+        html=report(
+            PATHS.report_dir / "report.html",
+            caption="../report/report_md.rst",
+            category="Tables",
+            labels={"table": "report.md"},
         ),
-        gantt=report(
-            PATHS.figure("gantt"), caption="../report/gantt.rst", category="Schedule"
-        ),
-        sweeps=[
+        sweeps=[PATHS.report_dir / "sweeps.parquet"] if CONFIG["sweeps"] else [],
+        # every figure the report draws (relmas.figures.contents), each in Snakemake's report
+        figures=[
             report(
-                PATHS.figure(f"sweep_{sweep}"),
-                caption="../report/sweep.rst",
-                category="Sweeps",
-                labels={"sweep": sweep, "parameter": spec["parameter"], "scenario": spec["scenario"]},
+                PATHS.figure(figure.name),
+                caption=f"../report/{figure.caption}.rst",
+                category=figure.category,
+                labels=figure.labels,
             )
-            for sweep, spec in CONFIG["sweeps"].items()
+            for figure in report_figures(CONFIG)
         ],
-        curves=[
-            report(
-                PATHS.figure("learning_curves"),
-                caption="../report/learning_curves.rst",
-                category="Training",
-            )
-        ]
-        if any(policy in catalog.learned() for _, policy in EVAL_RUNS)
-        else [],
     params:
         evaluation=slice_hash("evaluation", "scenarios", "system", "models"),
         # directories of the inputs and outputs above (results/eval/{scenario}/{policy}/...)

@@ -1,0 +1,169 @@
+"""The report people read: one colour per policy in every figure, policies grouped by kind, no
+interval with one seed, readable axes, and `snakemake --report` holding every figure and table."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+import subprocess
+from pathlib import Path
+
+import matplotlib
+import pytest
+from matplotlib.collections import FillBetweenPolyCollection
+from matplotlib.colors import to_hex
+from matplotlib.container import BarContainer
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from relmas import catalog
+from relmas.config import load_config
+from relmas.figures import palette
+from relmas.figures.contents import report_figures
+from relmas.figures.results import thousands
+from relmas.paths import ResultPaths
+from relmas.report import mean_ci, mean_text, write_report
+from tests.test_pipeline import SNAKEMAKE, results_root
+
+
+def test_every_catalog_policy_has_a_group_and_its_own_colour() -> None:
+    colours = palette.colours()
+    assert set(colours) == set(catalog.names())
+    competitors = [p for p in catalog.names() if p not in catalog.floors()]
+    assert len({colours[p] for p in competitors}) == len(competitors)
+    # the learned policies are drawn in colours no other group uses
+    learned = {colours[p] for p in catalog.learned()}
+    assert not learned & {colours[p] for p in catalog.names() if p not in catalog.learned()}
+
+
+def test_policies_are_grouped_by_kind_in_catalog_order() -> None:
+    shown = ["relmas", "sjf", "ga_offline", "random", "gacer", "fcfs", "relmas_resize"]
+    assert palette.order(shown) == [
+        "fcfs",
+        "sjf",
+        "random",
+        "gacer",
+        "ga_offline",
+        "relmas",
+        "relmas_resize",
+    ]
+
+
+def test_one_seed_has_no_interval() -> None:
+    mean, half = mean_ci([0.7])
+    assert mean == 0.7 and math.isnan(half)
+    assert mean_text(0.7, half) == "0.700"
+    assert mean_text(0.7, 0.05) == "0.700 ± 0.050"
+
+
+def test_training_steps_read_in_thousands() -> None:
+    assert [thousands(v) for v in (0, 500, 20000, 1_500_000)] == ["0", "500", "20k", "1.5M"]
+
+
+def policy_colours(fig: Figure) -> dict[str, set[str]]:
+    """The colours a figure gives each policy: its legend entries (bars, lines) and panel titles
+    named after a policy."""
+    found: dict[str, set[str]] = {}
+    names = set(catalog.names())
+    for ax in fig.axes:
+        handles, labels = ax.get_legend_handles_labels()
+        for handle, label in zip(handles, labels, strict=True):
+            if label in names:
+                found.setdefault(label, set()).add(to_hex(artist_colour(handle)))
+        title = ax.get_title().split(" ")[0] if ax.get_title() else ""
+        if title in names:
+            found.setdefault(title, set()).add(to_hex(ax.title.get_color()))
+    return found
+
+
+def artist_colour(handle: object) -> object:
+    """The colour of a legend handle: a bar's face, a line's colour."""
+    if isinstance(handle, BarContainer):
+        return handle.patches[0].get_facecolor()
+    if isinstance(handle, Line2D):
+        return handle.get_color()
+    return handle.get_facecolor()
+
+
+def intervals(fig: Figure) -> int:
+    """Error bars and confidence bands (fill_between) drawn in a figure."""
+    count = 0
+    for ax in fig.axes:
+        count += sum(getattr(c, "errorbar", None) is not None for c in ax.containers)
+        count += sum(isinstance(c, FillBetweenPolyCollection) for c in ax.collections)
+    return count
+
+
+@pytest.mark.slow
+def test_every_figure_gives_a_policy_the_same_colour_and_one_seed_no_interval(
+    quick_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Draw the quick study's report again, recording each figure as it is saved."""
+    project, _, _ = quick_run
+    config = load_config(project / "config" / "quick.yaml")
+    assert len(config["evaluation"]["seeds"]) == 1
+    paths = ResultPaths(results_root(project))
+    drawn: dict[str, Figure] = {}
+    savefig = Figure.savefig
+
+    def recording(fig: Figure, fname, *args, **kwargs):
+        drawn[Path(fname).name] = fig
+        return savefig(fig, fname, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", recording)
+    made = write_report(
+        config,
+        "quick.yaml",
+        paths.eval_dir,
+        paths.costs_dir,
+        paths.workloads_dir,
+        tmp_path,
+        sweeps_dir=paths.sweeps_dir,
+        agents_dir=paths.agents_dir,
+    )
+    assert set(made["figures"]) == {figure.name for figure in report_figures(config)}
+    colours: dict[str, set[str]] = {}
+    with_policies = set()
+    for name, fig in drawn.items():
+        for policy, seen in policy_colours(fig).items():
+            colours.setdefault(policy, set()).update(seen)
+            with_policies.add(name)
+        assert intervals(fig) == 0, name
+    # bars, tenants, sweeps, learning curves and the Gantt chart's panel titles
+    assert len(with_policies) >= 10
+    assert set(config["evaluation"]["policies"]) <= set(colours)
+    assert colours == {policy: {palette.colour(policy)} for policy in colours}
+    assert matplotlib.get_backend().lower() == "agg"
+    report = (tmp_path / "report.md").read_text()
+    assert "±" not in report and "n = 1" in report
+
+
+@pytest.mark.slow
+def test_snakemake_report_holds_every_figure_and_the_tables(quick_run) -> None:
+    """`snakemake --report` for the config given on the command line, with no warning."""
+    project, env, _ = quick_run
+    proc = subprocess.run(
+        [str(SNAKEMAKE), "--report", "quick.html", "--configfile", "config/quick.yaml"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    warnings = [
+        line for line in proc.stderr.splitlines() if re.search("warn|missing|could not", line, re.I)
+    ]
+    assert not warnings, warnings[:5]
+    html = (project / "quick.html").read_text()
+    # the report's files: a JSON object of path -> name, caption, data URI, ...
+    results = json.loads(re.search(r"var results = (\{.*?\});\s*\n", html, re.S)[1])
+    paths = ResultPaths(results_root(project).relative_to(project))
+    config = load_config(project / "config" / "quick.yaml")
+    expected = {str(paths.figure(figure.name)) for figure in report_figures(config)}
+    expected |= {str(paths.report_dir / name) for name in ("report.html", "summary.parquet")}
+    assert set(results) == expected
+    uri = results[str(paths.report_dir / "report.html")]["data_uri"]
+    page = base64.b64decode(uri.split(",", 1)[1]).decode()
+    assert "<table>" in page and "SLA satisfaction rate" in page
