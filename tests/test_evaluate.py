@@ -214,7 +214,7 @@ def untrained_agent(directory, scenario: str, instance_types, types) -> None:
     settings = observation_settings(candidates=1, reference="sjf")
     layout = Layout(settings.slots, len(types), len(instance_types))
     torch.manual_seed(0)
-    net = QNetwork(layout.size, layout.actions, (8,))
+    net = QNetwork(layout.size, layout.actions, (8,), dueling=False)
     save_checkpoint(directory / BEST, {"network": net.spec, "online": net.state_dict(), "step": 0})
     cost = {"accelerator": types[0], "macs": 100, "energy_j": 1e-9, "latency_s": 1e-7}
     info = AgentInfo(

@@ -325,7 +325,7 @@ def test_large_margin_loss_by_hand():
 
 def test_hard_target_update_copies_and_soft_update_blends():
     torch.manual_seed(0)
-    online, target = QNetwork(4, 3, (8,)), QNetwork(4, 3, (8,))
+    online, target = QNetwork(4, 3, (8,), dueling=False), QNetwork(4, 3, (8,), dueling=False)
     before = [p.detach().clone() for p in target.parameters()]
     update_target(online, target, tau=0.25)
     for old, new, source in zip(before, target.parameters(), online.parameters(), strict=True):
@@ -362,7 +362,7 @@ def test_numba_inference_matches_torch(hidden, dueling):
 
 
 def test_exported_weights_are_a_snapshot():
-    net = QNetwork(3, 2, (4,))
+    net = QNetwork(3, 2, (4,), dueling=False)
     weights = to_numpy_weights(net)
     before = weights.params.copy()
     with torch.no_grad():
@@ -372,7 +372,7 @@ def test_exported_weights_are_a_snapshot():
 
 
 def test_macs_and_layer_table_of_the_policy_network():
-    net = QNetwork(100, 9, (128, 128))
+    net = QNetwork(100, 9, (128, 128), dueling=False)
     assert forward_macs(net) == 100 * 128 + 128 * 128 + 128 * 9
     dueling = QNetwork(100, 9, (128, 128), dueling=True)
     assert forward_macs(dueling) == 100 * 128 + 128 * 128 + 128 * 1 + 128 * 9

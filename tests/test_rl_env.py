@@ -494,7 +494,9 @@ def test_relmas_policy_needs_an_agent_of_the_same_system(quick, trained, tables)
 def test_greedy_policy_of_a_fresh_network_only_picks_valid_actions(tables):
     env = make_env(tables, 6)
     torch.manual_seed(0)
-    policy = GreedyPolicy(to_numpy_weights(QNetwork(env.layout.size, env.layout.actions)))
+    policy = GreedyPolicy(
+        to_numpy_weights(QNetwork(env.layout.size, env.layout.actions, (128, 128), dueling=False))
+    )
     obs, info = env.reset()
     done = False
     while not done:
