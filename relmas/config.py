@@ -83,7 +83,7 @@ def _check_references(config: Mapping[str, Any], source: str | Path | None) -> N
     systems += [
         (f"scenarios.{name}.system", scenario["system"])
         for name, scenario in config["scenarios"].items()
-        if isinstance(scenario.get("system"), Mapping)
+        if "system" in scenario
     ]
     for prefix, system in systems:
         for i, instance in enumerate(system.get("instances", [])):
