@@ -35,6 +35,21 @@ def load_schema() -> dict[str, Any]:
     return schema
 
 
+def schema_defaults(section: str) -> dict[str, Any]:
+    """The schema's defaults of the keys of config section `section` (dotted, e.g.
+    "training.dqn"): what a validated config holds where they are left out. The settings
+    dataclasses (DQNConfig, ObservationSettings, RewardSettings) have no defaults of their own, so
+    that the schema stays the one place of each; a library user builds them from these."""
+    node = load_schema()
+    for key in section.split("."):
+        node = node["properties"][key]
+    return {
+        key: copy.deepcopy(value["default"])
+        for key, value in node["properties"].items()
+        if "default" in value
+    }
+
+
 def load_config(path: str | Path) -> dict[str, Any]:
     """Read, validate and complete (schema defaults) the configuration in `path`."""
     return validate_config(load_yaml(path), path)
@@ -68,7 +83,7 @@ def _check_references(config: Mapping[str, Any], source: str | Path | None) -> N
     systems += [
         (f"scenarios.{name}.system", scenario["system"])
         for name, scenario in config["scenarios"].items()
-        if isinstance(scenario.get("system"), Mapping)
+        if "system" in scenario
     ]
     for prefix, system in systems:
         for i, instance in enumerate(system.get("instances", [])):

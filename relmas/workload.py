@@ -35,15 +35,14 @@ from relmas.sim.costs import CostTables
 from relmas.sim.system import System, load_system, override_system
 from relmas.yaml_load import load_yaml
 
-PRIORITIES = (1, 3, 9)
-ARRIVAL_PROCESSES = ("poisson", "mmpp", "trace")
-SCENARIO_KEYS = ("description", "models", "tenants", "arrival", "deadline", "jobs", "system")
-TENANT_KEYS = ("name", "priority", "slack", "share", "models")
+# The keys of each arrival process (the schema lists the keys of all of them).
 ARRIVAL_KEYS = {
     "poisson": ("process", "load"),
     "mmpp": ("process", "load", "burst_ratio", "burst_fraction", "mean_burst_jobs"),
     "trace": ("process", "path", "load"),
 }
+# The schema declares no defaults under `scenarios` (a default filled in there would change every
+# scenario's config hash); these are the only ones, of keys only mmpp has.
 MMPP_DEFAULTS = {"burst_ratio": 5.0, "burst_fraction": 0.2, "mean_burst_jobs": 20.0}
 
 
@@ -116,40 +115,34 @@ def scenario_system(
 
 
 def parse_scenario(
-    name: str, raw: Any, models: tuple[str, ...] | list[str], source: str | Path | None = None
+    name: str,
+    raw: Mapping[str, Any],
+    models: tuple[str, ...] | list[str],
+    source: str | Path | None = None,
 ) -> Scenario:
-    """Validate scenario `name` (config mapping `raw`) against the known `models`."""
+    """Scenario `name` of a validated config (relmas.config: the schema's keys, types and ranges),
+    after the checks the schema cannot express: the model names, unique tenant names, the keys of
+    each arrival process and the ones it needs, a model mix where a tenant has none, finite
+    numbers."""
     prefix = f"scenarios.{name}"
-    if not isinstance(raw, Mapping):
-        raise InputError(source, prefix, "a mapping of scenario keys", raw)
-    _known_keys(raw, SCENARIO_KEYS, source, prefix)
-    description = raw.get("description", "")
-    if not isinstance(description, str):
-        raise InputError(source, f"{prefix}.description", "a string", description)
-    arrival = _parse_arrival(raw.get("arrival"), source, f"{prefix}.arrival")
-    tenants = _parse_tenants(raw.get("tenants"), models, source, f"{prefix}.tenants")
+    arrival = _parse_arrival(raw["arrival"], source, f"{prefix}.arrival")
+    tenants = _parse_tenants(raw["tenants"], models, source, f"{prefix}.tenants")
     # A replayed trace may name its models itself; a missing mix is then checked on generation.
     needs_mix = arrival.process != "trace" and any(t.models is None for t in tenants)
     mix = {}
     if "models" in raw or needs_mix:
         mix = _parse_mix(raw.get("models"), models, source, f"{prefix}.models")
-    deadline = raw.get("deadline", {})
-    if not isinstance(deadline, Mapping) or set(deadline) - {"slack_per_model"}:
-        raise InputError(
-            source, f"{prefix}.deadline", "a mapping with key slack_per_model", deadline
-        )
-    slack_per_model = _parse_positive_map(
-        deadline.get("slack_per_model", {}), models, source, f"{prefix}.deadline.slack_per_model"
+    slack_key = f"{prefix}.deadline.slack_per_model"
+    slack_per_model = _parse_mix(
+        raw.get("deadline", {}).get("slack_per_model", {}), models, source, slack_key
     )
     jobs = raw.get("jobs")
     if jobs is None and arrival.process != "trace":
         raise InputError(source, f"{prefix}.jobs", "a positive number of jobs", "missing")
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs <= 0):
-        raise InputError(source, f"{prefix}.jobs", "a positive integer", jobs)
-    system = raw.get("system")
-    if system is not None and not isinstance(system, Mapping):
-        raise InputError(source, f"{prefix}.system", "a mapping of system keys", system)
-    return Scenario(name, description, mix, tenants, arrival, slack_per_model, jobs, system)
+    description = raw.get("description", "")
+    return Scenario(
+        name, description, mix, tenants, arrival, slack_per_model, jobs, raw.get("system")
+    )
 
 
 def system_capacity(system: System, tables: CostTables, mix: Mapping[str, float]) -> float:
@@ -290,97 +283,64 @@ def _known_keys(raw: Mapping, allowed, source, prefix: str) -> None:
         raise InputError(source, f"{prefix}.{unknown[0]}", f"a known key (one of {list(allowed)})")
 
 
-def _positive(value: Any, source, key: str, what: str = "a positive number") -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InputError(source, key, what, value)
-    if value <= 0:
-        raise InputError(source, key, what, value)
+def _finite(value: float, source, key: str) -> float:
+    """`value` as a float, if finite (YAML has .inf and .nan; the schema checks the sign)."""
+    if not math.isfinite(value):
+        raise InputError(source, key, "a finite number", value)
     return float(value)
 
 
-def _parse_positive_map(raw: Any, models, source, key: str) -> dict[str, float]:
-    if not isinstance(raw, Mapping):
-        raise InputError(source, key, "a mapping model -> positive number", raw)
+def _parse_mix(raw: Mapping[str, float] | None, models, source, key: str) -> dict[str, float]:
+    """A mapping model -> positive number (a mix's weights or slacks) of configured models."""
+    if raw is None:
+        raise InputError(source, key, "a model mix {model: weight}", "missing")
     result = {}
     for model, value in raw.items():
         if model not in models:
             raise InputError(
                 source, f"{key}.{model}", f"one of the configured models {list(models)}"
             )
-        result[str(model)] = _positive(value, source, f"{key}.{model}")
+        result[str(model)] = _finite(value, source, f"{key}.{model}")
     return result
 
 
-def _parse_mix(raw: Any, models, source, key: str) -> dict[str, float]:
-    if raw is None:
-        raise InputError(source, key, "a model mix {model: weight}", "missing")
-    mix = _parse_positive_map(raw, models, source, key)
-    if not mix:
-        raise InputError(source, key, "at least one model", raw)
-    return mix
-
-
-def _parse_tenants(raw: Any, models, source, key: str) -> tuple[Tenant, ...]:
-    if not isinstance(raw, list) or not raw:
-        raise InputError(source, key, "a non-empty list of tenants", raw)
+def _parse_tenants(raw: list[Mapping[str, Any]], models, source, key: str) -> tuple[Tenant, ...]:
     tenants = []
     for i, entry in enumerate(raw):
         here = f"{key}[{i}]"
-        if not isinstance(entry, Mapping):
-            raise InputError(source, here, "a mapping with keys " + ", ".join(TENANT_KEYS), entry)
-        _known_keys(entry, TENANT_KEYS, source, here)
-        for required in ("name", "priority", "slack", "share"):
-            if required not in entry:
-                raise InputError(source, f"{here}.{required}", "this key to be present", "missing")
-        name = entry["name"]
-        if not isinstance(name, str) or not name:
-            raise InputError(source, f"{here}.name", "a tenant name", name)
-        if name in (t.name for t in tenants):
-            raise InputError(source, f"{here}.name", "a name not used by another tenant", name)
-        if entry["priority"] not in PRIORITIES or isinstance(entry["priority"], bool):
+        if entry["name"] in (t.name for t in tenants):
             raise InputError(
-                source, f"{here}.priority", f"one of {list(PRIORITIES)}", entry["priority"]
+                source, f"{here}.name", "a name not used by another tenant", entry["name"]
             )
         own = entry.get("models")
         tenants.append(
             Tenant(
-                name=name,
+                name=entry["name"],
                 priority=int(entry["priority"]),
-                slack=_positive(entry["slack"], source, f"{here}.slack"),
-                share=_positive(entry["share"], source, f"{here}.share"),
+                slack=_finite(entry["slack"], source, f"{here}.slack"),
+                share=_finite(entry["share"], source, f"{here}.share"),
                 models=None if own is None else _parse_mix(own, models, source, f"{here}.models"),
             )
         )
     return tuple(tenants)
 
 
-def _parse_arrival(raw: Any, source, key: str) -> Arrival:
-    if not isinstance(raw, Mapping):
-        raise InputError(source, key, "a mapping with a process key", raw)
-    process = raw.get("process")
-    if process not in ARRIVAL_PROCESSES:
-        raise InputError(source, f"{key}.process", f"one of {list(ARRIVAL_PROCESSES)}", process)
+def _parse_arrival(raw: Mapping[str, Any], source, key: str) -> Arrival:
+    process = raw["process"]
     _known_keys(raw, ARRIVAL_KEYS[process], source, key)
     load = raw.get("load")
-    if process != "trace" or load is not None:
-        if load is None:
-            raise InputError(
-                source, f"{key}.load", "a positive load (fraction of capacity)", "missing"
-            )
-        load = _positive(load, source, f"{key}.load")
+    if load is None and process != "trace":
+        raise InputError(source, f"{key}.load", "a positive load (fraction of capacity)", "missing")
+    load = None if load is None else _finite(load, source, f"{key}.load")
     if process == "trace":
-        path = raw.get("path")
-        if not isinstance(path, str) or not path:
-            raise InputError(source, f"{key}.path", "the path of a Parquet file of arrivals", path)
-        return Arrival(process, load, path=path)
+        if "path" not in raw:
+            expected = "the path of a Parquet file of arrivals"
+            raise InputError(source, f"{key}.path", expected, "missing")
+        return Arrival(process, load, path=raw["path"])
     if process == "poisson":
         return Arrival(process, load)
-    params = {name: raw.get(name, default) for name, default in MMPP_DEFAULTS.items()}
-    ratio = _positive(params["burst_ratio"], source, f"{key}.burst_ratio")
-    if ratio <= 1.0:
-        raise InputError(source, f"{key}.burst_ratio", "a number > 1", ratio)
-    fraction = _positive(params["burst_fraction"], source, f"{key}.burst_fraction")
-    if fraction >= 1.0:
-        raise InputError(source, f"{key}.burst_fraction", "a number in (0, 1)", fraction)
-    burst_jobs = _positive(params["mean_burst_jobs"], source, f"{key}.mean_burst_jobs")
-    return Arrival(process, load, ratio, fraction, burst_jobs)
+    params = {
+        name: _finite(raw.get(name, default), source, f"{key}.{name}")
+        for name, default in MMPP_DEFAULTS.items()
+    }
+    return Arrival(process, load, **params)

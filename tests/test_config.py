@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from relmas.config import config_hash, load_config, validate_config
+from relmas.config import config_hash, load_config, load_schema, validate_config
 from relmas.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,3 +107,83 @@ def test_cli_reports_bad_config_in_one_line_with_status_2(tmp_path: Path) -> Non
     assert len(lines) == 1
     assert f"{bad}: models.alexnet.batch: expected a value > 0, got 0" in lines[0]
     assert not out.exists()
+
+
+# --- defaults: the schema's are the only ones --------------------------------------------------
+
+
+def _schema_sections(node: dict, path: str = "") -> dict[str, dict]:
+    """Every object section of the schema (dotted path, `*` for a name) -> its keys' defaults."""
+    sections = {}
+    properties = node.get("properties", {})
+    if properties:
+        sections[path] = {k: v["default"] for k, v in properties.items() if "default" in v}
+    for key, sub in properties.items():
+        sections |= _schema_sections(sub, f"{path}.{key}" if path else key)
+    if isinstance(node.get("additionalProperties"), dict):
+        sections |= _schema_sections(node["additionalProperties"], f"{path}.*")
+    return sections
+
+
+def _code_defaults(tree: ast.AST) -> list[tuple[str, int, dict[str, ast.expr]]]:
+    """(class or function name, line, {field or parameter: default}) of every class body (a
+    dataclass's fields) and function signature of a module."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            values = {
+                stmt.target.id: stmt.value
+                for stmt in node.body
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                if stmt.value is not None
+            }
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args
+            positional = args.posonlyargs + args.args
+            values = {
+                arg.arg: value
+                for arg, value in zip(
+                    positional[len(positional) - len(args.defaults) :], args.defaults, strict=True
+                )
+            }
+            values |= {
+                arg.arg: value
+                for arg, value in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+                if value is not None
+            }
+        else:
+            continue
+        found.append((node.name, node.lineno, values))
+    return found
+
+
+def _normalised(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def test_no_default_in_the_package_disagrees_with_the_schema() -> None:
+    """A class or function with defaults for two or more keys of one config section mirrors that
+    section (DQNConfig, QNetwork, the GA's and gacer's options, ...): each of those defaults must
+    be the schema's, the one place of a default."""
+    sections = {path: keys for path, keys in _schema_sections(load_schema()).items() if keys}
+    mirrors, disagreements = set(), []
+    for path in sorted((ROOT / "relmas").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        for name, line, values in _code_defaults(ast.parse(path.read_text())):
+            for section, defaults in sections.items():
+                shared = sorted(set(values) & set(defaults))
+                if len(shared) < 2:
+                    continue
+                mirrors.add((relative, name, section))
+                for key in shared:
+                    try:
+                        code = ast.literal_eval(values[key])
+                    except ValueError:
+                        code = ast.unparse(values[key])
+                    if _normalised(code) != defaults[key]:
+                        where = f"{relative}:{line} {name}.{key} = {code!r}"
+                        disagreements.append(f"{where}; {section}.{key}: {defaults[key]!r}")
+    assert disagreements == []
+    # the scan finds the mirrors it is meant to check
+    assert ("relmas/policies/ga_offline.py", "__init__", "evaluation.ga") in mirrors
+    assert ("relmas/policies/gacer.py", "__init__", "evaluation.gacer") in mirrors

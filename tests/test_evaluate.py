@@ -25,14 +25,14 @@ from relmas.figures.gantt import plot_gantt
 from relmas.io import read_metadata, read_parquet, write_parquet
 from relmas.rl.agent import AgentInfo, write_agent_info
 from relmas.rl.checkpoint import BEST, save_checkpoint
-from relmas.rl.env import RewardSettings
 from relmas.rl.network import QNetwork
-from relmas.rl.observation import Layout, ObservationSettings
+from relmas.rl.observation import Layout
 from relmas.schemas import JOB_SCHEMA, SUMMARY_SCHEMA
 from relmas.sim import JOB_RESULT_SCHEMA, load_system
 from relmas.sim.costs import load_costs
 from relmas.study import Study, generalisation_runs, sweep_points, sweep_policies
 from relmas.sweep import point_config, point_traces, run_sweep_point
+from tests.defaults import observation_settings, reward_settings
 from tests.synthetic import synthetic_costs
 
 
@@ -213,16 +213,16 @@ def test_configured_scenarios_generate_and_evaluate_end_to_end(inputs):
 
 def untrained_agent(directory, scenario: str, instance_types, types) -> None:
     """An agent directory as `relmas train` writes it, with an untrained network (no training)."""
-    settings = ObservationSettings(candidates=1, reference="sjf")
+    settings = observation_settings(candidates=1, reference="sjf")
     layout = Layout(settings.slots, len(types), len(instance_types))
     torch.manual_seed(0)
-    net = QNetwork(layout.size, layout.actions, (8,))
+    net = QNetwork(layout.size, layout.actions, (8,), dueling=False)
     save_checkpoint(directory / BEST, {"network": net.spec, "online": net.state_dict(), "step": 0})
     cost = {"accelerator": types[0], "macs": 100, "energy_j": 1e-9, "latency_s": 1e-7}
     info = AgentInfo(
         scenario=scenario,
         observation=settings,
-        reward=RewardSettings(),
+        reward=reward_settings(),
         instance_types=tuple(instance_types),
         accelerator_types=tuple(types),
         split_variants=("whole",),

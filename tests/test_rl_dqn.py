@@ -3,6 +3,7 @@ determinism, resumption and the fast inference path."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from relmas.rl.network import (
 from relmas.rl.replay import NStepCollector, ReplayBuffer, Transition
 from relmas.rl.train import train
 from relmas.schemas import LAYER_SCHEMA
+from tests.defaults import dqn_config
 
 FORWARD, BACK, BAIT, WAIT = range(4)
 
@@ -111,22 +113,30 @@ def random_policy(seed: int):
     return lambda obs, mask: int(rng.choice(np.flatnonzero(mask)))
 
 
-TOY = DQNConfig(
+TOY = dqn_config(
     seed=3,
     train_seeds=(0, 1),
     total_steps=600,
     learning_rate=1e-3,
     gamma=0.9,
+    n_step=1,
     buffer_size=5_000,
     batch_size=32,
     learning_starts=100,
+    train_frequency=1,
     target_update_every=100,
+    epsilon_start=1.0,
+    epsilon_end=0.05,
     epsilon_fraction=0.5,
     hidden=(32, 32),
+    dueling=False,
     validation_every=200,
     validation_metric="mean_return",
     checkpoint_every=150,
     log_every=100,
+    teacher_steps=0,
+    margin_weight=0.0,
+    keep_teacher=False,
 )
 
 
@@ -176,7 +186,7 @@ def test_select_action_rejects_a_mask_without_valid_action():
 
 
 def test_epsilon_decays_linearly_then_stays():
-    config = DQNConfig(total_steps=1000, epsilon_start=1.0, epsilon_end=0.1, epsilon_fraction=0.5)
+    config = dqn_config(total_steps=1000, epsilon_start=1.0, epsilon_end=0.1, epsilon_fraction=0.5)
     assert linear_epsilon(0, config) == 1.0
     assert linear_epsilon(250, config) == pytest.approx(0.55)
     assert linear_epsilon(500, config) == pytest.approx(0.1)
@@ -217,7 +227,7 @@ def test_replay_keeps_protected_transitions_for_good(tmp_path):
     with pytest.raises(ValueError, match="full"):
         restored.protect()
     with pytest.raises(InputError, match="buffer_size"):
-        DQNConfig(teacher_steps=10, buffer_size=10, keep_teacher=True)
+        dqn_config(teacher_steps=10, buffer_size=10, keep_teacher=True)
 
 
 def test_replay_samples_only_filled_slots_reproducibly():
@@ -315,7 +325,7 @@ def test_large_margin_loss_by_hand():
 
 def test_hard_target_update_copies_and_soft_update_blends():
     torch.manual_seed(0)
-    online, target = QNetwork(4, 3, (8,)), QNetwork(4, 3, (8,))
+    online, target = QNetwork(4, 3, (8,), dueling=False), QNetwork(4, 3, (8,), dueling=False)
     before = [p.detach().clone() for p in target.parameters()]
     update_target(online, target, tau=0.25)
     for old, new, source in zip(before, target.parameters(), online.parameters(), strict=True):
@@ -352,7 +362,7 @@ def test_numba_inference_matches_torch(hidden, dueling):
 
 
 def test_exported_weights_are_a_snapshot():
-    net = QNetwork(3, 2, (4,))
+    net = QNetwork(3, 2, (4,), dueling=False)
     weights = to_numpy_weights(net)
     before = weights.params.copy()
     with torch.no_grad():
@@ -362,7 +372,7 @@ def test_exported_weights_are_a_snapshot():
 
 
 def test_macs_and_layer_table_of_the_policy_network():
-    net = QNetwork(100, 9, (128, 128))
+    net = QNetwork(100, 9, (128, 128), dueling=False)
     assert forward_macs(net) == 100 * 128 + 128 * 128 + 128 * 9
     dueling = QNetwork(100, 9, (128, 128), dueling=True)
     assert forward_macs(dueling) == 100 * 128 + 128 * 128 + 128 * 1 + 128 * 9
@@ -377,23 +387,16 @@ def test_macs_and_layer_table_of_the_policy_network():
 # --- configuration --------------------------------------------------------------------------
 
 
-def test_config_from_yaml_values_and_errors():
-    config = DQNConfig.from_dict(
-        {"hidden": [64, 64], "train_seeds": [1, 2], "gamma": 1, "grad_clip": None}
-    )
-    assert config.hidden == (64, 64) and config.train_seeds == (1, 2) and config.gamma == 1.0
-    with pytest.raises(InputError, match=r"c\.yaml: training\.dqn\.gama: expected one of the keys"):
-        DQNConfig.from_dict({"gama": 0.9}, "c.yaml")
+def test_config_from_validated_yaml_values_and_the_check_across_values():
+    config = dqn_config(hidden=[64, 64], train_seeds=[1, 2], gamma=1, grad_clip=None)
+    assert config.hidden == (64, 64) and config.train_seeds == (1, 2)
+    assert config.gamma == 1.0 and isinstance(config.gamma, float) and config.grad_clip is None
+    values = {**dataclasses.asdict(TOY), "teacher_steps": 10, "buffer_size": 10}
     with pytest.raises(
-        InputError, match=r"training\.dqn\.gamma: expected a number in \(0, 1\], got 1\.5"
+        InputError, match=r"c\.yaml: training\.dqn\.buffer_size: expected more than teacher_steps"
     ):
-        DQNConfig.from_dict({"gamma": 1.5}, "c.yaml")
-    with pytest.raises(
-        InputError, match=r"training\.dqn\.batch_size: expected a value of type int"
-    ):
-        DQNConfig.from_dict({"batch_size": 32.5}, "c.yaml")
-    with pytest.raises(InputError, match=r"training\.dqn\.dueling: expected a value of type bool"):
-        DQNConfig.from_dict({"dueling": "yes"}, "c.yaml")
+        DQNConfig.from_dict({**values, "keep_teacher": True}, "c.yaml")
+    assert DQNConfig.from_dict(values, "c.yaml").buffer_size == 10
 
 
 # --- training -------------------------------------------------------------------------------

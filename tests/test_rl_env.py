@@ -21,7 +21,7 @@ from relmas.io import write_parquet
 from relmas.policies import make_policy
 from relmas.rl.agent import read_agent_info
 from relmas.rl.checkpoint import load_checkpoint, load_network, load_policy
-from relmas.rl.env import RewardSettings, SchedulingEnv
+from relmas.rl.env import SchedulingEnv
 from relmas.rl.network import (
     GreedyPolicy,
     QNetwork,
@@ -29,7 +29,7 @@ from relmas.rl.network import (
     policy_layer_table,
     to_numpy_weights,
 )
-from relmas.rl.observation import GlobalFeature, ObservationSettings, SlotFeature
+from relmas.rl.observation import GlobalFeature, SlotFeature
 from relmas.rl.overhead import overhead_metrics
 from relmas.rl.rules import cut_form, slot_rules
 from relmas.rl.run import rollout, train_scenario
@@ -40,6 +40,7 @@ from relmas.sim.engine import Engine
 from relmas.sim.system import load_system
 from relmas.study import Study
 from relmas.workload import generate_trace, scenario_system
+from tests.defaults import observation_settings, reward_settings
 from tests.synthetic import synthetic_costs, synthetic_pieces
 
 SYSTEM = load_system(
@@ -64,9 +65,18 @@ def tables() -> CostTables:
     return CostTables.from_frame(costs, SYSTEM.accelerator_types)
 
 
-def make_env(tables, seed=0, system=SYSTEM, **kwargs) -> SchedulingEnv:
+# The environment's settings unless a test gives its own: the schema's with the reference slot of
+# sjf (a heuristic, not `best`, which training resolves), and the discount of the pinned rollouts.
+ENV_SETTINGS = {
+    "observation": observation_settings(reference="sjf"),
+    "reward": reward_settings(),
+    "gamma": 0.99,
+}
+
+
+def make_env(tables, seed=0, system=SYSTEM, **settings) -> SchedulingEnv:
     jobs = generate_trace("synthetic", SCENARIO, system, tables, seed)
-    return SchedulingEnv(system, tables, jobs, **kwargs)
+    return SchedulingEnv(system, tables, jobs, **{**ENV_SETTINGS, **settings})
 
 
 def instances(state) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -116,7 +126,9 @@ def test_check_env_accepts_the_environment(tables):
 )
 @given(seed=st.integers(0, 10_000), candidates=st.integers(1, 4))
 def test_masked_random_rollouts_only_make_legal_assignments(tables, seed, candidates):
-    env = make_env(tables, seed % 5, observation=ObservationSettings(candidates, "edf"))
+    env = make_env(
+        tables, seed % 5, observation=observation_settings(candidates=candidates, reference="edf")
+    )
     random_rollout(env, seed)
     assert env.engine.finished and env.met + env.missed == env.jobs.height
 
@@ -152,7 +164,7 @@ def test_wait_is_valid_only_when_safe_and_no_candidate_could_start_on_its_fastes
         waits += action == layout.actions - 1
         obs, _, done, _, info = env.step(action)
     assert waits > 0 and reasons == {"slow", "full"}
-    lone = SchedulingEnv(SYSTEM, tables, env.jobs.head(1))
+    lone = SchedulingEnv(SYSTEM, tables, env.jobs.head(1), **ENV_SETTINGS)
     _, info = lone.reset()
     assert not info["action_mask"][-1] and info["action_mask"][0]  # nothing runs or will arrive
 
@@ -164,12 +176,12 @@ def test_invalid_actions_are_replaced_and_flagged(tables):
     _, _, _, _, info = env.step(invalid)
     assert info["invalid_action"]
     with pytest.raises(RuntimeError, match="reset"):
-        SchedulingEnv(SYSTEM, tables, env.jobs).step(0)
+        SchedulingEnv(SYSTEM, tables, env.jobs, **ENV_SETTINGS).step(0)
 
 
 @pytest.mark.parametrize("exponent", [0.0, 1.0])
 def test_credits_add_up_to_weighted_met_minus_missed(tables, exponent):
-    reward = RewardSettings(met=1.0, missed=2.0, priority_exponent=exponent, progress=0.5)
+    reward = reward_settings(met=1.0, missed=2.0, priority_exponent=exponent, progress=0.5)
     env = make_env(tables, 1, reward=reward)
     _, credits, _ = random_rollout(env, 7)
     result = env.engine.result("relmas")
@@ -186,11 +198,11 @@ def test_credits_add_up_to_weighted_met_minus_missed(tables, exponent):
 def test_progress_shaping_is_potential_based(tables):
     """Undiscounted, the shaping telescopes to zero over an episode: rewards add up to credits;
     without shaping, rewards are the credits step by step."""
-    shaped = make_env(tables, 2, reward=RewardSettings(progress=1.0), gamma=1.0)
+    shaped = make_env(tables, 2, reward=reward_settings(progress=1.0), gamma=1.0)
     rewards, credits, _ = random_rollout(shaped, 3)
     assert not np.allclose(rewards, credits[1:])  # the shaping moves reward in time...
     assert rewards.sum() == pytest.approx(credits.sum())  # ...but adds none
-    plain = make_env(tables, 2, reward=RewardSettings(progress=0.0))
+    plain = make_env(tables, 2, reward=reward_settings(progress=0.0))
     rewards, credits, _ = random_rollout(plain, 3)
     np.testing.assert_array_equal(rewards, credits[1:])
     assert credits[0] == 0.0  # nothing can be late before the first decision
@@ -208,7 +220,7 @@ def test_environment_is_deterministic(tables):
 
 @pytest.mark.parametrize("reference", ["sjf", "edf", "prema"])
 def test_reference_slot_reproduces_its_heuristic(tables, reference):
-    settings = ObservationSettings(2, reference)
+    settings = observation_settings(candidates=2, reference=reference)
     env = make_env(tables, 3, observation=settings)
     rollout(env, slot_rules(settings, env.layout)["reference"])
     heuristic = simulate(SYSTEM, env.jobs, tables, reference)
@@ -217,7 +229,7 @@ def test_reference_slot_reproduces_its_heuristic(tables, reference):
 
 
 def test_feasible_rules_serve_feasible_jobs_first(tables):
-    settings = ObservationSettings(2, "sjf")
+    settings = observation_settings(candidates=2, reference="sjf")
     env = make_env(tables, 4, observation=settings)
     width = env.layout.slot_features
     for name, first in (("shortest_feasible", 1), ("earliest_feasible", 3)):
@@ -274,7 +286,7 @@ def test_holding_rules_skip_what_they_hold_back_and_wait_only_when_they_hold_all
 ):
     """While waiting is allowed, a holding rule never starts a slot it must hold back (recomputed
     from the engine); it waits only when it holds back every offered slot. Both happen."""
-    settings = ObservationSettings(2, "sjf")
+    settings = observation_settings(candidates=2, reference="sjf")
     env = make_env(tables, 5, observation=settings)
     layout = env.layout
     rule = slot_rules(settings, layout)[name + ("_patient_gated" if gated else "_patient")]
@@ -358,7 +370,7 @@ def test_holding_baselines_skip_what_they_hold_back_and_wait_only_when_they_hold
 
 
 def test_observation_scales_and_slots(tables):
-    env = make_env(tables, 4, observation=ObservationSettings(3, "sjf"))
+    env = make_env(tables, 4, observation=observation_settings(candidates=3, reference="sjf"))
     layout = env.layout
     assert layout.slots == 8 and layout.actions == 9
     assert env.observation_space.shape == (8 * (11 + 2 * 2) + 3 * 3 + 8,)
@@ -450,7 +462,7 @@ def test_policy_acts_exactly_as_in_the_environment(quick, trained):
     tables = load_costs(root / "costs", system, models=tuple(config["models"]))
     jobs = generate_trace("mixed", config["scenarios"]["mixed"], system, tables, 7)
     info = read_agent_info(root / "agent")
-    env = SchedulingEnv(system, tables, jobs, info.observation, info.reward)
+    env = SchedulingEnv(system, tables, jobs, info.observation, info.reward, ENV_SETTINGS["gamma"])
     metrics = rollout(env, load_policy(root / "agent"))
     simulated = simulate(system, jobs, tables, make_policy("relmas", agent=root / "agent"))
     assert simulated.jobs["finish_s"].to_list() == env.engine.result("x").jobs["finish_s"].to_list()
@@ -524,6 +536,10 @@ def test_resume_after_interruption_gives_the_same_agent(quick, trained):
         ({"overhead_accelerator": "tpu"}, "training.overhead_accelerator"),
         ({"dqn": {"train_seeds": [3]}}, "training.dqn.train_seeds"),
         ({"dqn": {"gamma": 2.0}}, "training.dqn.gamma"),
+        ({"dqn": {"gama": 0.9}}, "training.dqn.gama"),
+        ({"dqn": {"batch_size": 32.5}}, "training.dqn.batch_size"),
+        ({"dqn": {"dueling": "yes"}}, "training.dqn.dueling"),
+        ({"dqn": {"keep_teacher": True, "buffer_size": 10}}, "training.dqn.buffer_size"),
     ],
 )
 def test_training_settings_errors_name_the_key(quick, change, key):
@@ -546,7 +562,9 @@ def test_relmas_policy_needs_an_agent_of_the_same_system(quick, trained, tables)
 def test_greedy_policy_of_a_fresh_network_only_picks_valid_actions(tables):
     env = make_env(tables, 6)
     torch.manual_seed(0)
-    policy = GreedyPolicy(to_numpy_weights(QNetwork(env.layout.size, env.layout.actions)))
+    policy = GreedyPolicy(
+        to_numpy_weights(QNetwork(env.layout.size, env.layout.actions, (128, 128), dueling=False))
+    )
     obs, info = env.reset()
     done = False
     while not done:
@@ -559,7 +577,7 @@ def test_greedy_policy_of_a_fresh_network_only_picks_valid_actions(tables):
 
 # ----------------------------------------------------------------------------- relmas_resize
 
-RESIZE = ObservationSettings(2, "sjf", resize=True)
+RESIZE = observation_settings(candidates=2, reference="sjf", resize=True)
 
 
 @pytest.fixture(scope="module")
@@ -703,7 +721,7 @@ def test_resize_training_gives_an_agent_that_acts_as_in_its_environment(quick, r
     system = scenario_system(config, "mixed")
     tables = load_costs(root / "cut_costs", system, models=tuple(config["models"]))
     jobs = generate_trace("mixed", config["scenarios"]["mixed"], system, tables, 7)
-    env = SchedulingEnv(system, tables, jobs, info.observation, info.reward)
+    env = SchedulingEnv(system, tables, jobs, info.observation, info.reward, ENV_SETTINGS["gamma"])
     metrics = rollout(env, load_policy(root / "resize"))
     policy = make_policy("relmas_resize", agent=root / "resize")
     simulated = simulate(system, jobs, tables, policy, record=True)
@@ -741,13 +759,13 @@ GOLDEN_ROLLOUTS = {
 
 @pytest.mark.parametrize("case", sorted(GOLDEN_ROLLOUTS))
 def test_rule_rollouts_give_the_pinned_observations_masks_and_rewards(tables, cut_tables, case):
-    settings = RESIZE if case == "resize" else ObservationSettings(3, "sjf")
+    settings = RESIZE if case == "resize" else observation_settings(candidates=3, reference="sjf")
     env = make_env(
         cut_tables if case == "resize" else tables,
         2,
         system=SCARCE,
         observation=settings,
-        reward=RewardSettings(priority_exponent=1.0, progress=0.5),
+        reward=reward_settings(priority_exponent=1.0, progress=0.5),
     )
     rule = slot_rules(settings, env.layout)["shortest_feasible_patient_gated"]
     if case == "resize":

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
 
+from relmas.config import validate_config
 from relmas.errors import InputError
 from relmas.io import write_parquet
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, load_system
 from relmas.workload import generate_trace, parse_scenario, scenario_system, system_capacity
+from relmas.yaml_load import load_yaml
 from tests.synthetic import cost_frame
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # Model "small": 1 s on x, 0.5 s on y (isolated 0.5); "big": 3 s on x, 4 s on y (isolated 3).
 COSTS = cost_frame(
@@ -173,9 +179,37 @@ def test_scenario_systems_override_the_default_system():
             "scenarios.s.deadline.slack_per_model.big",
         ),
         ({"color": "red"}, "scenarios.s.color"),
+        # the checks of relmas.workload, which the schema cannot express
+        ({"arrival": {"process": "poisson", "load": float("inf")}}, "scenarios.s.arrival.load"),
+        (
+            {"tenants": [{"name": "a", "priority": 1, "slack": float("nan"), "share": 1}]},
+            "scenarios.s.tenants[0].slack",
+        ),
+        ({"arrival": {"process": "trace"}}, "scenarios.s.arrival.path"),
+        (
+            {"tenants": [{"name": "a", "priority": 1, "slack": 1, "share": 1}] * 2},
+            "scenarios.s.tenants[1].name",
+        ),
+        (
+            {"tenants": [{"name": "a", "priority": 1, "slack": 1, "share": 1, "models": {"x": 1}}]},
+            "scenarios.s.tenants[0].models.x",
+        ),
+        ({"models": None}, "scenarios.s.models"),
     ],
 )
 def test_invalid_scenarios_name_the_key(change, key):
+    """Through the config's validation, as every scenario is read: the schema's checks, then
+    relmas.workload's."""
+    config = load_yaml(ROOT / "config" / "quick.yaml")
+    config["models"] |= {"small": {}, "big": {}}
+    config["scenarios"] = {"s": scenario(**change)}
     with pytest.raises(InputError) as error:
-        parse_scenario("s", scenario(**change), TABLES.models, "config.yaml")
+        validate_config(config, "config.yaml")
     assert str(error.value).startswith(f"config.yaml: {key}: expected")
+
+
+def test_a_scenario_without_jobs_needs_a_replayed_trace():
+    raw = scenario()
+    del raw["jobs"]
+    with pytest.raises(InputError, match=r"c.yaml: scenarios.s.jobs: expected a positive number"):
+        parse_scenario("s", raw, TABLES.models, "c.yaml")

@@ -29,104 +29,66 @@ CONFIG_SECTION = "training.dqn"  # where the DQNConfig keys live in the YAML con
 
 @dataclass(frozen=True)
 class DQNConfig:
-    """Every setting of a training run; two runs with equal configs give equal weights (CPU)."""
+    """Every setting of a training run; two runs with equal configs give equal weights (CPU).
 
-    seed: int = 0
-    train_seeds: tuple[int, ...] = (0,)  # make_env(seed) for each; episodes cycle through them
-    total_steps: int = 100_000  # environment steps (decisions)
-    learning_rate: float = 5e-4
-    gamma: float = 0.99
-    n_step: int = 1
-    buffer_size: int = 50_000
-    batch_size: int = 64
-    learning_starts: int = 1_000  # steps before the first update (needs batch_size transitions)
-    train_frequency: int = 1  # one gradient step every this many environment steps
-    target_update_every: int = 500  # steps between target updates
-    tau: float = 1.0  # target ← tau·online + (1 − tau)·target; 1 = hard copy
-    epsilon_start: float = 1.0
-    epsilon_end: float = 0.05
-    epsilon_fraction: float = 0.5  # of total_steps over which epsilon decays linearly
-    hidden: tuple[int, ...] = (128, 128)
-    dueling: bool = False
-    double: bool = True
-    grad_clip: float | None = 10.0  # max gradient norm; None = no clipping
-    validation_every: int = 10_000  # steps between calls of validate(policy)
-    validation_metric: str = "sla_rate"  # key of validate's result to maximise for best.pt
-    checkpoint_every: int = 10_000  # last.pt is written at the first episode end after this
-    log_every: int = 1_000  # steps between loss/epsilon reports
-    teacher_steps: int = 0  # the first steps act with teacher(obs, info) instead of epsilon-greedy
-    margin_weight: float = 0.0  # weight of the large-margin loss on teacher transitions
-    margin: float = 0.8  # DQfD's margin between the teacher's action and the others
-    keep_teacher: bool = False  # keep the teacher's transitions in the replay for good (DQfD)
+    No defaults here: they are the schema's (`training.dqn`, relmas.config.schema_defaults), and
+    `train_seeds` comes from `training.seeds`."""
+
+    seed: int
+    train_seeds: tuple[int, ...]  # make_env(seed) for each; episodes cycle through them
+    total_steps: int  # environment steps (decisions)
+    learning_rate: float
+    gamma: float
+    n_step: int
+    buffer_size: int
+    batch_size: int
+    learning_starts: int  # steps before the first update (needs batch_size transitions)
+    train_frequency: int  # one gradient step every this many environment steps
+    target_update_every: int  # steps between target updates
+    tau: float  # target ← tau·online + (1 − tau)·target; 1 = hard copy
+    epsilon_start: float
+    epsilon_end: float
+    epsilon_fraction: float  # of total_steps over which epsilon decays linearly
+    hidden: tuple[int, ...]
+    dueling: bool
+    double: bool
+    grad_clip: float | None  # max gradient norm; None = no clipping
+    validation_every: int  # steps between calls of validate(policy)
+    validation_metric: str  # key of validate's result to maximise for best.pt
+    checkpoint_every: int  # last.pt is written at the first episode end after this
+    log_every: int  # steps between loss/epsilon reports
+    teacher_steps: int  # the first steps act with teacher(obs, info) instead of epsilon-greedy
+    margin_weight: float  # weight of the large-margin loss on teacher transitions
+    margin: float  # DQfD's margin between the teacher's action and the others
+    keep_teacher: bool  # keep the teacher's transitions in the replay for good (DQfD)
 
     def __post_init__(self) -> None:
-        positive = (
-            "total_steps buffer_size batch_size train_frequency target_update_every n_step "
-            "validation_every checkpoint_every log_every learning_rate"
-        )
-        for name in positive.split():
-            _require(self, name, getattr(self, name) > 0, "a positive number")
-        for name in ("learning_starts", "teacher_steps", "margin_weight", "margin"):
-            _require(self, name, getattr(self, name) >= 0, "a non-negative number")
-        for name in ("gamma", "tau", "epsilon_fraction"):
-            _require(self, name, 0 < getattr(self, name) <= 1, "a number in (0, 1]")
-        for name in ("epsilon_start", "epsilon_end"):
-            _require(self, name, 0 <= getattr(self, name) <= 1, "a number in [0, 1]")
-        _require(self, "grad_clip", self.grad_clip is None or self.grad_clip > 0, "null or > 0")
-        _require(self, "hidden", len(self.hidden) > 0 and min(self.hidden) > 0, "positive widths")
-        _require(self, "train_seeds", len(self.train_seeds) > 0, "at least one seed")
-        _require(self, "validation_metric", bool(self.validation_metric), "a metric name")
-        _require(
-            self,
-            "buffer_size",
-            not self.keep_teacher or self.buffer_size > self.teacher_steps,
-            "more than teacher_steps when keep_teacher is set",
-        )
+        # The range of each value is the schema's; this is the one check across values.
+        if self.keep_teacher and self.buffer_size <= self.teacher_steps:
+            expected = "more than teacher_steps when keep_teacher is set"
+            raise InputError(None, "buffer_size", expected, self.buffer_size)
 
     @classmethod
     def from_dict(
         cls, values: Mapping[str, Any], file: str | Path | None = None, prefix: str = CONFIG_SECTION
     ) -> DQNConfig:
-        """Build a config from YAML values (lists for tuples), naming `prefix.key` on bad input."""
-        known = {f.name: f for f in fields(cls)}
-        kwargs = {}
-        for key, value in values.items():
-            if key not in known:
-                raise InputError(file, f"{prefix}.{key}", f"one of the keys {sorted(known)}")
-            kwargs[key] = _coerce(value, known[key].type, file, f"{prefix}.{key}")
+        """Build a config from the values of a validated config (relmas.config: lists for tuples,
+        integers for floats), naming `prefix.key` if the check across values fails."""
+        types = {f.name: f.type for f in fields(cls)}
+        kwargs = {key: _converted(value, types[key]) for key, value in values.items()}
         try:
             return cls(**kwargs)
         except InputError as error:
             raise InputError(file, f"{prefix}.{error.key}", error.expected, error.got) from None
 
 
-def _require(config: DQNConfig, name: str, ok: bool, expected: str) -> None:
-    if not ok:
-        raise InputError(None, name, expected, getattr(config, name))
-
-
-_SCALARS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,)}
-
-
-def _coerce(value: Any, annotation: str, file: str | Path | None, key: str) -> Any:
-    """Check a YAML value against a DQNConfig field annotation (a string under PEP 563)."""
-    if annotation == "bool":
-        ok = isinstance(value, bool)
-    elif annotation == "tuple[int, ...]":
-        ok = isinstance(value, list | tuple) and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value
-        )
-        value = tuple(value) if ok else value
-    else:
-        optional = annotation.endswith(" | None")
-        kinds = _SCALARS[annotation.removesuffix(" | None")]
-        ok = (optional and value is None) or (
-            isinstance(value, kinds) and not isinstance(value, bool)
-        )
-        if ok and value is not None and annotation.startswith("float"):
-            value = float(value)
-    if not ok:
-        raise InputError(file, key, f"a value of type {annotation}", value)
+def _converted(value: Any, annotation: str) -> Any:
+    """A YAML value as the DQNConfig field annotated `annotation` (a string under PEP 563) holds
+    it: a list as a tuple, an integer of a float field as a float."""
+    if isinstance(value, list):
+        return tuple(value)
+    if annotation.startswith("float") and value is not None:
+        return float(value)
     return value
 
 

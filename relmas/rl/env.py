@@ -53,12 +53,13 @@ from relmas.sim.system import System
 
 @dataclass(frozen=True)
 class RewardSettings:
-    """Credit of a met deadline, penalty of a (certain) miss, priority exponent, shaping weight."""
+    """Credit of a met deadline, penalty of a (certain) miss, priority exponent, shaping weight
+    (defaults: the schema's `training.reward`, relmas.config.schema_defaults)."""
 
-    met: float = 1.0
-    missed: float = 1.0
-    priority_exponent: float = 0.0
-    progress: float = 1.0
+    met: float
+    missed: float
+    priority_exponent: float
+    progress: float
 
     def job_weights(self, priority: np.ndarray) -> np.ndarray:
         """w_i = p_i^e normalised to mean 1 over the trace."""
@@ -148,15 +149,15 @@ class SchedulingEnv(gym.Env):
         system: System,
         tables: CostTables,
         jobs: pl.DataFrame,
-        observation: ObservationSettings | None = None,
-        reward: RewardSettings | None = None,
-        gamma: float = 0.99,
+        observation: ObservationSettings,
+        reward: RewardSettings,
+        gamma: float,
     ) -> None:
         self.system = system
         self.tables = tables
         self.jobs = jobs
-        self.observation_settings = observation or ObservationSettings()
-        self.reward_settings = reward or RewardSettings()
+        self.observation_settings = observation
+        self.reward_settings = reward
         self.gamma = gamma
         variants = tables.pieces.variants if tables.pieces is not None else (WHOLE,)
         self.layout = observation_layout(

@@ -33,8 +33,8 @@ class QNetwork(nn.Module):
         self,
         obs_dim: int,
         n_actions: int,
-        hidden: Sequence[int] = (128, 128),
-        dueling: bool = False,
+        hidden: Sequence[int],
+        dueling: bool,
     ):
         super().__init__()
         self.spec: dict[str, Any] = {

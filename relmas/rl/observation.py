@@ -136,11 +136,12 @@ def slot_width(types: int, variants: int) -> int:
 @dataclass(frozen=True)
 class ObservationSettings:
     """`candidates` jobs per ranking (shortest, earliest feasible); `reference` heuristic name;
-    `resize`: actions also choose a split variant of the next layer (relmas_resize)."""
+    `resize`: actions also choose a split variant of the next layer (relmas_resize). The config
+    keys have the schema's defaults only (`training.observation`, relmas.config.schema_defaults)."""
 
-    candidates: int = 2
-    reference: str = "sjf"
-    resize: bool = False
+    candidates: int
+    reference: str
+    resize: bool = False  # not a config key: set by the policy trained (relmas.rl.run)
 
     @property
     def slots(self) -> int:

@@ -47,30 +47,24 @@ def parse_training(config: Mapping[str, Any], source: str | Path | None = None) 
     validation = tuple(raw["validation_seeds"])
     reserved = set(config["evaluation"]["seeds"])
     for key, values in (("seeds", seeds), ("validation_seeds", validation)):
-        if not values:
-            raise InputError(source, f"training.{key}", "at least one seed", list(values))
         clash = sorted(reserved.intersection(values))
         if clash:
             raise InputError(source, f"training.{key}", "seeds unused by evaluation.seeds", clash)
     if set(seeds) & set(validation):
         overlap = sorted(set(seeds) & set(validation))
         raise InputError(source, "training.validation_seeds", "seeds unused for training", overlap)
-    observation = ObservationSettings(**raw["observation"])
     overhead = raw["overhead_accelerator"]
     if overhead is not None and overhead not in config["accelerators"]:
         known_acc = sorted(config["accelerators"])
         raise InputError(
             source, "training.overhead_accelerator", f"one of {known_acc} or null", overhead
         )
-    dqn_values = dict(raw["dqn"])
-    if "train_seeds" in dqn_values:
-        raise InputError(source, "training.dqn.train_seeds", "training.seeds instead", "set")
     return TrainingSettings(
         seeds=seeds,
         validation_seeds=validation,
         jobs=raw["jobs"],
-        observation=observation,
+        observation=ObservationSettings(**raw["observation"]),
         reward=RewardSettings(**raw["reward"]),
         overhead_accelerator=overhead,
-        dqn=DQNConfig.from_dict({**dqn_values, "train_seeds": list(seeds)}, source),
+        dqn=DQNConfig.from_dict({**raw["dqn"], "train_seeds": seeds}, source),
     )

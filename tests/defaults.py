@@ -1,0 +1,25 @@
+"""The training settings a test builds, as production builds them: the schema's defaults (the
+settings dataclasses have none of their own) with the test's own values on top."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from relmas.config import schema_defaults
+from relmas.rl.dqn import DQNConfig
+from relmas.rl.env import RewardSettings
+from relmas.rl.observation import ObservationSettings
+
+
+def dqn_config(**values: Any) -> DQNConfig:
+    """`training.dqn`'s defaults, trained on `training.seeds`' defaults, with `values` on top."""
+    seeds = schema_defaults("training")["seeds"]
+    return DQNConfig.from_dict({**schema_defaults("training.dqn"), "train_seeds": seeds, **values})
+
+
+def observation_settings(**values: Any) -> ObservationSettings:
+    return ObservationSettings(**{**schema_defaults("training.observation"), **values})
+
+
+def reward_settings(**values: Any) -> RewardSettings:
+    return RewardSettings(**{**schema_defaults("training.reward"), **values})
