@@ -206,11 +206,14 @@ class GAOffline(Policy):
         self._layout = layout
         self._jobs = np.zeros(instances, dtype=np.int64)
         self._accelerators = np.zeros(instances, dtype=np.int64)
-        self._plan_starts = entry_point(ga_kernels.plan_starts, engine.state, *self._plan_args())
+        self._plan_starts = entry_point(
+            ga_kernels.plan_starts, engine.state, *self._plan_args(), 0.0
+        )
         self.report.search_s = time.perf_counter() - started
 
     def decide(self, view: DecisionView) -> list[tuple[int, int]]:
-        count = self._plan_starts(view.engine.state, *self._plan_args())
+        until = view.now if view.can_wait else np.inf  # as `run_plan`: lift holds at a stall
+        count = self._plan_starts(view.engine.state, *self._plan_args(), until)
         return list(
             zip(self._jobs[:count].tolist(), self._accelerators[:count].tolist(), strict=True)
         )
@@ -366,16 +369,19 @@ class _Search:
             if not assignments:
                 replay.wait()
         # The holds it needs: the layers that a plan holding every layer back kept waiting.
-        hold = np.ones(layout.genes, dtype=np.bool_)
-        self._decode(accelerator[None], key[None], hold[None])
-        return accelerator, key, self.held.copy()
+        _, hold = self._decode(accelerator[None], key[None], np.ones((1, layout.genes), bool))
+        return accelerator, key, hold[0]
 
-    def _decode(self, accelerators: np.ndarray, keys: np.ndarray, holds: np.ndarray) -> np.ndarray:
-        """Simulate the individuals' plans: their jobs' finish times. `self.held` is left with
-        the genes that the last plan's release times kept waiting."""
+    def _decode(
+        self, accelerators: np.ndarray, keys: np.ndarray, holds: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Simulate the individuals' plans: their jobs' finish times, and which of their genes'
+        holds bound (kept a layer waiting); the other holds can be lifted without changing the
+        schedule."""
         layout = self.layout
         plans = build_plans(accelerators, keys, holds, layout, self.instances)
         finish = np.empty((accelerators.shape[0], layout.jobs))
+        binding = np.zeros_like(holds)
         for individual, (sequence, start, release) in enumerate(zip(*plans, strict=True)):
             restore(self.scratch, self.initial)
             self.held[:] = False
@@ -394,14 +400,16 @@ class _Search:
             if status != STATUS_DONE:
                 raise RuntimeError("a plan stalled the simulation; plans are deadlock-free")
             finish[individual] = job_finish_times(self.scratch)
-        return finish
+            binding[individual] = self.held
+        return finish, binding
 
     def _evaluate(
         self, accelerators: np.ndarray, keys: np.ndarray, holds: np.ndarray
     ) -> _Population:
         """Simulate the individuals. Fitness: (-deadlines met, -priority-weighted met, total
-        tardiness, sum of finish times), compared lexicographically, lower first."""
-        finish = self._decode(accelerators, keys, holds)
+        tardiness, sum of finish times), compared lexicographically, lower first. Holds that did
+        not bind are lifted (the same schedule), so that only holds that matter are inherited."""
+        finish, holds = self._decode(accelerators, keys, holds)
         met = deadline_met(finish, self.deadline)
         tardiness = np.maximum(finish - self.deadline, 0.0).sum(axis=1)
         weighted = (met * self.priority).sum(axis=1)
