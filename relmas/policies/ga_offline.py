@@ -1,21 +1,22 @@
 """`ga_offline`: a genetic algorithm that knows the whole job trace in advance (the offline bound).
 
 It is the upper reference the online policies are measured against on small traces. Encoding
-(MAGMA-style), per layer of every job: an accelerator-instance gene and an order key (seconds, a
-planned start time). Decoding (`relmas.policies.ga_kernels`): each instance runs the layers assigned
-to it in key order, a layer starting as soon as its instance is free and its job ready; the
-schedule is simulated by the engine's own kernels (shared bandwidth fluid, non-preemptive layers,
-layer chains), so the GA optimises exactly what the simulator measures. A plan may keep an instance
-idle for a job that has not arrived yet, which no work-conserving online policy can do.
+(MAGMA-style), per layer of every job: an accelerator-instance gene, an order key (seconds, a
+planned start time) and a hold flag (the layer may not start before its key). Decoding
+(`relmas.policies.ga_kernels`): each instance runs the layers assigned to it in key order, a layer
+starting once its instance is free, its job ready and, if held, its key come; the schedule is
+simulated by the engine's own kernels (shared bandwidth fluid, non-preemptive layers, layer
+chains), so the GA optimises exactly what the simulator measures. A plan may keep an instance idle
+for a job that has not arrived yet, for a faster instance, or off a saturated bandwidth.
 
 Fitness, best first: deadlines met, then priority-weighted deadlines met, then total tardiness
 (sum of max(0, finish - deadline)), then the sum of finish times (i.e. mean turnaround). The
-initial population holds the schedules of the heuristic baselines (each heuristic's instances and
-start times, which the decoder reproduces exactly) and mutated copies of them; with elitism the
-result is never worse than the best heuristic on the trace. Operators: tournament selection,
-uniform crossover over jobs (a job's genes travel together), mutation of instance genes, of single
-keys and of whole jobs' keys, and moves of a job that the parent made late (behind all others,
-or ahead).
+initial population holds the schedules of every online non-learned policy (and of a trained agent
+when given): each one's instances, start times and the holds it needs, which the decoder
+reproduces exactly for whole layers; with elitism the result is never worse than any of them on
+the trace. Operators: tournament selection, uniform crossover over jobs (a job's genes travel
+together), mutation of instance genes, of single keys and of whole jobs' keys, lifted holds, and
+moves of a job that the parent made late (behind all others, or ahead).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 
 import numpy as np
 
@@ -51,6 +53,10 @@ SEED_POLICIES = tuple(name for name in catalog.of_kind(*SEED_KINDS) if name not 
 # with probability 1 / jobs, by a normal step of one mean isolated job latency.
 MUTATED_GENES = 2.0
 KEY_STEP = 2.0
+# Expected holds lifted per child (the layer then starts as soon as it is ready and next on its
+# instance). Holds are not added at random: on contended synthetic traces that cost deadlines at
+# the default budget; holds come from the seeds' schedules.
+LIFTED_HOLDS = 2.0
 # A child whose first parent missed deadlines moves one of those late jobs, with probability
 # LATE_MOVE each: behind every other layer (sacrificed, as in Moore-Hodgson's rule: it frees its
 # instances for jobs that can still make it), or ahead by a half-normal step of one mean isolated
@@ -138,7 +144,8 @@ class GAOffline(Policy):
     Budget: `population` individuals, at most `generations` generations and `time_limit_s` seconds
     of search (None = no limit; with a binding time limit the result depends on the machine's
     speed, with a binding generation count it depends only on `seed`). Traces of more than
-    `max_jobs` jobs are refused.
+    `max_jobs` jobs are refused. Seeds besides the online non-learned policies: `extra_seeds`
+    (policies), and `agent` (a trained RELMAS agent's directory: its policy's schedule).
     """
 
     name = "ga_offline"
@@ -153,6 +160,7 @@ class GAOffline(Policy):
         elite: int = 2,
         tournament: int = 3,
         extra_seeds: Sequence[Policy] = (),
+        agent: str | Path | None = None,
     ) -> None:
         _check_int("population", population, 2)
         _check_int("generations", generations, 0)
@@ -179,7 +187,7 @@ class GAOffline(Policy):
         self.max_jobs = max_jobs
         self.elite = elite
         self.tournament = tournament
-        self.extra_seeds = tuple(extra_seeds)
+        self.extra_seeds = tuple(extra_seeds) + ((_learned_policy(agent),) if agent else ())
         self.report = GAReport()
 
     def reset(self, engine: Engine) -> None:
@@ -442,7 +450,7 @@ class _Search:
         self, accelerators: np.ndarray, keys: np.ndarray, holds: np.ndarray, late: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """New instances for a few genes, a normal step for a few keys and for a few whole jobs'
-        keys, a few holds set or lifted; and one job that the parent made late is deferred behind
+        keys, a few holds lifted; and one job that the parent made late is deferred behind
         every other layer (sacrificed: it frees its instances for jobs that can still make it)
         or promoted."""
         rng, layout = self.rng, self.layout
@@ -454,7 +462,8 @@ class _Search:
         )
         jittered = rng.random((count, layout.genes)) < rate
         keys = keys + jittered * rng.normal(0.0, self.key_step, size=keys.shape)
-        holds = holds ^ (rng.random((count, layout.genes)) < rate)
+        lifted = rng.random((count, layout.genes)) < min(1.0, LIFTED_HOLDS / layout.genes)
+        holds = holds & ~lifted
         shifted = rng.random((count, layout.jobs)) < 1.0 / layout.jobs
         shift = shifted * rng.normal(0.0, self.job_step, size=shifted.shape)
         # One of the parent's late jobs, chosen uniformly: deferred or promoted (LATE_MOVE each).
@@ -467,6 +476,15 @@ class _Search:
         shift[defer, chosen[defer]] += span[defer]
         shift[promote, chosen[promote]] -= np.abs(rng.normal(0.0, self.job_step, promote.size))
         return accelerators, keys + shift[:, layout.gene_job], holds
+
+
+def _learned_policy(agent: str | Path) -> Policy:
+    """The learned policy that deploys the trained agent `agent` (its directory), as a seed."""
+    from relmas.rl.agent import read_agent_info
+
+    resize = read_agent_info(agent).observation.resize
+    name = next(n for n in catalog.learned() if (n in catalog.resizing()) == resize)
+    return make_policy(name, agent=agent)
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:
