@@ -358,8 +358,9 @@ def test_changing_a_training_setting_retrains_and_reevaluates_only(quick_run) ->
     project, env, _ = quick_run
     changed = variant(project, "train.yaml", "total_steps: 20000", "total_steps: 21000")
     jobs = planned_jobs(project, env, changed)
-    # both learned policies (relmas, relmas_resize) of the one scenario
-    assert jobs["train"] == 2 and jobs["evaluate"] == 2 and jobs["report"] == 1
+    # both learned policies (relmas, relmas_resize) of the one scenario, and ga_offline, which
+    # the relmas agent's schedule seeds
+    assert jobs["train"] == 2 and jobs["evaluate"] == 3 and jobs["report"] == 1
     config = load_config(project / "config" / "quick.yaml")
     assert jobs["sweep"] == len(sweep_points(config))  # every point runs the retrained agent
     # the baselines' validation runs read no training setting but the validation traces'

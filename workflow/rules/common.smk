@@ -77,9 +77,18 @@ EVAL_RUNS = evaluation_runs(CONFIG)
 
 
 def agent_files(scenario, policy):
-    """The trained agent of `scenario` that a learned policy needs (nothing for heuristics)."""
+    """The trained agent of `scenario` that a learned policy needs; for an offline bound, the
+    agent of the evaluated learned policy that runs whole layers, whose schedule seeds its search
+    (docs/simulator.md, ga_offline); nothing for the others."""
     if policy in catalog.learned():
         return [str(PATHS.agent(scenario, policy) / "best.pt")]
+    if policy in catalog.offline():
+        seeds = [
+            name
+            for name in CONFIG["evaluation"]["policies"]
+            if name in catalog.learned() and name not in catalog.resizing()
+        ]
+        return [str(PATHS.agent(scenario, name) / "best.pt") for name in seeds[:1]]
     return []
 
 
