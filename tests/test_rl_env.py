@@ -317,7 +317,7 @@ def test_rule_baselines_equal_their_slot_rules_with_every_ready_job_a_candidate(
     """Each rule baseline, exact over all ready jobs, gives the schedule of its slot rule run
     through the environment with a candidate slot for every job (reference sjf), in its jitted
     loop and through the stepping path alike; holding back changes the schedule."""
-    settings = ObservationSettings(SCENARIO["jobs"], "sjf")
+    settings = observation_settings(candidates=SCENARIO["jobs"], reference="sjf")
     env = make_env(tables, 6, system, observation=settings)
     rules = slot_rules(settings, env.layout)
     schedules = set()
