@@ -112,6 +112,7 @@ def test_quick_dag_on_cluster_generic_with_tracking_server(tmp_path: Path, mlflo
         "profile",
         "workload",
         "train",
+        "validate",
         "evaluate",
         "sweep",
         "report",

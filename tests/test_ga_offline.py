@@ -16,6 +16,7 @@ from relmas.policies.ga_offline import SEED_POLICIES, GeneLayout, _Search, build
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
 from tests.synthetic import cost_frame, synthetic_costs
+from tests.test_pipeline import results_root
 
 SMALL_BUDGET = {"population": 12, "generations": 15, "time_limit_s": None}
 
@@ -263,7 +264,7 @@ def test_runs_by_name_through_simulate_and_refuses_long_traces():
 @pytest.mark.slow
 def test_on_the_quick_dag_it_meets_at_least_the_deadlines_of_every_online_policy(quick_run):
     project, _, _ = quick_run
-    summary = pl.read_parquet(project / "results" / "report" / "summary.parquet")
+    summary = pl.read_parquet(results_root(project) / "report" / "summary.parquet")
     summary = summary.with_columns(met=(pl.col("sla_rate") * pl.col("jobs")).round().cast(int))
     bound = summary.filter(pl.col("policy") == "ga_offline").select("scenario", "seed", bound="met")
     assert bound.height >= 1

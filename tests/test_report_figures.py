@@ -122,6 +122,7 @@ def test_every_figure_gives_a_policy_the_same_colour_and_one_seed_no_interval(
         tmp_path,
         sweeps_dir=paths.sweeps_dir,
         agents_dir=paths.agents_dir,
+        validation_dir=paths.validation_dir,
     )
     assert set(made["figures"]) == {figure.name for figure in report_figures(config)}
     colours: dict[str, set[str]] = {}
