@@ -97,20 +97,9 @@ def run_plan(
         status = advance(T, S)
         if status != STATUS_DECISION:
             return status
-        count = plan_starts(
-            S,
-            sequence,
-            start,
-            position,
-            gene_job,
-            gene_row,
-            release,
-            held,
-            out_job,
-            out_acc,
-            now(S),
-        )
-        if count == 0 and not can_wait(S):  # only holds keep the ready layers waiting: lift them
+        # holds end at the current time; only when they alone keep the ready layers waiting
+        # (nothing can start, and nothing else can happen) are they lifted: release up to inf
+        for until in (now(S), np.inf):
             count = plan_starts(
                 S,
                 sequence,
@@ -122,8 +111,10 @@ def run_plan(
                 held,
                 out_job,
                 out_acc,
-                np.inf,
+                until,
             )
+            if count > 0 or can_wait(S):
+                break
         apply_decision(T, S, out_job, out_acc, count)
 
 
