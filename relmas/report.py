@@ -128,16 +128,6 @@ def _mean_column(metric: str) -> pl.Expr:
     )
 
 
-def heuristics(policies: Sequence[str]) -> list[str]:
-    """The online heuristics among `policies` (not learned, not the offline bound or random)."""
-    return [p for p in policies if p not in catalog.learned() + _references()]
-
-
-def _references() -> tuple[str, ...]:
-    """The references of the comparison, not competitors: the offline bounds and the floor."""
-    return catalog.offline() + catalog.floors()
-
-
 def _offline() -> str:
     """The offline bound the learned policies are measured against (the catalog's one)."""
     (bound,) = catalog.offline()
@@ -432,7 +422,8 @@ def tenant_sla(results: Mapping[tuple[str, str, int], pl.DataFrame]) -> pl.DataF
 
 
 def heuristic_ranking(config: Mapping[str, Any], aggregated: pl.DataFrame) -> pl.DataFrame:
-    """Per scenario: its load, bandwidth and arrival process, and the heuristics ranked by SLA rate.
+    """Per scenario: its load, bandwidth and arrival process, and the online baselines (heuristics,
+    rule baselines, search) ranked by SLA rate.
 
     This is the table that shows how the ranking of the heuristics moves with the operating point.
     """
@@ -440,8 +431,7 @@ def heuristic_ranking(config: Mapping[str, Any], aggregated: pl.DataFrame) -> pl
     rows = []
     for scenario, spec in config["scenarios"].items():
         part = aggregated.filter(
-            (pl.col("scenario") == scenario)
-            & pl.col("policy").is_in(heuristics(aggregated["policy"]))
+            (pl.col("scenario") == scenario) & pl.col("policy").is_in(catalog.online_baselines())
         ).sort("sla_rate", descending=True)
         if part.is_empty():
             continue
