@@ -360,6 +360,9 @@ def test_results_identical_with_jit_disabled():
         (EYERISS_168, {"energy_pj": {"dram": -1}}, "energy_pj.dram", "a number >= 0"),
         (EYERISS_168, {"static_w": "high"}, "static_w", "a number >= 0"),
         (EYERISS_168, {"word_bits": 128}, "word_bits", "at most 64"),
+        (EYERISS_168, {"set_shapes": "tall"}, "set_shapes", "one of ['any', 'chip']"),
+        (EYERISS_168, {"fill_words_per_cycle": -1}, "fill_words_per_cycle", "a number >= 0"),
+        (SIMBA_CHIPLET, {"set_shapes": "chip"}, "set_shapes", "a known simba key"),
     ],
 )
 def test_bad_specs_name_the_key(base, change, key, expected):

@@ -49,7 +49,9 @@ from relmas.hw.spec import EYERISS_PSUM_WORDS, EyerissSpec
     A_E_NOC,
     A_E_GLB,
     A_E_DRAM,
-) = range(13)
+    A_CHIP_SETS,
+    A_FILL_RATE,
+) = range(15)
 
 # Layout of the chosen mapping (params) and of its buffer footprints (in words or entries).
 PARAM_NAMES = (
@@ -90,6 +92,8 @@ def arch_vector(spec: EyerissSpec) -> np.ndarray:
             e["noc"],
             e["glb"],
             e["dram"],
+            1.0 if spec.set_shapes == "chip" else 0.0,
+            spec.fill_words_per_cycle,
         ],
         dtype=np.float64,
     )
@@ -101,24 +105,29 @@ def capacities(spec: EyerissSpec) -> tuple[int, ...]:
 
 
 @njit(cache=True)
-def set_arrangements(prob, rows, cols, scratch):
+def set_arrangements(prob, rows, cols, chip_sets, scratch):
     """Every (h, folds, e, sc, sk, sn) arrangement of PE sets on the array, most parallel first.
 
     h filter rows per set (R in `folds` passes), e output rows per set, sc channel sets stacked
-    vertically, then sk filter sets and sn instance sets on the remaining set slots.
+    vertically, then sk filter sets and sn instance sets on the remaining set slots. With
+    `chip_sets`, as the JSSC 2017 chip maps a layer (section IV-A): a set holds all filter rows
+    (folded only when R exceeds the rows) and all output rows when they fit the array's width
+    (strip-mined into narrower sets only when they do not).
     """
     n_inst = prob[G] * prob[N]
     k_all, c_all, p_all, r_all = prob[K], prob[C], prob[P], prob[R]
     found = []
     previous_h = 0
-    for fold_try in range(cdiv(r_all, rows), r_all + 1):
+    last_fold = cdiv(r_all, rows) if chip_sets else r_all
+    for fold_try in range(cdiv(r_all, rows), last_fold + 1):
         h = cdiv(r_all, fold_try)
         if h == previous_h:
             continue
         previous_h = h
         v_sets = rows // h
         n_e = factors(p_all, cols, scratch[0])
-        for ie in range(n_e - 1, -1, -1):
+        first_e = n_e - 1 if chip_sets and p_all <= cols else 0
+        for ie in range(n_e - 1, first_e - 1, -1):
             e = scratch[0, ie]
             n_sc = factors(c_all, v_sets, scratch[1])
             for isc in range(n_sc - 1, -1, -1):
@@ -150,7 +159,8 @@ def eyeriss_layer(prob, arch, objective, params, footprint):
     energies = (arch[A_E_DRAM], arch[A_E_GLB], 0.0, arch[A_E_SPAD])
     s_t = min(prob[S], ifmap_cap, filter_cap)
     mac_energy = prob[MACS] * (arch[A_E_MAC] + (2.0 + 2.0 * arch[A_PSUM_WORDS]) * arch[A_E_SPAD])
-    for h, folds, e, sc, sk, sn in set_arrangements(prob, rows, cols, scratch):
+    chip_sets = arch[A_CHIP_SETS] > 0
+    for h, folds, e, sc, sk, sn in set_arrangements(prob, rows, cols, chip_sets, scratch):
         c_set = cdiv(prob[C], sc)
         k_set = cdiv(prob[K], sk)
         floor = dram_floor_energy(dims, (1, 1, 1), e, energies)
@@ -204,7 +214,8 @@ def pass_cost(prob, arch, mapping):
 
     Passes run every (instance, filter, channel, fold) group over all output-row strips with the
     group's filters held in the PEs; each pass streams its ifmap rows from the global buffer and
-    sends its partial sums there (and reads them back until the reduction is complete).
+    sends its partial sums there (and reads them back until the reduction is complete). With a
+    fill rate, a pass first writes its p * q * s_t filter words into every filter scratchpad.
     """
     h, folds, e, sc, sk, sn, p, q, s_t = mapping
     n_inst = prob[G] * prob[N]
@@ -225,8 +236,11 @@ def pass_cost(prob, arch, mapping):
     filters = groups * h * s_t * p * q * sc * sk * cdiv(sn, prob[N])
     port_in = glb_ifmap + psum_in * psum_words + filters
     port_out = psum_out * psum_words
+    fill = 0
+    if arch[A_FILL_RATE] > 0:
+        fill = int(np.ceil(p * q * s_t / arch[A_FILL_RATE]))
     cycles = max(
-        passes * q_all * q * s_t * p,
+        passes * (q_all * q * s_t * p + fill),
         int(np.ceil(port_in / arch[A_PORT])),
         int(np.ceil(port_out / arch[A_PORT])),
     )

@@ -82,7 +82,12 @@ EYERISS_PSUM_WORDS = 1
 
 @dataclass(frozen=True)
 class EyerissSpec:
-    """Row-stationary array of `pe_rows` x `pe_cols` PEs, one MAC per PE per cycle."""
+    """Row-stationary array of `pe_rows` x `pe_cols` PEs, one MAC per PE per cycle.
+
+    `set_shapes: chip` limits the mapping to the PE sets the JSSC 2017 chip uses (all filter rows,
+    all output rows unless they exceed the array's width); `fill_words_per_cycle` > 0 charges each
+    processing pass the time to fill its filter scratchpads before computing (the chip's ramp-up).
+    """
 
     kind: str
     clock_ghz: float
@@ -93,6 +98,8 @@ class EyerissSpec:
     filter_spad: int
     psum_spad: int
     word_bits: int
+    set_shapes: str
+    fill_words_per_cycle: float
     energy_pj: Mapping[str, float] = field(compare=True, hash=False)
     static_w: float
 
@@ -160,13 +167,20 @@ _INT_KEYS = {
     "accum_buf_entries",
 }
 _OPTIONAL_KEYS = ("energy_pj", "static_w")
+# Optional keys of one family and their defaults: the whole mapping space, no per-pass fill time.
+_FAMILY_OPTIONS: dict[str, dict[str, Any]] = {
+    "eyeriss": {"set_shapes": "any", "fill_words_per_cycle": 0.0},
+    "simba": {},
+}
+SET_SHAPES = ("any", "chip")
 _CLASSES: dict[str, type] = {"eyeriss": EyerissSpec, "simba": SimbaSpec}
 _MAX_WORD_BITS = 64
 
 
 def size_keys(kind: str) -> tuple[str, ...]:
     """The contract size keys of a family in declaration order (no `kind`, no optional keys)."""
-    return tuple(f.name for f in fields(_CLASSES[kind]) if f.name not in ("kind", *_OPTIONAL_KEYS))
+    optional = (*_OPTIONAL_KEYS, *_FAMILY_OPTIONS[kind])
+    return tuple(f.name for f in fields(_CLASSES[kind]) if f.name not in ("kind", *optional))
 
 
 def parse_spec(
@@ -187,9 +201,10 @@ def parse_spec(
     if kind not in KINDS:
         raise InputError(source, key("kind"), f"one of {list(KINDS)}", kind if kind else "missing")
     required = size_keys(kind)
+    options = _FAMILY_OPTIONS[kind]
     for k in raw:
-        if k != "kind" and k not in required and k not in _OPTIONAL_KEYS:
-            known = sorted(("kind", *required, *_OPTIONAL_KEYS))
+        if k != "kind" and k not in required and k not in _OPTIONAL_KEYS and k not in options:
+            known = sorted(("kind", *required, *_OPTIONAL_KEYS, *options))
             raise InputError(source, key(str(k)), f"a known {kind} key (one of {known})")
     values: dict[str, Any] = {"kind": kind}
     for k in required:
@@ -198,6 +213,7 @@ def parse_spec(
         values[k] = _positive(raw[k], k in _INT_KEYS, source, key(k))
     if values["word_bits"] > _MAX_WORD_BITS:
         raise InputError(source, key("word_bits"), f"at most {_MAX_WORD_BITS}", values["word_bits"])
+    values.update(_family_options(kind, raw, source, key))
     values["energy_pj"] = _energy(kind, values["word_bits"], raw.get("energy_pj"), source, key)
     values["static_w"] = _static_w(kind, values, raw.get("static_w"), source, key)
     spec = _CLASSES[kind](**values)
@@ -267,6 +283,23 @@ def _positive(value: Any, integer: bool, source: str | Path | None, key: str) ->
             source, key, "a positive integer" if integer else "a positive number", value
         )
     return int(value) if integer else float(value)
+
+
+def _family_options(kind: str, raw: Mapping[str, Any], source, key) -> dict[str, Any]:
+    """The family's optional mapping keys, defaults filled in (docs/costmodel.md, "Silicon")."""
+    values = {k: raw.get(k, default) for k, default in _FAMILY_OPTIONS[kind].items()}
+    shapes = values.get("set_shapes", SET_SHAPES[0])
+    if shapes not in SET_SHAPES:
+        raise InputError(source, key("set_shapes"), f"one of {list(SET_SHAPES)}", shapes)
+    if "fill_words_per_cycle" in values:
+        fill = values["fill_words_per_cycle"]
+        number = isinstance(fill, int | float) and not isinstance(fill, bool)
+        if not number or not math.isfinite(fill) or fill < 0:
+            raise InputError(
+                source, key("fill_words_per_cycle"), "a number >= 0 (0: no fill time)", fill
+            )
+        values["fill_words_per_cycle"] = float(fill)
+    return values
 
 
 def _energy(kind: str, word_bits: int, raw: Any, source, key) -> dict[str, float]:
