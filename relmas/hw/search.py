@@ -32,7 +32,8 @@ class SearchResult:
     """The best mapping of every layer: costs, chosen parameters and buffer footprints.
 
     cycles is -1 for a layer that no mapping fits. `params` columns follow `param_names`,
-    `footprints` columns follow `footprint_names` and compare with `capacities`.
+    `footprints` columns follow `footprint_names` and compare with `capacities`. `transposed`
+    marks the layers whose best mapping lays their output rows along the columns.
     """
 
     cycles: np.ndarray  # int64[n]
@@ -41,13 +42,15 @@ class SearchResult:
     evaluations: np.ndarray  # int64[n]
     params: np.ndarray  # int64[n, PARAM_SLOTS]
     footprints: np.ndarray  # int64[n, FOOTPRINT_SLOTS]
+    transposed: np.ndarray  # bool[n]
     param_names: tuple[str, ...]
     footprint_names: tuple[str, ...]
     capacities: tuple[int, ...]
 
     def mapping(self, i: int) -> dict[str, int]:
-        """The chosen mapping parameters of layer `i` by name."""
-        return {n: int(v) for n, v in zip(self.param_names, self.params[i], strict=False)}
+        """The chosen mapping parameters of layer `i` by name (and whether it is transposed)."""
+        names = zip(self.param_names, self.params[i], strict=False)
+        return {**{n: int(v) for n, v in names}, "transposed": int(self.transposed[i])}
 
 
 @njit(cache=True, parallel=True)
@@ -97,25 +100,71 @@ def search_layers(
     kind = EYERISS if isinstance(spec, EyerissSpec) else SIMBA
     _refresh_caches_once()
     rows = np.ascontiguousarray(problems, dtype=np.int64)
+    # A 1 x 1 stride-1 layer is the same computation with its output rows and columns swapped (a
+    # linear layer's tokens as one row instead of one column). With the chip's set shapes or a
+    # pass fill the two cost differently, so such a layer is searched both ways, right after
+    # itself; in the whole space without fill they tie (docs/costmodel.md, "Silicon").
+    pointwise = (
+        (rows[:, problem.R] == 1) & (rows[:, problem.S] == 1) & (rows[:, problem.STRIDE] == 1)
+    )
+    swappable = pointwise & (rows[:, problem.P] != rows[:, problem.Q]) & _orientation_matters(spec)
+    swapped = rows.copy()
+    swapped[:, [problem.P, problem.Q]] = rows[:, [problem.Q, problem.P]]
+    both = np.concatenate([rows[:, None, :], swapped[:, None, :]], axis=1)
+    searched = np.ascontiguousarray(both.reshape(-1, rows.shape[1])[_keep(swappable)])
+    own_rows = np.column_stack([np.ones(len(rows), bool), np.zeros(len(rows), bool)])
+    originals = own_rows.reshape(-1)[_keep(swappable)]
     arch = model.arch_vector(spec)
     parts = []
     previous = numba.get_parallel_chunksize()
     numba.set_parallel_chunksize(1)  # layers differ widely in search cost: balance them one by one
     try:
-        for start in range(0, max(len(rows), 1), chunk):
-            part = rows[start : start + chunk]
+        for start in range(0, max(len(searched), 1), chunk):
+            part = searched[start : start + chunk]
             parts.append(_search(part, arch, kind, OBJECTIVES.index(objective)))
             if on_chunk is not None:
-                on_chunk(len(part))
+                on_chunk(int(originals[start : start + chunk].sum()))
     finally:
         numba.set_parallel_chunksize(previous)
     arrays = [np.concatenate(column) for column in zip(*parts, strict=True)]
+    arrays, transposed = _best_orientation(arrays, swappable, OBJECTIVES.index(objective))
     return SearchResult(
         *arrays,
+        transposed=transposed,
         param_names=model.PARAM_NAMES,
         footprint_names=model.FOOTPRINT_NAMES,
         capacities=model.capacities(spec),
     )
+
+
+def _orientation_matters(spec: Spec) -> bool:
+    return isinstance(spec, EyerissSpec) and (
+        spec.set_shapes == "chip" or spec.fill_words_per_cycle > 0
+    )
+
+
+def _keep(swappable: np.ndarray) -> np.ndarray:
+    """Which of the interleaved (layer, layer swapped) rows are searched."""
+    return np.column_stack([np.ones(len(swappable), dtype=bool), swappable]).reshape(-1)
+
+
+def _best_orientation(
+    arrays: list[np.ndarray], swappable: np.ndarray, objective: int
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Per layer, the better of its two searches (a layer no mapping fits loses)."""
+    where = np.cumsum(1 + swappable) - 1 - swappable  # index of each layer's own search
+    own = [column[where] for column in arrays]
+    transposed = np.zeros(len(swappable), dtype=bool)
+    cycles, energy = arrays[0], arrays[1]
+    for i in np.flatnonzero(swappable):
+        j = where[i] + 1
+        if cycles[j] < 0:
+            continue
+        if own[0][i] < 0 or common.better(objective, cycles[j], energy[j], own[0][i], own[1][i]):
+            transposed[i] = True
+            for column, source in zip(own, arrays, strict=True):
+                column[i] = source[j]
+    return own, transposed
 
 
 def describe_mapping(spec: Spec, mapping: dict[str, int]) -> str:
@@ -123,6 +172,8 @@ def describe_mapping(spec: Spec, mapping: dict[str, int]) -> str:
     m = mapping
     order = ORDERS[m["order"]]
     tile = f"tile[i{m['tile_i']} k{m['tile_k']} c{m['tile_c']} rows{m['tile_p']}] {order}"
+    if m.get("transposed"):
+        tile += "; output rows and columns swapped"
     if isinstance(spec, EyerissSpec):
         return (
             f"RS set {m['h']}x{m['e']} (R folds {m['folds']}), sets c{m['sc']} k{m['sk']} "
