@@ -160,12 +160,17 @@ def eyeriss_layer(prob, arch, objective, params, footprint):
     s_t = min(prob[S], ifmap_cap, filter_cap)
     mac_energy = prob[MACS] * (arch[A_E_MAC] + (2.0 + 2.0 * arch[A_PSUM_WORDS]) * arch[A_E_SPAD])
     chip_sets = arch[A_CHIP_SETS] > 0
+    fill_rate = arch[A_FILL_RATE]
     for h, folds, e, sc, sk, sn in set_arrangements(prob, rows, cols, chip_sets, scratch):
         c_set = cdiv(prob[C], sc)
         k_set = cdiv(prob[K], sk)
         floor = dram_floor_energy(dims, (1, 1, 1), e, energies)
-        ideal = cdiv(n_inst, sn) * folds * cdiv(prob[S], s_t) * cdiv(prob[P], e) * prob[Q] * s_t
-        if not improves(objective, ideal * k_set * c_set, mac_energy + floor, best_int, best_float):
+        # Every (filter, channel) pair passes through a PE row window: MACs, and the fill if any.
+        rows_taps = cdiv(n_inst, sn) * folds * cdiv(prob[S], s_t) * cdiv(prob[P], e) * s_t
+        ideal = rows_taps * k_set * c_set * prob[Q]
+        if fill_rate > 0:
+            ideal += int(rows_taps * k_set * c_set / fill_rate)
+        if not improves(objective, ideal, mac_energy + floor, best_int, best_float):
             continue
         n_q = factors(c_set, min(c_set, ifmap_cap // s_t, filter_cap // s_t), scratch[4])
         for iq in range(n_q - 1, -1, -1):
