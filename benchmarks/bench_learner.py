@@ -1,0 +1,157 @@
+"""Learner variants against the strongest rule: the yardstick of issue 14's ablation.
+
+    .venv/bin/python benchmarks/bench_learner.py --variants FILE.yaml [--config config/config.yaml]
+        [--scenarios a,b] [--out results/bench_learner]
+
+FILE.yaml maps a variant name to overrides of the config's `training:` section, e.g.
+
+    as_configured: {}
+    no_margin: {dqn: {margin_weight: 0.0}}
+
+For each scenario and variant a `relmas` agent is trained (the configuration's training traces
+and cost tables, validated like the config) and run on the evaluation traces of a finished study of
+that configuration (`make run`: its `results:` directory holds the traces, the validation files
+that choose each scenario's best baseline, and that baseline's results on the same traces). The
+table gives the agent's best validation SLA rate, its evaluation SLA rate, the difference to the
+best baseline in SLA points with a paired bootstrap 95% interval over the evaluation seeds, and the
+training CPU time. Agents already trained in OUT are reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from relmas.config import validate_config
+from relmas.evaluate import load_job_trace, simulate
+from relmas.io import read_parquet
+from relmas.paths import ResultPaths, summary_of
+from relmas.policies import make_policy
+from relmas.report import best_baselines, markdown_table, read_validation
+from relmas.rl.run import train_scenario
+from relmas.schemas import SUMMARY_SCHEMA
+from relmas.study import Study
+from relmas.yaml_load import load_yaml
+
+RESAMPLES = 10_000
+
+
+def merged(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `overrides` applied key by key, nested mappings merged."""
+    out = copy.deepcopy(dict(base))
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def point_difference(ours: np.ndarray, theirs: np.ndarray, rng: np.random.Generator) -> tuple:
+    """Mean of ours − theirs in SLA points and its paired bootstrap 95% interval over seeds."""
+    diff = (ours - theirs) * 100
+    resample = rng.integers(0, len(diff), size=(RESAMPLES, len(diff)))
+    low, high = np.percentile(diff[resample].mean(axis=1), [2.5, 97.5])
+    return float(diff.mean()), float(low), float(high)
+
+
+def agent_for(config: dict, scenario: str, agent: Path, costs: Path) -> dict[str, float]:
+    """Train the agent unless OUT has it; its training figures."""
+    done = agent / "bench_learner.json"
+    if not done.is_file():
+        trained = train_scenario(config, scenario, agent, costs, resume=False)
+        figures = {
+            "cpu_s": trained.cpu_seconds,
+            "validation_sla": trained.validation["sla_rate"],
+            "teacher": trained.teacher or "",
+            "best_step": trained.learner.best_step,
+        }
+        done.write_text(json.dumps(figures))
+    return json.loads(done.read_text())
+
+
+def evaluation_sla(config: dict, scenario: str, agent: Path) -> np.ndarray:
+    """The agent's SLA rate on each evaluation trace of the finished study."""
+    study, paths = Study(config), ResultPaths.of(config)
+    system = study.system(scenario)
+    tables = study.costs(scenario, paths.costs_dir)
+    rates = []
+    for seed in config["evaluation"]["seeds"]:
+        jobs = load_job_trace(paths.workload(scenario, seed), tables)
+        policy = make_policy("relmas", seed=seed, agent=agent)
+        rates.append(simulate(system, jobs, tables, policy).metrics["sla_rate"])
+    return np.array(rates)
+
+
+def baseline_sla(config: dict, scenario: str, policy: str) -> np.ndarray:
+    """The study's results of `policy` on the evaluation traces."""
+    paths = ResultPaths.of(config)
+    rows = [
+        read_parquet(summary_of(paths.evaluation(scenario, policy, seed)), SUMMARY_SCHEMA)[
+            "sla_rate"
+        ][0]
+        for seed in config["evaluation"]["seeds"]
+    ]
+    return np.array(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="config/config.yaml")
+    parser.add_argument("--variants", type=Path, required=True)
+    parser.add_argument("--scenarios", default=None, help="comma-separated (default: all)")
+    parser.add_argument("--out", type=Path, default=Path("results/bench_learner"))
+    args = parser.parse_args()
+
+    raw = load_yaml(args.config)
+    base = validate_config(raw, args.config)
+    scenarios = args.scenarios.split(",") if args.scenarios else list(base["scenarios"])
+    paths = ResultPaths.of(base)
+    baselines = best_baselines(read_validation(paths.validation_dir, scenarios))
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, overrides in load_yaml(args.variants).items():
+        config = validate_config(
+            merged(raw, {"training": overrides or {}}), f"{args.variants}: {name}"
+        )
+        for scenario in scenarios:
+            start = time.perf_counter()
+            agent = args.out / name / scenario
+            figures = agent_for(config, scenario, agent, paths.costs_dir)
+            ours = evaluation_sla(config, scenario, agent)
+            best, _ = baselines[scenario]
+            theirs = baseline_sla(base, scenario, best)
+            diff, low, high = point_difference(ours, theirs, rng)
+            rows.append(
+                {
+                    "variant": name,
+                    "scenario": scenario,
+                    "teacher": figures["teacher"],
+                    "best step": figures["best_step"],
+                    "validation SLA": figures["validation_sla"],
+                    "evaluation SLA": float(ours.mean()),
+                    "best baseline": best,
+                    "its SLA": float(theirs.mean()),
+                    "difference (points)": diff,
+                    "95% CI low": low,
+                    "95% CI high": high,
+                    "training CPU s": figures["cpu_s"],
+                }
+            )
+            print(f"{name} {scenario}: {time.perf_counter() - start:.0f} s", flush=True)
+    table = pl.DataFrame(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    table.write_parquet(args.out / "ablation.parquet")
+    print(markdown_table(table))
+
+
+if __name__ == "__main__":
+    main()
