@@ -8,13 +8,14 @@ FILE.yaml maps a variant name to overrides of the config's `training:` section, 
     as_configured: {}
     no_margin: {dqn: {margin_weight: 0.0}}
 
-For each scenario and variant a `relmas` agent is trained (the configuration's training traces
-and cost tables, validated like the config) and run on the evaluation traces of a finished study of
-that configuration (`make run`: its `results:` directory holds the traces, the validation files
-that choose each scenario's best baseline, and that baseline's results on the same traces). The
-table gives the agent's best validation SLA rate, its evaluation SLA rate, the difference to the
-best baseline in SLA points with a paired bootstrap 95% interval over the evaluation seeds, and the
-training CPU time. Agents already trained in OUT are reused.
+For each scenario and variant an agent of the first learned policy (`relmas`) is trained (the
+configuration's training traces and cost tables, validated like the config) and run on the
+evaluation traces of a finished study of that configuration (`make run`: its `results:` directory
+holds the traces, the validation files that choose each scenario's best baseline, and that
+baseline's results on the same traces). The table gives the agent's best validation SLA rate, its
+evaluation SLA rate, the difference to the best baseline in SLA points with a paired bootstrap 95%
+interval over the evaluation seeds, and the training CPU time. Agents already trained in OUT are
+reused.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from relmas import catalog
 from relmas.config import validate_config
 from relmas.evaluate import load_job_trace, simulate
 from relmas.io import read_parquet
@@ -86,7 +88,7 @@ def evaluation_sla(config: dict, scenario: str, agent: Path) -> np.ndarray:
     rates = []
     for seed in config["evaluation"]["seeds"]:
         jobs = load_job_trace(paths.workload(scenario, seed), tables)
-        policy = make_policy("relmas", seed=seed, agent=agent)
+        policy = make_policy(catalog.learned()[0], seed=seed, agent=agent)
         rates.append(simulate(system, jobs, tables, policy).metrics["sla_rate"])
     return np.array(rates)
 
