@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from relmas.schemas import COST_SCHEMA
+from relmas.schemas import COST_SCHEMA, JOB_SCHEMA
+from relmas.sim import CostTables, System, load_system
 from relmas.sim.costs import PIECE_SCHEMA
 
 
@@ -109,3 +110,46 @@ def synthetic_pieces(
                     )
                 )
     return pl.concat(frames).select(list(PIECE_SCHEMA))
+
+
+def contended_case(
+    seed: int,
+    jobs: int,
+    layers: Mapping[str, int],
+    dram_gbps: float,
+    slack: tuple[float, float],
+    sharing: str = "proportional",
+    splits: Sequence[int] = (),
+) -> tuple[System, CostTables, pl.DataFrame]:
+    """Jobs of the synthetic models `layers` on 2 + 1 instances of two types sharing scarce
+    bandwidth: Poisson arrivals near saturation, deadlines `slack` x the isolated latency
+    (uniform), priorities 1, 3 or 9; with `splits`, piece tables cut k ways for each k."""
+    types = ["e", "s"]
+    costs = synthetic_costs(layers, types, seed=seed)
+    system = load_system(
+        {
+            "instances": [{"name": "e", "count": 2}, {"name": "s", "count": 1}],
+            "dram_gbps": dram_gbps,
+            "sharing": sharing,
+        }
+    )
+    tables = CostTables.from_frame(costs, types)
+    if splits:
+        tables = tables.with_pieces(synthetic_pieces(costs, splits=splits, seed=seed))
+    rng = np.random.default_rng(seed)
+    models = rng.choice(list(layers), jobs)
+    isolated = np.array([tables.isolated_latency(m) for m in models])
+    arrival = np.cumsum(rng.exponential(isolated.mean() / 2.5, jobs))
+    deadline = arrival + rng.uniform(*slack, jobs) * isolated
+    trace = pl.DataFrame(
+        {
+            "job_id": list(range(jobs)),
+            "tenant": ["t"] * jobs,
+            "model": models.tolist(),
+            "arrival_s": arrival,
+            "deadline_s": deadline,
+            "priority": rng.choice([1, 3, 9], jobs).tolist(),
+        },
+        schema=JOB_SCHEMA,
+    )
+    return system, tables, trace

@@ -15,7 +15,7 @@ from relmas.policies import Policy, ga_kernels, make_policy
 from relmas.policies.ga_offline import SEED_POLICIES, GeneLayout, _Search, build_plans
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
-from tests.synthetic import cost_frame, synthetic_costs
+from tests.synthetic import contended_case, cost_frame
 from tests.test_pipeline import results_root
 
 SMALL_BUDGET = {"population": 12, "generations": 15, "time_limit_s": None}
@@ -37,27 +37,7 @@ def trace(rows: list[tuple[str, float, float, int]]) -> pl.DataFrame:
 
 def random_case(seed: int, jobs: int, sharing: str = "proportional"):
     """Jobs of three synthetic models on 2 + 1 instances sharing scarce bandwidth, tight slack."""
-    types = ["e", "s"]
-    costs = synthetic_costs({"a": 6, "b": 10, "c": 3}, types, seed=seed)
-    system = load_system(
-        {
-            "instances": [{"name": "e", "count": 2}, {"name": "s", "count": 1}],
-            "dram_gbps": 5.0,
-            "sharing": sharing,
-        }
-    )
-    tables = CostTables.from_frame(costs, types)
-    rng = np.random.default_rng(seed)
-    models = rng.choice(["a", "b", "c"], jobs)
-    isolated = np.array([tables.isolated_latency(m) for m in models])
-    arrival = np.cumsum(rng.exponential(isolated.mean() / 2.5, jobs))
-    slack = rng.uniform(1.2, 4.0, jobs)
-    priority = rng.choice([1, 3, 9], jobs)
-    rows = [
-        (str(m), float(a), float(a + s * i), int(p))
-        for m, a, s, i, p in zip(models, arrival, slack, isolated, priority, strict=True)
-    ]
-    return system, tables, trace(rows)
+    return contended_case(seed, jobs, {"a": 6, "b": 10, "c": 3}, 5.0, (1.2, 4.0), sharing)
 
 
 def one_instance(durations: dict[str, float]):

@@ -18,16 +18,14 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
 from relmas import catalog
 from relmas.policies import make_policy
-from relmas.schemas import JOB_SCHEMA
-from relmas.sim import CostTables, Engine, load_system
-from tests.synthetic import synthetic_costs, synthetic_pieces
+from relmas.sim import Engine
+from tests.synthetic import contended_case
 from tests.test_pipeline import results_root
 
 GOLDEN = Path(__file__).with_name("golden")
@@ -65,33 +63,8 @@ CASES = {"proportional": 11, "maxmin": 12}
 
 
 def synthetic_case(sharing: str, seed: int, jobs: int = 40):
-    types = ["e", "s"]
-    costs = synthetic_costs({"a": 9, "b": 20, "c": 4}, types, seed=seed)
-    system = load_system(
-        {
-            "instances": [{"name": "e", "count": 2}, {"name": "s", "count": 1}],
-            "dram_gbps": 6.0,
-            "sharing": sharing,
-        }
-    )
-    tables = CostTables.from_frame(costs, types)
-    tables = tables.with_pieces(synthetic_pieces(costs, splits=(2,), seed=seed))
-    rng = np.random.default_rng(seed)
-    models = rng.choice(["a", "b", "c"], jobs)
-    isolated = np.array([tables.isolated_latency(m) for m in models])
-    arrival = np.cumsum(rng.exponential(isolated.mean() / 2.5, jobs))
-    trace = pl.DataFrame(
-        {
-            "job_id": list(range(jobs)),
-            "tenant": ["t"] * jobs,
-            "model": models.tolist(),
-            "arrival_s": arrival,
-            "deadline_s": arrival + rng.uniform(1.5, 6.0, jobs) * isolated,
-            "priority": rng.choice([1, 3, 9], jobs).tolist(),
-        },
-        schema=JOB_SCHEMA,
-    )
-    return system, tables, trace
+    layers = {"a": 9, "b": 20, "c": 4}
+    return contended_case(seed, jobs, layers, 6.0, (1.5, 6.0), sharing, splits=(2,))
 
 
 @pytest.mark.parametrize("sharing", sorted(CASES))
