@@ -38,31 +38,21 @@ def chip_spec(reference: dict[str, Any], chip: str = "eyeriss") -> Spec:
 
 def network_layers(network: str, batch: int, layers: list[dict[str, Any]]) -> pl.DataFrame:
     """The layer-table rows of a network's reference layers at the paper's batch size."""
+    from relmas.zoo.extract import layer_row
+
     rows = []
     for index, layer in enumerate(layers):
-        k, c, groups = layer["K"], layer["C"], layer["groups"]
-        y, x, r, s = layer["Y"], layer["X"], layer["R"], layer["S"]
-        rows.append(
-            {
-                "model": network,
-                "layer": index,
-                "name": layer["name"],
-                "op": "conv",
-                "N": batch,
-                "K": k,
-                "C": c,
-                "Y": y,
-                "X": x,
-                "R": r,
-                "S": s,
-                "stride": layer["stride"],
-                "groups": groups,
-                "macs": batch * k * c * y * x * r * s,
-                "in_elems": batch * c * groups * layer["H"] * layer["W"],
-                "w_elems": k * c * r * s,
-                "out_elems": batch * k * y * x,
-            }
+        shape = {key: layer[key] for key in ("K", "C", "Y", "X", "R", "S", "stride", "groups")}
+        k, c, r, s = shape["K"], shape["C"], shape["R"], shape["S"]
+        row = layer_row(
+            "conv",
+            N=batch,
+            **shape,
+            in_elems=batch * c * shape["groups"] * layer["H"] * layer["W"],
+            w_elems=k * c * r * s,
+            out_elems=batch * k * shape["Y"] * shape["X"],
         )
+        rows.append({**row, "model": network, "layer": index, "name": layer["name"]})
     return pl.DataFrame(rows, schema=LAYER_SCHEMA)
 
 

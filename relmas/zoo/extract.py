@@ -257,7 +257,7 @@ class _Args:
         return self.kwargs.get(name, default)
 
 
-def _row(
+def layer_row(
     op: str,
     *,
     N: int,
@@ -273,6 +273,8 @@ def _row(
     w_elems: int,
     out_elems: int,
 ) -> Row:
+    """One layer-table row without its model, index and name: the table's conventions in one
+    place (K counts all groups of a convolution, C is per group, a matmul's MACs x its groups)."""
     macs = N * K * C * Y * X * R * S * (groups if op == "matmul" else 1)
     return {
         "name": "",
@@ -312,7 +314,7 @@ def _describe_conv(dims: int) -> Callable[[_Args, torch.Tensor], list[Row]]:
         out_channels, per_group = weight.shape[0], weight.shape[1]
         rows, cols = (1, out.shape[-1]) if dims == 1 else tuple(out.shape[-2:])
         kr, ks = (1, weight.shape[-1]) if dims == 1 else tuple(weight.shape[-2:])
-        row = _row(
+        row = layer_row(
             _conv_op(groups, per_group * groups, out_channels),
             N=x.shape[0] if x.dim() == dims + 2 else 1,
             K=out_channels,
@@ -342,7 +344,7 @@ def _describe_conv_transpose(dims: int) -> Callable[[_Args, torch.Tensor], list[
         in_per_group, out_channels = weight.shape[0] // groups, weight.shape[1] * groups
         rows, cols = (1, out.shape[-1]) if dims == 1 else tuple(out.shape[-2:])
         kr, ks = (1, sub_pixel[0]) if dims == 1 else sub_pixel
-        row = _row(
+        row = layer_row(
             _conv_op(groups, weight.shape[0], out_channels),
             N=x.shape[0] if x.dim() == dims + 2 else 1,
             K=out_channels,
@@ -369,7 +371,7 @@ def _describe_linear(call: _Args, out: torch.Tensor) -> list[Row]:
 
 def _linear_row(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, out_features: int) -> Row:
     in_features = x.shape[-1]
-    return _row(
+    return layer_row(
         "linear",
         N=1,
         K=out_features,
@@ -392,7 +394,7 @@ def _matmul_row(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> Row:
     rows = a.shape[-2] if a.dim() > 1 else 1
     reduction = a.shape[-1]
     cols = b.shape[-1] if b.dim() > 1 else 1
-    return _row(
+    return layer_row(
         "matmul",
         N=1,
         K=cols,
@@ -421,7 +423,7 @@ def _describe_attention(call: _Args, out: torch.Tensor) -> list[Row]:
     queries, keys = q.shape[-2], k.shape[-2]
     heads = out.numel() // (queries * v.shape[-1])
     scores = heads * queries * keys
-    qk = _row(
+    qk = layer_row(
         "matmul",
         N=1,
         K=keys,
@@ -436,7 +438,7 @@ def _describe_attention(call: _Args, out: torch.Tensor) -> list[Row]:
         w_elems=k.numel(),
         out_elems=scores,
     )
-    av = _row(
+    av = layer_row(
         "matmul",
         N=1,
         K=v.shape[-1],
