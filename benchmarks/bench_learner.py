@@ -24,15 +24,13 @@ import argparse
 import copy
 import json
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
 
 from relmas import catalog
-from relmas.config import validate_config
+from relmas.config import merge_into, validate_config
 from relmas.evaluate import load_job_trace, simulate
 from relmas.io import read_parquet
 from relmas.paths import ResultPaths, summary_of
@@ -44,17 +42,6 @@ from relmas.study import Study
 from relmas.yaml_load import load_yaml
 
 RESAMPLES = 10_000
-
-
-def merged(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """`base` with `overrides` applied key by key, nested mappings merged."""
-    out = copy.deepcopy(dict(base))
-    for key, value in overrides.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = merged(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def point_difference(ours: np.ndarray, theirs: np.ndarray, rng: np.random.Generator) -> tuple:
@@ -121,9 +108,9 @@ def main() -> None:
     rng = np.random.default_rng(0)
     rows = []
     for name, overrides in load_yaml(args.variants).items():
-        config = validate_config(
-            merged(raw, {"training": overrides or {}}), f"{args.variants}: {name}"
-        )
+        variant = copy.deepcopy(raw)
+        merge_into(variant, {"training": overrides or {}})
+        config = validate_config(variant, f"{args.variants}: {name}")
         for scenario in scenarios:
             start = time.perf_counter()
             agent = args.out / name / scenario

@@ -29,7 +29,7 @@ POLICY_HELP = 'a policy name of relmas.catalog (docs/design.md, "Policies")'
 
 def load_configs(paths: Sequence[str]) -> dict[str, Any]:
     """Load one or several config files, merged left to right like Snakemake's `--configfile`."""
-    from relmas.config import validate_config
+    from relmas.config import merge_into, validate_config
     from relmas.yaml_load import load_yaml
 
     merged: dict[str, Any] = {}
@@ -37,16 +37,8 @@ def load_configs(paths: Sequence[str]) -> dict[str, Any]:
         raw = load_yaml(path)
         if not isinstance(raw, Mapping):
             raise InputError(path, None, "a mapping of configuration keys", type(raw).__name__)
-        _merge(merged, raw)
+        merge_into(merged, raw)
     return validate_config(merged, ", ".join(paths))
-
-
-def _merge(base: dict[str, Any], update: Mapping[str, Any]) -> None:
-    for key, value in update.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
-        else:
-            base[key] = value
 
 
 def cmd_zoo(args: argparse.Namespace) -> None:

@@ -71,6 +71,16 @@ def validate_config(raw: Any, source: str | Path | None = None) -> dict[str, Any
     return config
 
 
+def merge_into(base: dict[str, Any], update: Mapping[str, Any]) -> None:
+    """Apply `update` to raw config `base` key by key, nested mappings merged (Snakemake's
+    `--configfile` overlay)."""
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            merge_into(base[key], value)
+        else:
+            base[key] = value
+
+
 def config_hash(config: Mapping[str, Any]) -> str:
     """A stable short hash of a (validated) configuration or of any slice of it."""
     canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
