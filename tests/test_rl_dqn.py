@@ -23,6 +23,7 @@ from relmas.rl.dqn import (
     dqn_target,
     large_margin_loss,
     linear_epsilon,
+    margin_weight_at,
     select_action,
     update_target,
 )
@@ -191,6 +192,15 @@ def test_epsilon_decays_linearly_then_stays():
     assert linear_epsilon(250, config) == pytest.approx(0.55)
     assert linear_epsilon(500, config) == pytest.approx(0.1)
     assert linear_epsilon(900, config) == pytest.approx(0.1)
+
+
+def test_margin_weight_holds_through_the_teacher_then_decays_to_zero():
+    config = dqn_config(teacher_steps=100, margin_weight=2.0, margin_decay_steps=400)
+    assert margin_weight_at(0, config) == margin_weight_at(100, config) == 2.0
+    assert margin_weight_at(300, config) == pytest.approx(1.0)
+    assert margin_weight_at(500, config) == margin_weight_at(10_000, config) == 0.0
+    constant = replace(config, margin_decay_steps=0)
+    assert margin_weight_at(10_000, constant) == 2.0
 
 
 # --- replay ---------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ class DQNConfig:
     log_every: int  # steps between loss/epsilon reports
     teacher_steps: int  # the first steps act with teacher(obs, info) instead of epsilon-greedy
     margin_weight: float  # weight of the large-margin loss on teacher transitions
+    margin_decay_steps: int  # then the weight falls linearly to 0 over these steps (0: never)
     margin: float  # DQfD's margin between the teacher's action and the others
     keep_teacher: bool  # keep the teacher's transitions in the replay for good (DQfD)
 
@@ -97,6 +98,16 @@ def linear_epsilon(step: int, config: DQNConfig) -> float:
     decay_steps = config.epsilon_fraction * config.total_steps
     progress = min(1.0, step / decay_steps)
     return config.epsilon_start + progress * (config.epsilon_end - config.epsilon_start)
+
+
+def margin_weight_at(step: int, config: DQNConfig) -> float:
+    """Weight of the large-margin loss at `step`: `margin_weight` while the teacher acts, then
+    falling linearly to 0 over `margin_decay_steps` (0: constant), so that the agent is held near
+    its teacher first and free to leave it later."""
+    if config.margin_decay_steps == 0:
+        return config.margin_weight
+    after = max(0, step - config.teacher_steps)
+    return config.margin_weight * max(0.0, 1.0 - after / config.margin_decay_steps)
 
 
 def select_action(
@@ -183,8 +194,9 @@ def td_update(
     optimizer: torch.optim.Optimizer,
     batch: Mapping[str, np.ndarray],
     config: DQNConfig,
+    margin_weight: float,
 ) -> dict[str, float]:
-    """One gradient step of the Huber TD loss (+ the margin loss when configured) on `batch`."""
+    """One gradient step of the Huber TD loss (+ `margin_weight` x the margin loss) on `batch`."""
     tensors = {name: torch.from_numpy(array) for name, array in batch.items()}
     with torch.no_grad():
         next_q_target = target(tensors["next_obs"])
@@ -202,11 +214,11 @@ def td_update(
     td_loss = F.smooth_l1_loss(taken, y)
     loss = td_loss
     metrics = {"loss": td_loss.item(), "q_mean": taken.mean().item()}
-    if config.margin_weight > 0:
+    if margin_weight > 0:
         margin_loss = large_margin_loss(
             q_values, tensors["mask"], tensors["action"], tensors["expert"], config.margin
         )
-        loss = loss + config.margin_weight * margin_loss
+        loss = loss + margin_weight * margin_loss
         metrics["margin_loss"] = margin_loss.item()
     optimizer.zero_grad()
     loss.backward()

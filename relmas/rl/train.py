@@ -45,6 +45,7 @@ from relmas.rl.dqn import (
     DQNConfig,
     Learner,
     linear_epsilon,
+    margin_weight_at,
     select_action,
     td_update,
     update_target,
@@ -93,7 +94,7 @@ def train(
     and val_<metric>; the same rows go to `out_dir`/curve.parquet at every checkpoint.
     `teacher(obs, info) -> action` acts for the first `teacher_steps` steps (imitation warm start;
     its transitions feed the large-margin loss when `margin_weight` > 0, for the whole run with
-    `keep_teacher`).
+    `keep_teacher`, its weight decaying after the teacher's steps with `margin_decay_steps`).
     """
     if config.teacher_steps > 0 and teacher is None:
         raise ValueError("config.teacher_steps > 0 needs a teacher(obs, info) callable")
@@ -168,7 +169,14 @@ def _train(
             if learning and step % config.train_frequency == 0:
                 batch = learner.buffer.sample(config.batch_size)
                 state.add_update(
-                    td_update(learner.online, learner.target, learner.optimizer, batch, config)
+                    td_update(
+                        learner.online,
+                        learner.target,
+                        learner.optimizer,
+                        batch,
+                        config,
+                        margin_weight_at(step, config),
+                    )
                 )
                 acting = GreedyPolicy(to_numpy_weights(learner.online))
             if step % config.target_update_every == 0:
