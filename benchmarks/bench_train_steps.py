@@ -1,17 +1,21 @@
 """Environment steps per second of RELMAS training, learning included (issue 14's yardstick).
 
     .venv/bin/python benchmarks/bench_train_steps.py [--config config/quick.yaml] [--scenario mixed]
-        [--steps 20000] [--costs DIR]
+        [--steps 20000] [--costs DIR] [--variants FILE.yaml] [--repeats 3]
 
 Trains one agent for `--steps` steps (one validation trace, so that validation costs little) and
 reports the median steps/s over the learner's log intervals, wall and CPU, leaving out the intervals
-that hold a validation. Run it on two checkouts alternately (`PYTHONPATH=<checkout>`) to compare
-them in one window; cost tables are profiled into `--costs` once and reused.
+that hold a validation. With `--variants` (a YAML mapping a variant name to overrides of
+`training:`, as for bench_learner.py) every variant is trained `--repeats` times, the variants
+alternating, and each gets the median of its repeats and its ratio to the configuration as is, all
+measured in one window. Run it on two checkouts alternately (`PYTHONPATH=<checkout>`) to compare
+code; cost tables are profiled into `--costs` once and reused.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
 import tempfile
@@ -20,24 +24,20 @@ from pathlib import Path
 
 from bench_relmas import ensure_costs
 
-from relmas.config import load_config
+from relmas.config import merge_into, validate_config
 from relmas.rl.run import train_scenario
+from relmas.yaml_load import load_yaml
+
+AS_CONFIGURED = "as configured"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="config/quick.yaml")
-    parser.add_argument("--scenario", default="mixed")
-    parser.add_argument("--steps", type=int, default=20_000)
-    parser.add_argument("--costs", type=Path, default=Path("results/bench_train_steps/costs"))
-    args = parser.parse_args()
-
-    config = load_config(args.config)
-    ensure_costs(config, args.costs)
+def steps_per_second(config: dict, scenario: str, steps: int, costs: Path) -> dict[str, float]:
+    """Train once; the median steps/s (wall, CPU) over the log intervals without a validation."""
+    config = copy.deepcopy(config)
     training = config["training"]
     training["validation_seeds"] = training["validation_seeds"][:1]
-    training["dqn"] = {**training["dqn"], "total_steps": args.steps}
-    validations = set(range(0, args.steps + 1, training["dqn"]["validation_every"]))
+    training["dqn"] = {**training["dqn"], "total_steps": steps}
+    validations = set(range(0, steps + 1, training["dqn"]["validation_every"]))
     validations.add(training["dqn"]["teacher_steps"])
 
     stamps: list[tuple[int, float, float]] = []  # (step, wall, cpu) at each learner log
@@ -48,24 +48,60 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        train_scenario(config, args.scenario, out, args.costs, logger=log, resume=False)
+        train_scenario(config, scenario, out, costs, logger=log, resume=False)
         total = time.perf_counter() - start
     intervals = [
         (a, b) for a, b in zip(stamps, stamps[1:], strict=False) if a[0] not in validations
     ]
-    wall = [(b[0] - a[0]) / (b[1] - a[1]) for a, b in intervals]
-    cpu = [(b[0] - a[0]) / (b[2] - a[2]) for a, b in intervals]
-    print(
-        json.dumps(
-            {
-                "steps": args.steps,
-                "intervals": len(intervals),
-                "wall_steps_per_s": round(statistics.median(wall)),
-                "cpu_steps_per_s": round(statistics.median(cpu)),
-                "total_wall_s": round(total, 1),
-            }
-        )
-    )
+    return {
+        "wall_steps_per_s": statistics.median((b[0] - a[0]) / (b[1] - a[1]) for a, b in intervals),
+        "cpu_steps_per_s": statistics.median((b[0] - a[0]) / (b[2] - a[2]) for a, b in intervals),
+        "total_wall_s": total,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="config/quick.yaml")
+    parser.add_argument("--scenario", default="mixed")
+    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--costs", type=Path, default=Path("results/bench_train_steps/costs"))
+    parser.add_argument("--variants", type=Path, default=None)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    raw = load_yaml(args.config)
+    variants = {AS_CONFIGURED: {}}
+    if args.variants is not None:
+        variants.update(load_yaml(args.variants))
+        repeats = args.repeats
+    else:
+        repeats = 1
+    configs = {}
+    for name, overrides in variants.items():
+        variant = copy.deepcopy(raw)
+        merge_into(variant, {"training": overrides or {}})
+        source = f"{args.variants}: {name}" if overrides else args.config
+        configs[name] = validate_config(variant, source)
+    ensure_costs(configs[AS_CONFIGURED], args.costs)
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
+    for _ in range(repeats):
+        for name, config in configs.items():
+            runs[name].append(steps_per_second(config, args.scenario, args.steps, args.costs))
+    base = statistics.median(run["cpu_steps_per_s"] for run in runs[AS_CONFIGURED])
+    for name, measured in runs.items():
+        cpu = statistics.median(run["cpu_steps_per_s"] for run in measured)
+        wall = statistics.median(run["wall_steps_per_s"] for run in measured)
+        figures = {
+            "variant": name,
+            "steps": args.steps,
+            "repeats": len(measured),
+            "cpu_steps_per_s": [round(run["cpu_steps_per_s"]) for run in measured],
+            "median_cpu_steps_per_s": round(cpu),
+            "median_wall_steps_per_s": round(wall),
+            "cpu_ratio_to_as_configured": round(cpu / base, 2),
+        }
+        print(json.dumps(figures))
 
 
 if __name__ == "__main__":
