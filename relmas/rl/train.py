@@ -167,18 +167,7 @@ def _train(
 
             learning = step > config.learning_starts and len(learner.buffer) >= config.batch_size
             if learning and step % config.train_frequency == 0:
-                batch = learner.buffer.sample(config.batch_size)
-                state.add_update(
-                    td_update(
-                        learner.online,
-                        learner.target,
-                        learner.optimizer,
-                        batch,
-                        config,
-                        margin_weight_at(step, config),
-                    )
-                )
-                acting = GreedyPolicy(to_numpy_weights(learner.online))
+                acting = _learn(learner, state, config)
             if step % config.target_update_every == 0:
                 update_target(learner.online, learner.target, config.tau)
             if step % config.log_every == 0:
@@ -213,6 +202,16 @@ def _train(
         resumed_from=resumed_from,
         restarted_because=restarted_because,
     )
+
+
+def _learn(learner: Learner, state: TrainingState, config: DQNConfig) -> GreedyPolicy:
+    """One gradient step on a replayed batch at `state.step`; the acting snapshot of the updated
+    network."""
+    batch = learner.buffer.sample(config.batch_size)
+    margin_weight = margin_weight_at(state.step, config)
+    online, target, optimizer = learner.online, learner.target, learner.optimizer
+    state.add_update(td_update(online, target, optimizer, batch, config, margin_weight))
+    return GreedyPolicy(to_numpy_weights(learner.online))
 
 
 @dataclass
