@@ -1,22 +1,26 @@
 """Environment steps per second of RELMAS training, learning included (issue 14's yardstick).
 
     .venv/bin/python benchmarks/bench_train_steps.py [--config config/quick.yaml] [--scenario mixed]
-        [--steps 20000] [--costs DIR] [--variants FILE.yaml] [--repeats 3]
+        [--steps 20000] [--costs DIR] [--variants FILE.yaml] [--repeats 3] [--profile VARIANT]
 
 Trains one agent for `--steps` steps (one validation trace, so that validation costs little) and
 reports the median steps/s over the learner's log intervals, wall and CPU, leaving out the intervals
 that hold a validation. With `--variants` (a YAML mapping a variant name to overrides of
 `training:`, as for bench_learner.py) every variant is trained `--repeats` times, the variants
 alternating, and each gets the median of its repeats and its ratio to the configuration as is, all
-measured in one window. Run it on two checkouts alternately (`PYTHONPATH=<checkout>`) to compare
-code; cost tables are profiled into `--costs` once and reused.
+measured in one window. `--profile VARIANT` instead trains that variant once under cProfile and
+prints where the time goes (cProfile inflates Python calls: read shares, not speeds). Run it on two
+checkouts alternately (`PYTHONPATH=<checkout>`) to compare code; cost tables are profiled into
+`--costs` once and reused.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import cProfile
 import json
+import pstats
 import statistics
 import tempfile
 import time
@@ -68,6 +72,7 @@ def main() -> None:
     parser.add_argument("--costs", type=Path, default=Path("results/bench_train_steps/costs"))
     parser.add_argument("--variants", type=Path, default=None)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--profile", default=None, metavar="VARIANT")
     args = parser.parse_args()
 
     raw = load_yaml(args.config)
@@ -84,6 +89,13 @@ def main() -> None:
         source = f"{args.variants}: {name}" if overrides else args.config
         configs[name] = validate_config(variant, source)
     ensure_costs(configs[AS_CONFIGURED], args.costs)
+    if args.profile is not None:
+        config = configs[args.profile]
+        steps_per_second(config, args.scenario, args.steps, args.costs)  # compiled and cached
+        with cProfile.Profile() as profile:
+            steps_per_second(config, args.scenario, args.steps, args.costs)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+        return
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
     for _ in range(repeats):
         for name, config in configs.items():
