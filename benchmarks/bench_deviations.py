@@ -1,0 +1,68 @@
+"""Where a trained agent leaves its teacher: its decisions against the teacher rule's, by slot.
+
+    .venv/bin/python benchmarks/bench_deviations.py --scenario NAME AGENT_DIR [AGENT_DIR ...]
+        [--config config/config.yaml]
+
+Runs each agent greedily on the scenario's first validation trace and asks, at every decision, what
+its teacher (the slot rule with the best validation SLA, agent.json) would have chosen in the same
+state; prints how many decisions differ and the most frequent (teacher slot group -> agent slot
+group) pairs. A deviation that a rule could express is a baseline to add before claiming the
+agent's gain (docs/relmas.md, "Headroom").
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+from pathlib import Path
+
+from relmas.config import load_config
+from relmas.paths import ResultPaths
+from relmas.rl.agent import load_agent
+from relmas.rl.env import SchedulingEnv
+from relmas.rl.rules import slot_rules
+from relmas.rl.settings import parse_training
+from relmas.study import Study
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("agents", nargs="+", type=Path)
+    parser.add_argument("--config", default="config/config.yaml")
+    parser.add_argument("--scenario", required=True)
+    args = parser.parse_args()
+
+    config = load_config(args.config)
+    study, paths = Study(config), ResultPaths.of(config)
+    system = study.system(args.scenario)
+    tables = study.costs(args.scenario, paths.costs_dir)
+    trace = next(iter(study.validation_traces(args.scenario, paths.costs_dir).values()))
+    settings = parse_training(config)
+    for agent in args.agents:
+        info, policy = load_agent(agent)
+        observation = info.observation
+        teacher_name = max(info.rules_validation, key=info.rules_validation.__getitem__)
+        env = SchedulingEnv(system, tables, trace, observation, settings.reward, 1.0)
+        teacher = slot_rules(observation, env.layout)[teacher_name]
+        groups = observation.slot_groups()
+        pairs: collections.Counter[tuple[str, str]] = collections.Counter()
+        obs, step_info = env.reset()
+        decisions, over = 0, False
+        while not over:
+            mask = step_info["action_mask"]
+            chosen, taught = policy(obs, mask), teacher(obs, mask)
+            decisions += 1
+            if chosen != taught:
+                pairs[groups[env.layout.slot_of(taught)], groups[env.layout.slot_of(chosen)]] += 1
+            obs, _, over, _, step_info = env.step(chosen)
+        sla = env.episode_metrics()["sla_rate"]
+        print(
+            f"{agent}: SLA {sla:.3f}, {sum(pairs.values())} of {decisions} decisions differ "
+            f"from {teacher_name}"
+        )
+        for (taught, chosen), count in pairs.most_common(6):
+            print(f"    teacher {taught} -> agent {chosen}: {count}")
+
+
+if __name__ == "__main__":
+    main()
