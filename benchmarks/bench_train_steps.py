@@ -90,6 +90,8 @@ def main() -> None:
         configs[name] = validate_config(variant, source)
     ensure_costs(configs[AS_CONFIGURED], args.costs)
     if args.profile is not None:
+        if args.profile not in configs:
+            parser.error(f"--profile: expected one of {sorted(configs)}, got {args.profile!r}")
         config = configs[args.profile]
         steps_per_second(config, args.scenario, args.steps, args.costs)  # compiled and cached
         with cProfile.Profile() as profile:
