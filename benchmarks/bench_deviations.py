@@ -1,13 +1,15 @@
 """Where a trained agent leaves its teacher: its decisions against the teacher rule's, by slot.
 
     .venv/bin/python benchmarks/bench_deviations.py --scenario NAME AGENT_DIR [AGENT_DIR ...]
-        [--config config/config.yaml]
+        [--config config/config.yaml] [--evaluation]
 
 Runs each agent greedily on the scenario's first validation trace and asks, at every decision, what
 its teacher (the slot rule with the best validation SLA, agent.json) would have chosen in the same
 state; prints how many decisions differ and the most frequent (teacher slot group -> agent slot
 group) pairs. A deviation that a rule could express is a baseline to add before claiming the
-agent's gain (docs/relmas.md, "Headroom").
+agent's gain (docs/relmas.md, "Headroom"). With `--evaluation` it also runs the agent and its
+teacher alone on the evaluation traces of a finished study and prints both SLA rates per seed: how
+much of the agent's lead over the best baseline its teacher rule already has.
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ import argparse
 import collections
 from pathlib import Path
 
+import numpy as np
+
 from relmas.config import load_config
+from relmas.evaluate import load_job_trace
 from relmas.paths import ResultPaths
 from relmas.rl.agent import load_agent
 from relmas.rl.env import SchedulingEnv
 from relmas.rl.rules import slot_rules
+from relmas.rl.run import rollout
 from relmas.rl.settings import parse_training
 from relmas.study import Study
 
@@ -30,6 +36,7 @@ def main() -> None:
     parser.add_argument("agents", nargs="+", type=Path)
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--scenario", required=True)
+    parser.add_argument("--evaluation", action="store_true")
     args = parser.parse_args()
 
     config = load_config(args.config)
@@ -62,6 +69,16 @@ def main() -> None:
         )
         for (taught, chosen), count in pairs.most_common(6):
             print(f"    teacher {taught} -> agent {chosen}: {count}")
+        if not args.evaluation:
+            continue
+        rates = []
+        for seed in config["evaluation"]["seeds"]:
+            jobs = load_job_trace(paths.workload(args.scenario, seed), tables)
+            env = SchedulingEnv(system, tables, jobs, observation, settings.reward, 1.0)
+            rates.append([rollout(env, run)["sla_rate"] for run in (teacher, policy)])
+            print(f"    seed {seed}: teacher {rates[-1][0]:.3f}, agent {rates[-1][1]:.3f}")
+        teacher_mean, agent_mean = np.mean(rates, axis=0)
+        print(f"    evaluation mean: teacher {teacher_mean:.4f}, agent {agent_mean:.4f}")
 
 
 if __name__ == "__main__":
