@@ -35,7 +35,7 @@ from relmas.sim import kernels as engine_kernels
 from relmas.sim.engine import Engine
 from relmas.sim.kernels import STATUS_DECISION, STATUS_STALLED, State, Tables, advance
 from relmas.sim.kernels import apply_decision as apply
-from relmas.sim.metrics import TIME_TOL
+from relmas.sim.metrics import deadline_met
 
 WAIT = -1  # the candidate that starts nothing
 FEASIBLE, HOPELESS, ANY = 1, 0, -1  # which ready jobs a ranking looks at
@@ -66,8 +66,7 @@ def _score(T: Tables, D: State, known: int) -> float:
         deadline = access.job_deadline(D, job)
         finish = access.job_finish(D, job)
         if finish >= 0.0:
-            met = finish <= deadline + TIME_TOL * max(1.0, abs(deadline))
-            score += 1.0 if met else -1.0
+            score += 1.0 if deadline_met(finish, deadline) else -1.0
         elif not feasible(now, T.remaining_work[access.job_next_row(D, job)], deadline):
             score -= 1.0
     return score

@@ -13,13 +13,16 @@ Definitions (docs/simulator.md):
 from __future__ import annotations
 
 import numpy as np
+from numba import vectorize
 
 from relmas.sim.kernels import TIME_TOL
 
 
-def deadline_met(finish_s: np.ndarray, deadline_s: np.ndarray) -> np.ndarray:
-    """Whether each job finished by its deadline (up to float rounding of the event times)."""
-    return finish_s <= deadline_s + TIME_TOL * np.maximum(1.0, np.abs(deadline_s))
+@vectorize(["boolean(float64, float64)"], cache=True)
+def deadline_met(finish_s: float, deadline_s: float) -> bool:
+    """Whether each job finished by its deadline (up to float rounding of the event times); a
+    ufunc, so that jitted code (a rollout's score) uses the same test on one job."""
+    return finish_s <= deadline_s + TIME_TOL * max(1.0, abs(deadline_s))
 
 
 def job_metrics(
