@@ -23,8 +23,9 @@ from relmas.rl.dqn import (
     dqn_target,
     large_margin_loss,
     linear_epsilon,
+    epsilon_greedy,
+    explore_uniform,
     margin_weight_at,
-    select_action,
     update_target,
 )
 from relmas.rl.network import (
@@ -93,8 +94,8 @@ def make_chain(seed: int) -> MaskedChainEnv:
     return MaskedChainEnv()
 
 
-def chain_teacher(obs: np.ndarray, info: dict) -> int:
-    return FORWARD if info["action_mask"][FORWARD] else WAIT
+def chain_teacher(obs: np.ndarray, mask: np.ndarray) -> int:
+    return FORWARD if mask[FORWARD] else WAIT
 
 
 def mean_return(policy, episodes: int = 40, seed: int = 10_000) -> float:
@@ -168,22 +169,34 @@ def q_and_mask(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(q_and_mask(), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
-def test_select_action_only_picks_valid_actions(qm, epsilon, seed):
+@given(q_and_mask(), st.floats(0.0, 1.0), st.integers(0, 2**62))
+def test_epsilon_greedy_only_picks_valid_actions(qm, epsilon, seed):
     q, mask = qm
-    rng = np.random.default_rng(seed)
-    for _ in range(5):
-        assert mask[select_action(q, mask, epsilon, rng)]
-    greedy = select_action(q, mask, 0.0, rng)
+    for step in range(5):
+        assert mask[epsilon_greedy(q, mask, epsilon, seed, step)]
+    greedy = epsilon_greedy(q, mask, 0.0, seed, 0)
     assert q[greedy] == q[mask].max()
-    assert mask[select_action(q, mask.astype(np.int8), 1.0, rng)]
+    assert mask[epsilon_greedy(q, mask, 1.0, seed, 0)]
 
 
-def test_select_action_rejects_a_mask_without_valid_action():
-    rng = np.random.default_rng(0)
+def test_epsilon_greedy_rejects_a_mask_without_valid_action():
     for epsilon in (0.0, 1.0):
         with pytest.raises(ValueError, match="no valid action"):
-            select_action(np.zeros(3, np.float32), np.zeros(3, bool), epsilon, rng)
+            epsilon_greedy(np.zeros(3, np.float32), np.zeros(3, bool), epsilon, 0, 0)
+
+
+def test_exploration_draws_are_uniform_and_depend_only_on_seed_step_and_draw():
+    draws = np.array([explore_uniform(7, step, 0) for step in range(20_000)])
+    assert 0.0 <= draws.min() and draws.max() < 1.0
+    counts = np.histogram(draws, bins=10, range=(0.0, 1.0))[0]
+    assert counts.min() > 1_800 and counts.max() < 2_200  # 2,000 expected per tenth
+    assert explore_uniform(7, 123, 0) == explore_uniform(7, 123, 0)
+    others = {explore_uniform(7, 123, 1), explore_uniform(8, 123, 0), explore_uniform(7, 124, 0)}
+    assert explore_uniform(7, 123, 0) not in others
+    # explored actions spread over every valid one
+    mask = np.array([True, False, True, True])
+    picks = {epsilon_greedy(np.zeros(4, np.float32), mask, 1.0, 7, step) for step in range(200)}
+    assert picks == {0, 2, 3}
 
 
 def test_epsilon_decays_linearly_then_stays():
@@ -217,8 +230,8 @@ def test_replay_wraps_around_and_overwrites_the_oldest():
     for value in range(5):
         buffer.add(transition(float(value)))
     assert len(buffer) == 3 and buffer.position == 2
-    assert buffer.arrays["reward"].tolist() == [3.0, 4.0, 2.0]
-    assert buffer.arrays["next_obs"][:, 0].tolist() == [4.0, 5.0, 3.0]
+    assert buffer.transitions.reward.tolist() == [3.0, 4.0, 2.0]
+    assert buffer.transitions.next_obs[:, 0].tolist() == [4.0, 5.0, 3.0]
 
 
 def test_replay_keeps_protected_transitions_for_good(tmp_path):
@@ -228,12 +241,12 @@ def test_replay_keeps_protected_transitions_for_good(tmp_path):
     buffer.protect()
     for value in range(5):
         buffer.add(transition(float(value)))
-    assert buffer.arrays["reward"].tolist() == [10.0, 11.0, 4.0, 3.0]
+    assert buffer.transitions.reward.tolist() == [10.0, 11.0, 4.0, 3.0]
     buffer.save(tmp_path / "replay.npz")
     restored = ReplayBuffer(4, obs_dim=2, n_actions=3, seed=0)
     restored.load(tmp_path / "replay.npz")
     restored.add(transition(5.0))
-    assert restored.arrays["reward"].tolist() == [10.0, 11.0, 4.0, 5.0]
+    assert restored.transitions.reward.tolist() == [10.0, 11.0, 4.0, 5.0]
     with pytest.raises(ValueError, match="full"):
         restored.protect()
     with pytest.raises(InputError, match="buffer_size"):
@@ -275,28 +288,31 @@ def test_replay_save_load_round_trip_continues_identically(tmp_path):
 @pytest.mark.parametrize("terminated", [True, False])
 def test_n_step_returns_by_hand(terminated):
     """γ = 0.5, n = 3, rewards 1, 2, 3, 4, the episode ends after the 4th step."""
-    collector = NStepCollector(n_step=3, gamma=0.5)
+    collector = NStepCollector(n_step=3, gamma=0.5, obs_dim=1, n_actions=2)
+    buffer = ReplayBuffer(8, obs_dim=1, n_actions=2, seed=0)
     mask = np.ones(2, bool)
     states = [np.array([float(i)], np.float32) for i in range(5)]
-    emitted = []
+    written = []
     for t, reward in enumerate([1.0, 2.0, 3.0, 4.0]):
         end = t == 3
-        emitted.append(
-            collector.push(
-                states[t],
-                mask,
-                t % 2,
-                reward,
-                states[t + 1],
-                mask,
-                terminated and end,
-                not terminated and end,
-            )
+        collector.push(
+            buffer,
+            states[t],
+            mask,
+            t % 2,
+            reward,
+            states[t + 1],
+            mask,
+            terminated and end,
+            not terminated and end,
+            expert=t == 1,
         )
-    assert [len(out) for out in emitted] == [0, 0, 1, 3]
+        written.append(len(buffer))
+    assert written == [0, 0, 1, 4]
+    R = buffer.transitions
     got = [
-        (tr.obs[0], tr.action, tr.reward, tr.next_obs[0], tr.done, tr.discount)
-        for tr in emitted[2] + emitted[3]
+        (R.obs[i, 0], R.action[i], R.reward[i], R.next_obs[i, 0], R.done[i], R.discount[i])
+        for i in range(4)
     ]
     assert got == [
         (0.0, 0, 1 + 0.5 * 2 + 0.25 * 3, 3.0, False, 0.125),
@@ -304,6 +320,10 @@ def test_n_step_returns_by_hand(terminated):
         (2.0, 0, 3 + 0.5 * 4, 4.0, terminated, 0.25),
         (3.0, 1, 4.0, 4.0, terminated, 0.5),
     ]
+    assert R.expert[:4].tolist() == [False, True, False, False]
+    collector.clear()  # a new episode starts with an empty window
+    collector.push(buffer, states[0], mask, 0, 1.0, states[1], mask, True, False)
+    assert len(buffer) == 5 and R.reward[4] == 1.0 and R.discount[4] == 0.5
 
 
 # --- targets and updates --------------------------------------------------------------------
@@ -431,7 +451,7 @@ def test_teacher_warm_start_imitates_the_teacher(tmp_path):
     env = MaskedChainEnv()
     for seed in range(20):
         obs, info = env.reset(seed=seed)
-        assert policy(obs, info["action_mask"]) == chain_teacher(obs, info)
+        assert policy(obs, info["action_mask"]) == chain_teacher(obs, info["action_mask"])
     with pytest.raises(ValueError, match="teacher"):
         train(make_chain, config, tmp_path / "other")
 

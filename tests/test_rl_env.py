@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from dataclasses import replace
 
+import gymnasium as gym
 import numpy as np
 import polars as pl
 import pytest
@@ -21,6 +23,8 @@ from relmas.io import write_parquet
 from relmas.policies import make_policy
 from relmas.rl.agent import read_agent_info
 from relmas.rl.checkpoint import load_checkpoint, load_network, load_policy
+from relmas.rl.collect import FusedSteps, episode_steps
+from relmas.rl.dqn import Learner
 from relmas.rl.env import SchedulingEnv
 from relmas.rl.network import (
     GreedyPolicy,
@@ -31,16 +35,18 @@ from relmas.rl.network import (
 )
 from relmas.rl.observation import GlobalFeature, SlotFeature
 from relmas.rl.overhead import overhead_metrics
+from relmas.rl.replay import NStepCollector
 from relmas.rl.rules import cut_form, slot_rules
 from relmas.rl.run import rollout, train_scenario
 from relmas.rl.settings import parse_training
+from relmas.rl.train import train
 from relmas.sim import access
 from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
 from relmas.sim.system import load_system
 from relmas.study import Study
 from relmas.workload import generate_trace, scenario_system
-from tests.defaults import observation_settings, reward_settings
+from tests.defaults import dqn_config, observation_settings, reward_settings
 from tests.synthetic import synthetic_costs, synthetic_pieces
 
 SYSTEM = load_system(
@@ -778,3 +784,41 @@ def test_rule_rollouts_give_the_pinned_observations_masks_and_rewards(tables, cu
         obs, reward, done, _, info = env.step(rule(obs, info["action_mask"]))
         digest.update(np.float64(reward).tobytes())
     assert digest.hexdigest() == GOLDEN_ROLLOUTS[case]
+
+
+# ----------------------------------------------------------------------------- fused training
+
+
+@pytest.mark.parametrize("case", ["whole", "resize"])
+def test_fused_training_steps_give_the_python_loops_replay_and_weights(
+    tables, cut_tables, tmp_path, case
+):
+    """`collect` runs the inner steps in one jitted call; behind a plain Gymnasium wrapper the
+    same environment is stepped by the Python loop, one call per step. Teacher steps, explored
+    steps, n-step returns across episode ends, cut layers: the same bytes in every file."""
+    settings = RESIZE if case == "resize" else observation_settings(candidates=2, reference="sjf")
+    costs = cut_tables if case == "resize" else tables
+
+    def make(seed: int) -> SchedulingEnv:
+        return make_env(costs, seed, observation=settings)
+
+    rule = slot_rules(settings, make(0).layout)["shortest_feasible_patient_gated"]
+    if case == "resize":
+        rule = cut_form(rule, cut_tables.pieces.most_pieces)
+    config = dqn_config(
+        **{"total_steps": 2_500, "teacher_steps": 500, "learning_starts": 200, "batch_size": 32},
+        **{"train_frequency": 16, "target_update_every": 100, "log_every": 250, "n_step": 3},
+        **{"validation_every": 1_000, "checkpoint_every": 700, "buffer_size": 4_000},
+        **{"epsilon_start": 0.5, "epsilon_end": 0.1, "hidden": (16,), "train_seeds": (0, 1)},
+    )
+    env = make(0)
+    obs, info = env.reset()
+    learner = Learner.create(config, env.layout.size, env.layout.actions)
+    collector = NStepCollector(config.n_step, config.gamma, env.layout.size, env.layout.actions)
+    assert isinstance(episode_steps(env, obs, info, rule, collector, learner, config), FusedSteps)
+    fused = train(make, config, tmp_path / "fused", teacher=rule)
+    stepped = train(lambda seed: gym.Wrapper(make(seed)), config, tmp_path / "python", teacher=rule)
+    assert fused == replace(stepped, best_path=fused.best_path, last_path=fused.last_path)
+    assert fused.episodes > 2
+    for name in ("best.pt", "last.pt", "replay-000000002500.npz"):
+        assert (tmp_path / "fused" / name).read_bytes() == (tmp_path / "python" / name).read_bytes()

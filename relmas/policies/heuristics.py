@@ -42,6 +42,12 @@ class HeuristicPolicy(Policy):
             self.alpha,
         )
 
+    @property
+    def planner(self) -> kernels.Planner:
+        """Its state since `reset`: for a kernel that calls `kernels.plan` itself (the RL
+        environment's reference slot)."""
+        return self._planner
+
     def decide(self, view: DecisionView) -> list[tuple[int, int]]:
         engine, planner = view.engine, self._planner
         count = self._plan(engine.kernel_tables, engine.state, planner, self.code, self.alpha)

@@ -15,7 +15,8 @@ Environment contract (what `relmas.rl.train.train` assumes of `make_env(seed)`):
 
 Modules: `network` (Q-network, numpy inference, MACs, layer table), `replay` (replay buffer and
 n-step returns), `dqn` (config, action selection, Double-DQN targets and update),
-`checkpoint` (weights-only checkpoint files), `train` (the training loop).
+`checkpoint` (weights-only checkpoint files), `train` (the training loop), `collect` (its inner
+steps: one Python call per step, or one jitted call per stretch of steps for `env`).
 
 The scheduler on top of it (docs/relmas.md): `observation` (candidate slots, features, mask),
 `env` (the Gymnasium environment and its reward), `rules` (fixed slot rules: teachers, ablation),

@@ -8,11 +8,11 @@ Both .pt files hold plain dicts of tensors and Python scalars/strings (no pickle
 `format`, `network` (the QNetwork spec), `online` (its state dict), `step`. best.pt adds `config`
 (the DQNConfig as a dict) and `metrics` (the validation result). last.pt adds `manifest` (the run's
 settings: `dqn`, the DQNConfig, and whatever else the run depends on; a last.pt of another
-manifest is not resumed), `target`, `optimizer`, the fields of `TrainingState`, `rng` (torch and
-numpy generator states) and `replay_file`. Every write is atomic, and the replay file is written
-under a new name before the last.pt that points to it, so an interruption at any moment leaves a
-consistent pair. A payload gives the same bytes whatever the file's name: two runs of one config
-compare by checksum.
+manifest is not resumed), `target`, `optimizer`, the fields of `TrainingState`, `rng` (torch's
+generator state; exploration draws depend on the step alone) and `replay_file`. Every write is
+atomic, and the replay file is written under a new name before the last.pt that points to it, so
+an interruption at any moment leaves a consistent pair. A payload gives the same bytes whatever
+the file's name: two runs of one config compare by checksum.
 """
 
 from __future__ import annotations
@@ -120,10 +120,7 @@ def save_training_state(
         "optimizer": learner.optimizer.state_dict(),
         **saved,
         "curve": [list(row) for row in state.curve],
-        "rng": {
-            "torch": torch.get_rng_state(),
-            "explore": json.dumps(learner.explore_rng.bit_generator.state),
-        },
+        "rng": {"torch": torch.get_rng_state()},
         "replay_file": replay_file,
     }
     save_checkpoint(out_dir / LAST, payload)
@@ -150,7 +147,6 @@ def load_training_state(
     learner.target.load_state_dict(payload["target"])
     learner.optimizer.load_state_dict(payload["optimizer"])
     torch.set_rng_state(payload["rng"]["torch"])
-    learner.explore_rng.bit_generator.state = json.loads(payload["rng"]["explore"])
     state = TrainingState(**{f.name: payload[f.name] for f in fields(TrainingState)})
     state.curve = [tuple(row) for row in state.curve]
     return state, []

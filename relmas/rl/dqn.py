@@ -10,6 +10,7 @@ valid alternatives.
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -18,9 +19,12 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from numba import njit
 from torch import nn
 
 from relmas.errors import InputError
+from relmas.hw import jit_cache
+from relmas.rl import network
 from relmas.rl.network import QNetwork, masked_argmax
 from relmas.rl.replay import ReplayBuffer
 
@@ -95,9 +99,19 @@ def _converted(value: Any, annotation: str) -> Any:
 
 def linear_epsilon(step: int, config: DQNConfig) -> float:
     """Exploration rate at `step`: linear from epsilon_start to epsilon_end, then constant."""
+    return epsilon_at(step, *epsilon_schedule(config))
+
+
+def epsilon_schedule(config: DQNConfig) -> tuple[float, float, float]:
+    """(start, end, steps of the decay): `epsilon_at`'s arguments after the step."""
     decay_steps = config.epsilon_fraction * config.total_steps
+    return config.epsilon_start, config.epsilon_end, decay_steps
+
+
+@njit(cache=True)
+def epsilon_at(step: int, start: float, end: float, decay_steps: float) -> float:
     progress = min(1.0, step / decay_steps)
-    return config.epsilon_start + progress * (config.epsilon_end - config.epsilon_start)
+    return start + progress * (end - start)
 
 
 def margin_weight_at(step: int, config: DQNConfig) -> float:
@@ -110,18 +124,43 @@ def margin_weight_at(step: int, config: DQNConfig) -> float:
     return config.margin_weight * max(0.0, 1.0 - after / config.margin_decay_steps)
 
 
-def select_action(
-    q_values: np.ndarray, mask: np.ndarray, epsilon: float, rng: np.random.Generator
+@njit(cache=True)
+def explore_uniform(seed: int, step: int, draw: int) -> float:
+    """A uniform number in [0, 1) that depends only on (`seed`, `step`, `draw` 0 or 1), by the
+    splitmix64 finaliser: exploration needs no generator state, so a run resumed at any step, or
+    stepped by another loop, draws exactly the same numbers."""
+    z = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(2 * step + draw)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return float(z >> np.uint64(11)) / 9007199254740992.0  # 2**53
+
+
+@njit(cache=True)
+def epsilon_greedy(
+    q_values: np.ndarray, mask: np.ndarray, epsilon: float, seed: int, step: int
 ) -> int:
-    """Masked epsilon-greedy: with probability epsilon a uniformly random *valid* action, else the
-    valid action with the largest Q-value. Never returns an invalid action."""
-    mask = np.asarray(mask, dtype=bool)
-    if rng.random() < epsilon:
-        valid = np.flatnonzero(mask)
-        if valid.size == 0:
-            raise ValueError("no valid action in the mask: the environment broke its contract")
-        return int(rng.choice(valid))
-    return masked_argmax(q_values, mask)
+    """Masked epsilon-greedy at `step`: with probability epsilon a uniformly random *valid*
+    action, else the valid action with the largest Q-value (the first on ties). Never returns an
+    invalid action."""
+    valid = 0
+    for action in range(mask.shape[0]):
+        valid += 1 if mask[action] else 0
+    if valid == 0:
+        raise ValueError("no valid action in the mask: the environment broke its contract")
+    if explore_uniform(seed, step, 0) >= epsilon:
+        return masked_argmax(q_values, mask)
+    k = int(explore_uniform(seed, step, 1) * valid)
+    for action in range(mask.shape[0]):
+        if mask[action]:
+            if k == 0:
+                return action
+            k -= 1
+    return -1  # not reached: k < valid
+
+
+# The cached kernels embed the network's argmax: recompile when its source changes.
+jit_cache.refresh(epsilon_greedy, (network, sys.modules[__name__]), stamp="relmas-rl-dqn.sha256")
 
 
 def dqn_target(
@@ -160,25 +199,26 @@ def large_margin_loss(
 @dataclass
 class Learner:
     """What learns in a run: the online and target networks, the optimizer, the replay buffer and
-    the exploration generator (all of it saved in last.pt, `relmas.rl.checkpoint`)."""
+    the exploration seed (all of it saved in last.pt, `relmas.rl.checkpoint`)."""
 
     online: QNetwork
     target: QNetwork
     optimizer: torch.optim.Optimizer
     buffer: ReplayBuffer
-    explore_rng: np.random.Generator
+    explore_seed: int  # of `explore_uniform`
 
     @classmethod
     def create(cls, config: DQNConfig, obs_dim: int, n_actions: int) -> Learner:
         """A fresh learner: the network from `torch.manual_seed(config.seed)`, replay sampling
-        and exploration from their own generators seeded from `config.seed`."""
+        and exploration from seeds derived from `config.seed`."""
         torch.manual_seed(config.seed)
         online = QNetwork(obs_dim, n_actions, config.hidden, config.dueling)
         target = copy.deepcopy(online)
         optimizer = torch.optim.Adam(online.parameters(), lr=config.learning_rate)
         replay_seed, explore_seed = np.random.SeedSequence(config.seed).spawn(2)
         buffer = ReplayBuffer(config.buffer_size, obs_dim, n_actions, seed=replay_seed)
-        return cls(online, target, optimizer, buffer, np.random.default_rng(explore_seed))
+        explore = int(explore_seed.generate_state(1, np.uint64)[0] >> np.uint64(1))
+        return cls(online, target, optimizer, buffer, explore)
 
 
 @torch.no_grad()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -33,7 +33,9 @@ import polars as pl
 from numba import njit
 
 from relmas.hw import jit_cache
+from relmas.policies import kernels as heuristic_kernels
 from relmas.policies import triage
+from relmas.policies.kernels import Planner, plan
 from relmas.policies.triage import feasible
 from relmas.rl import observation as observation_module
 from relmas.rl.observation import (
@@ -47,7 +49,17 @@ from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
 from relmas.sim.costs import WHOLE, CostTables
 from relmas.sim.engine import Engine
-from relmas.sim.kernels import Pieces, State, Tables
+from relmas.sim.kernels import (
+    STATUS_DECISION,
+    STATUS_STALLED,
+    Pieces,
+    State,
+    Tables,
+    advance,
+    start_layer,
+    start_piece,
+)
+from relmas.sim.metrics import deadline_met
 from relmas.sim.system import System
 
 
@@ -102,32 +114,105 @@ def settle(
     return access.finished_count(S), penalty, potential
 
 
+class EnvArrays(NamedTuple):
+    """Everything an episode's steps read and write, as arrays, so that one jitted call can step
+    it (`env_step`) — from `SchedulingEnv.step` or from a fused training loop (`relmas.rl.collect`).
+    """
+
+    T: Tables
+    P: Pieces
+    S: State
+    planner: Planner  # the reference heuristic's (its pick is slot 0)
+    reference: np.ndarray  # int64[1]: the reference heuristic's rule code
+    alpha: np.ndarray  # float64[1]: its parameter
+    scales: np.ndarray  # float64[3]: tau, tau_layer, bandwidth capacity
+    slots: np.ndarray  # int64[slots]: the job of each slot (-1 = empty)
+    targets: np.ndarray  # int64[slots]: the instance each slot's job would start on
+    obs: np.ndarray  # float32[features]: the observation at the current decision point
+    mask: np.ndarray  # bool[actions]: the valid actions there
+    penalized: np.ndarray  # int8[jobs]: 1 once a job's miss is charged
+    weight: np.ndarray  # float64[jobs]: the jobs' reward weights
+    initial_work: np.ndarray  # float64[jobs]: remaining work at arrival
+    reward: np.ndarray  # float64[4]: met credit, miss penalty, shaping weight, gamma
+    counts: np.ndarray  # int64[3]: jobs met, jobs missed, finished jobs credited so far
+    values: np.ndarray  # float64[2]: progress potential now, the episode's credit so far
+
+
+COUNT_MET, COUNT_MISSED, COUNT_CREDITED = 0, 1, 2
+VALUE_POTENTIAL, VALUE_CREDIT = 0, 1
+REWARD_MET, REWARD_MISSED, REWARD_PROGRESS, REWARD_GAMMA = 0, 1, 2, 3
+
+
 @njit(cache=True)
-def observe_and_settle(
-    T: Tables,
-    P: Pieces,
-    S: State,
-    scales: np.ndarray,
-    reference: int,
-    can_wait: bool,
-    obs: np.ndarray,
-    slots: np.ndarray,
-    targets: np.ndarray,
-    mask: np.ndarray,
-    penalized: np.ndarray,
-    weight: np.ndarray,
-    initial_work: np.ndarray,
-) -> tuple[int, float, float]:
-    """`observe` then `settle`, in one call from Python per decision point (each call unboxes
-    the engine's state anew, a few microseconds)."""
-    observe(T, P, S, scales, reference, can_wait, obs, slots, targets, mask)
-    return settle(T.remaining_work, S, penalized, weight, initial_work)
+def reach_decision(E: EnvArrays) -> tuple[bool, float]:
+    """Run to the next decision point and observe it (the reference pick, the features, the mask)
+    and settle the reward's bookkeeping. Returns (terminated, credit since the last decision
+    point); the new potential is left in `E.values`."""
+    T, S = E.T, E.S
+    status = advance(T, S)
+    if status == STATUS_STALLED:
+        raise RuntimeError("the agent waited although no event can happen any more")
+    missed = E.reward[REWARD_MISSED]
+    hopeless = 0.0
+    potential = 0.0
+    if status == STATUS_DECISION:
+        count = plan(T, S, E.planner, E.reference[0], E.alpha[0])
+        reference = E.planner.out_job[0] if count > 0 else -1
+        can_wait = access.can_wait(S)
+        observe(T, E.P, S, E.scales, reference, can_wait, E.obs, E.slots, E.targets, E.mask)
+        _, hopeless, potential = settle(T.remaining_work, S, E.penalized, E.weight, E.initial_work)
+    else:
+        E.obs[:] = 0.0
+        E.mask[:] = False
+    met_weight = 0.0
+    unpaid_weight = 0.0
+    finished = access.finished_count(S)
+    for i in range(E.counts[COUNT_CREDITED], finished):
+        job = access.finished_job(S, i)
+        if deadline_met(access.job_finish(S, job), access.job_deadline(S, job)):
+            E.counts[COUNT_MET] += 1
+            met_weight += E.weight[job]
+        else:
+            E.counts[COUNT_MISSED] += 1
+            if E.penalized[job] == 0:
+                E.penalized[job] = 1
+                unpaid_weight += E.weight[job]
+    E.counts[COUNT_CREDITED] = finished
+    credit = E.reward[REWARD_MET] * met_weight - missed * unpaid_weight - missed * hopeless
+    E.values[VALUE_POTENTIAL] = potential
+    E.values[VALUE_CREDIT] += credit
+    return status != STATUS_DECISION, credit
 
 
-# The cached kernel embeds the engine's accessors: recompile when one of these sources changes.
+@njit(cache=True)
+def env_step(E: EnvArrays, action: int) -> tuple[float, float, bool]:
+    """Apply the valid `action` at the current decision point, then run to the next one. Returns
+    (reward, credit, terminated): reward = credit + the potential-based shaping."""
+    S = E.S
+    access.count_decision(S)
+    wait = E.mask.shape[0] - 1
+    if action == wait:
+        access.request_wait(S)
+    else:
+        variants = wait // E.slots.shape[0]
+        slot, split = action // variants, action % variants
+        job, accelerator = E.slots[slot], E.targets[slot]
+        if split == 0 and access.job_pieces_left(S, job) == 0:
+            start_layer(E.T, S, job, accelerator)
+        else:
+            start_piece(E.P, S, job, accelerator, split)
+    before = E.values[VALUE_POTENTIAL]
+    terminated, credit = reach_decision(E)
+    after = E.values[VALUE_POTENTIAL]
+    shaping = E.reward[REWARD_PROGRESS] * (E.reward[REWARD_GAMMA] * after - before)
+    return credit + shaping, credit, terminated
+
+
+# The cached kernel embeds the engine's, the heuristics' and the observation's: recompile when one
+# of these sources changes.
 jit_cache.refresh(
-    observe_and_settle,
-    (engine_kernels, access, triage, observation_module, sys.modules[__name__]),
+    env_step,
+    (engine_kernels, access, triage, heuristic_kernels, observation_module, sys.modules[__name__]),
     stamp="relmas-rl-env.sha256",
 )
 
@@ -176,89 +261,74 @@ class SchedulingEnv(gym.Env):
         """Start the trace from the beginning (the episode does not depend on `seed`)."""
         super().reset(seed=seed)
         engine = self.engine = Engine(self.system, self.tables, self.jobs)
-        self.observer = Observer(engine, self.observation_settings)
-        weight = self.reward_settings.job_weights(engine.jobs["priority"].to_numpy())
-        self.weight = np.ascontiguousarray(weight, dtype=np.float64)
-        self.penalized = np.zeros(engine.jobs.height, dtype=np.int8)  # certainly late, charged
+        observer = self.observer = Observer(engine, self.observation_settings)
+        reference, settings = observer.reference, self.reward_settings
+        weight = settings.job_weights(engine.jobs["priority"].to_numpy())
         tables = engine.tables
-        self.initial_work = tables.remaining_work_s[tables.first_row[engine.model_indices]]
-        observer = self.observer
-        self._observe_and_settle = engine_kernels.entry_point(
-            observe_and_settle,
-            engine.kernel_tables,
-            engine.kernel_pieces,
-            engine.state,
-            observer.scales,
-            0,
-            True,
-            np.zeros(self.layout.size, dtype=np.float32),
-            observer.slots,
-            observer.targets,
-            np.zeros(self.layout.actions, dtype=bool),
-            self.penalized,
-            self.weight,
-            self.initial_work,
+        self.arrays = EnvArrays(
+            T=engine.kernel_tables,
+            P=engine.kernel_pieces,
+            S=engine.state,
+            planner=reference.planner,
+            reference=np.array([reference.code], dtype=np.int64),
+            alpha=np.array([reference.alpha]),
+            scales=observer.scales,
+            slots=observer.slots,
+            targets=observer.targets,
+            obs=np.zeros(self.layout.size, dtype=np.float32),
+            mask=np.zeros(self.layout.actions, dtype=bool),
+            penalized=np.zeros(engine.jobs.height, dtype=np.int8),
+            weight=np.ascontiguousarray(weight, dtype=np.float64),
+            initial_work=tables.remaining_work_s[tables.first_row[engine.model_indices]],
+            reward=np.array([settings.met, settings.missed, settings.progress, self.gamma]),
+            counts=np.zeros(3, dtype=np.int64),
+            values=np.zeros(2),
         )
-        self.met = 0
-        self.missed = 0
-        self.episode_credit = 0.0
-        self.potential = 0.0
-        obs, _, credit = self._advance()
-        return obs, self._info(False, credit)
+        self._step = engine_kernels.entry_point(env_step, self.arrays, 0)
+        _, credit = engine_kernels.entry_point(reach_decision, self.arrays)(self.arrays)
+        return self.arrays.obs.copy(), self._info(False, credit)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        if self.engine is None or self.observer is None:
+        if self.engine is None:
             raise RuntimeError("call reset() before step()")
         if self.engine.finished:
             raise RuntimeError("the episode is over: call reset()")
         action = int(action)
-        invalid = not (0 <= action < self.layout.actions and self.mask[action])
+        mask = self.arrays.mask
+        invalid = not (0 <= action < self.layout.actions and mask[action])
         if invalid:
-            action = int(np.flatnonzero(self.mask)[0])
-        self.engine.step(self.observer.assignments(action))
-        before = self.potential
-        obs, terminated, credit = self._advance()
-        shaping = self.reward_settings.progress * (self.gamma * self.potential - before)
-        return obs, credit + shaping, terminated, False, self._info(invalid, credit)
+            action = int(np.flatnonzero(mask)[0])
+        reward, credit, terminated = self._step(self.arrays, action)
+        return self.arrays.obs.copy(), reward, terminated, False, self._info(invalid, credit)
 
-    def _advance(self) -> tuple[np.ndarray, bool, float]:
-        """Run to the next decision point: (observation, terminated, credit since the last one);
-        updates the mask and the potential."""
-        engine, observer = self.engine, self.observer
-        view = engine.next_decision()
-        if view is None:
-            done, hopeless, potential = self.jobs.height, 0.0, 0.0
-        else:
-            arguments = observer.kernel_arguments(view)
-            done, hopeless, potential = self._observe_and_settle(
-                *arguments, self.penalized, self.weight, self.initial_work
-            )
-        settings = self.reward_settings
-        credit = 0.0
-        if done > self.met + self.missed:  # pop only when a job finished
-            finished, met = engine.pop_finished()
-            late = finished[~met]
-            unpaid = late[self.penalized[late] == 0]
-            self.penalized[unpaid] = 1
-            weight = self.weight
-            credit = (
-                settings.met * weight[finished[met]].sum() - settings.missed * weight[unpaid].sum()
-            )
-            self.met += int(met.sum())
-            self.missed += int(late.size)
-        if view is None:
-            self.mask = np.zeros(self.layout.actions, dtype=bool)
-            self.potential = 0.0
-            obs = np.zeros(self.layout.size, dtype=np.float32)
-        else:
-            obs, self.mask, self.potential = arguments[6], arguments[9], potential
-            credit -= settings.missed * hopeless
-        self.episode_credit += credit
-        return obs, view is None, float(credit)
+    @property
+    def penalized(self) -> np.ndarray:
+        """1 for each job whose miss is charged (internal job indices)."""
+        return self.arrays.penalized
+
+    @property
+    def initial_work(self) -> np.ndarray:
+        """Each job's remaining work at arrival (internal job indices)."""
+        return self.arrays.initial_work
+
+    @property
+    def potential(self) -> float:
+        """The progress potential at the current decision point (0 at the end)."""
+        return float(self.arrays.values[VALUE_POTENTIAL])
+
+    @property
+    def met(self) -> int:
+        """Jobs finished by their deadline so far."""
+        return int(self.arrays.counts[COUNT_MET])
+
+    @property
+    def missed(self) -> int:
+        """Jobs finished late so far."""
+        return int(self.arrays.counts[COUNT_MISSED])
 
     def _info(self, invalid: bool, credit: float) -> dict[str, Any]:
         info: dict[str, Any] = {
-            "action_mask": self.mask.copy(),
+            "action_mask": self.arrays.mask.copy(),
             "invalid_action": invalid,
             "credit": credit,
         }
@@ -270,4 +340,5 @@ class SchedulingEnv(gym.Env):
         """SLA rate and total credit of the finished episode (for validation)."""
         if self.engine is None or not self.engine.finished:
             raise RuntimeError("the episode has not finished")
-        return {"sla_rate": self.met / self.jobs.height, "episode_credit": self.episode_credit}
+        credit = float(self.arrays.values[VALUE_CREDIT])
+        return {"sla_rate": self.met / self.jobs.height, "episode_credit": credit}

@@ -113,7 +113,9 @@ def _dense(params, row, features, relu):
 
 
 @njit(cache=True)
-def _q_values(params, layout, n_heads, obs):
+def forward_pass(params, layout, n_heads, obs):
+    """Q-values of one observation by the network of (`params`, `layout`, `n_heads`), the fields
+    of `NumpyWeights`."""
     n_trunk = layout.shape[0] - n_heads
     features = obs
     for layer in range(n_trunk):
@@ -126,26 +128,24 @@ def _q_values(params, layout, n_heads, obs):
 
 
 @njit(cache=True)
-def _greedy_action(params, layout, n_heads, obs, mask):
-    q = _q_values(params, layout, n_heads, obs)
+def masked_argmax(q_values: np.ndarray, mask: np.ndarray) -> int:
+    """Index of the largest Q-value among valid actions (the first on ties; -1 if none)."""
     best = -1
-    for action in range(q.shape[0]):
-        if mask[action] and (best < 0 or q[action] > q[best]):
+    for action in range(q_values.shape[0]):
+        if mask[action] and (best < 0 or q_values[action] > q_values[best]):
             best = action
     return best
+
+
+@njit(cache=True)
+def _greedy_action(params, layout, n_heads, obs, mask):
+    return masked_argmax(forward_pass(params, layout, n_heads, obs), mask)
 
 
 def numpy_q_values(weights: NumpyWeights, obs: np.ndarray) -> np.ndarray:
     """Q-values of one observation, computed as QNetwork.forward does (float32)."""
     obs = np.ascontiguousarray(obs, dtype=np.float32)
-    return _q_values(weights.params, weights.layout, weights.n_heads, obs)
-
-
-def masked_argmax(q_values: np.ndarray, mask: np.ndarray) -> int:
-    """Index of the largest Q-value among valid actions (first one on ties)."""
-    if not mask.any():
-        raise ValueError("no valid action in the mask: the environment broke its contract")
-    return int(np.where(mask, q_values, -np.inf).argmax())
+    return forward_pass(weights.params, weights.layout, weights.n_heads, obs)
 
 
 class GreedyPolicy:

@@ -192,36 +192,67 @@ class Layout:
 
     def global_feature(self, feature: GlobalFeature) -> int:
         """Index of the global `feature` in the observation."""
-        return self._global_features + feature
+        return global_index.py_func(self.sizes, feature)
 
     def cut_finish_feature(self, slot: int, variant: int) -> int:
         """Index of `slot`'s feature: log finish of its layer cut by `variant` >= 1, against the
         whole layer."""
-        return slot * self.slot_features + SLOT_BASE_FEATURES + 2 * self.types + 2 * variant - 1
+        return cut_finish_index.py_func(self.sizes, slot, variant)
 
-    def queue_length(self, obs: np.ndarray) -> int:
-        """Ready jobs, read back from the global features of `obs`."""
-        return round(float(np.expm1(obs[self.global_feature(GlobalFeature.QUEUE)])))
-
-    def idle_instances(self, obs: np.ndarray) -> int:
-        """Idle instances, read back from the global features of `obs`."""
-        return round(float(obs[self.global_feature(GlobalFeature.IDLE)]) * self.instances)
-
-    def waits_for_busy(self, obs: np.ndarray, slot: int) -> bool:
-        """Whether `slot`'s layer would end sooner on a busy instance, once its task ends, than
-        on the idle instance it would get (read back from `obs`)."""
-        return triage.waits_for_busy(float(obs[self.slot_feature(slot, SlotFeature.BUSY_GAIN)]))
-
-    def oversubscribes(self, obs: np.ndarray, slot: int) -> bool:
-        """Whether starting `slot`'s job would push the running layers' bandwidth demand above
-        the shared bandwidth (read back from `obs`; never while nothing runs)."""
-        running = float(obs[self.global_feature(GlobalFeature.RUNNING_DEMAND)])
-        demand = float(obs[self.slot_feature(slot, SlotFeature.DEMAND)])
-        return triage.oversubscribes(running, demand, 1.0)  # shares of the capacity
+    @cached_property
+    def sizes(self) -> np.ndarray:
+        """(slots, variants, features per slot, types, instances): the layout for the jitted
+        readers of an observation below."""
+        sizes = (self.slots, self.variants, self.slot_features, self.types, self.instances)
+        return np.array(sizes, dtype=np.int64)
 
     @cached_property
     def _global_features(self) -> int:
-        return self.slots * self.slot_features + self.instances * INSTANCE_FEATURES
+        return self.global_feature(0)
+
+
+# Jitted readers of an observation laid out by `sizes` (`Layout.sizes`): what the slot rules read
+# back, inside a training loop's kernel too.
+
+
+@njit(cache=True)
+def global_index(sizes: np.ndarray, feature: int) -> int:
+    """Index of the global `feature`, after every slot's and instance's."""
+    return sizes[0] * sizes[2] + sizes[4] * INSTANCE_FEATURES + feature
+
+
+@njit(cache=True)
+def cut_finish_index(sizes: np.ndarray, slot: int, variant: int) -> int:
+    """Index of `slot`'s log finish of its layer cut by `variant` >= 1."""
+    return slot * sizes[2] + SLOT_BASE_FEATURES + 2 * sizes[3] + 2 * variant - 1
+
+
+@njit(cache=True)
+def queue_length(obs: np.ndarray, sizes: np.ndarray) -> int:
+    """Ready jobs, read back from the global features."""
+    return round(float(np.expm1(obs[global_index(sizes, GlobalFeature.QUEUE)])))
+
+
+@njit(cache=True)
+def idle_instances(obs: np.ndarray, sizes: np.ndarray) -> int:
+    """Idle instances, read back from the global features."""
+    return round(float(obs[global_index(sizes, GlobalFeature.IDLE)]) * sizes[4])
+
+
+@njit(cache=True)
+def waits_for_busy(obs: np.ndarray, sizes: np.ndarray, slot: int) -> bool:
+    """Whether `slot`'s layer would end sooner on a busy instance, once its task ends, than on
+    the idle instance it would get."""
+    return triage.waits_for_busy(float(obs[slot * sizes[2] + SlotFeature.BUSY_GAIN]))
+
+
+@njit(cache=True)
+def oversubscribes(obs: np.ndarray, sizes: np.ndarray, slot: int) -> bool:
+    """Whether starting `slot`'s job would push the running layers' bandwidth demand above the
+    shared bandwidth (never while nothing runs)."""
+    running = float(obs[global_index(sizes, GlobalFeature.RUNNING_DEMAND)])
+    demand = float(obs[slot * sizes[2] + SlotFeature.DEMAND])
+    return triage.oversubscribes(running, demand, 1.0)  # shares of the capacity
 
 
 @njit(cache=True)
@@ -561,19 +592,12 @@ class Observer:
 
     def observe(self, view: DecisionView) -> Observation:
         """The observation at `view`."""
-        arguments = self.kernel_arguments(view)
-        self._observe(*arguments)
-        return Observation(arguments[6], arguments[9])
-
-    def kernel_arguments(self, view: DecisionView) -> tuple:
-        """The arguments of `observe` (the kernel) at `view`, with fresh `obs` and `mask` arrays:
-        for a caller that runs it inside a kernel of its own (the environment)."""
         engine = self.engine
         first = self.reference.decide(view)
         reference = first[0][0] if first else -1
         obs = np.empty(self.layout.size, dtype=np.float32)
         mask = np.empty(self.layout.actions, dtype=bool)
-        return (
+        self._observe(
             engine.kernel_tables,
             engine.kernel_pieces,
             engine.state,
@@ -585,6 +609,7 @@ class Observer:
             self.targets,
             mask,
         )
+        return Observation(obs, mask)
 
     def assignments(self, action: int) -> list[tuple[int, int, int]]:
         """The (job, instance, split variant) that `action` starts ([] = wait), for the last

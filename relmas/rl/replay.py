@@ -1,21 +1,26 @@
 """Experience replay: n-step transition assembly and a preallocated, seeded uniform buffer.
 
 `NStepCollector` turns the one-step stream of an episode into n-step transitions
-(R = r_t + γ r_{t+1} + … + γ^{m-1} r_{t+m-1}, bootstrap from s_{t+m} with discount γ^m, m ≤ n);
-`ReplayBuffer` stores them in fixed numpy arrays and samples uniformly with its own generator, so
-that a run (and a resumed run) is reproducible. The bootstrap discount is stored per transition, so
-one-step and n-step transitions, and the shorter ones at episode ends, share one update rule.
+(R = r_t + γ r_{t+1} + … + γ^{m-1} r_{t+m-1}, bootstrap from s_{t+m} with discount γ^m, m ≤ n)
+and writes them into a `ReplayBuffer`, which stores them in fixed numpy arrays and samples
+uniformly with its own generator, so that a run (and a resumed run) is reproducible. The bootstrap
+discount is stored per transition, so one-step and n-step transitions, and the shorter ones at
+episode ends, share one update rule. Both are jitted (`push_step`, `write_transition`), so that a
+fused training loop (`relmas.rl.collect`) runs exactly the code the Python loop calls.
 """
 
 from __future__ import annotations
 
 import json
-from collections import deque
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 
+from relmas.hw import jit_cache
 from relmas.io import atomic_path
 
 
@@ -34,32 +39,143 @@ class Transition:
     expert: bool
 
 
-@dataclass(frozen=True)
-class _Step:
-    obs: np.ndarray
-    mask: np.ndarray
-    action: int
-    reward: float
-    expert: bool
+class Transitions(NamedTuple):
+    """The replay's arrays, one row per transition (the fields of `Transition`)."""
+
+    obs: np.ndarray  # float32[capacity, obs_dim]
+    mask: np.ndarray  # bool[capacity, actions]
+    action: np.ndarray  # int64[capacity]
+    reward: np.ndarray  # float32[capacity]
+    next_obs: np.ndarray  # float32[capacity, obs_dim]
+    next_mask: np.ndarray  # bool[capacity, actions]
+    done: np.ndarray  # bool[capacity]
+    discount: np.ndarray  # float32[capacity]
+    expert: np.ndarray  # bool[capacity]
+
+
+# ReplayBuffer.cursor: the next row written, the rows filled, rows [0, protected) kept for good
+CURSOR_POSITION, CURSOR_SIZE, CURSOR_PROTECTED = 0, 1, 2
+
+
+@njit(cache=True)
+def write_transition(
+    R: Transitions,
+    cursor: np.ndarray,
+    obs: np.ndarray,
+    mask: np.ndarray,
+    action: int,
+    reward: float,
+    next_obs: np.ndarray,
+    next_mask: np.ndarray,
+    done: bool,
+    discount: float,
+    expert: bool,
+) -> None:
+    """Store one transition at the cursor, overwriting the oldest unprotected one when full."""
+    i = cursor[CURSOR_POSITION]
+    R.obs[i] = obs
+    R.mask[i] = mask
+    R.action[i] = action
+    R.reward[i] = reward
+    R.next_obs[i] = next_obs
+    R.next_mask[i] = next_mask
+    R.done[i] = done
+    R.discount[i] = discount
+    R.expert[i] = expert
+    capacity = R.action.shape[0]
+    cursor[CURSOR_POSITION] = cursor[CURSOR_PROTECTED] if i + 1 == capacity else i + 1
+    cursor[CURSOR_SIZE] = min(cursor[CURSOR_SIZE] + 1, capacity)
+
+
+class Window(NamedTuple):
+    """The last n steps of the current episode, a ring of `length` steps from `head`."""
+
+    obs: np.ndarray  # float32[n, obs_dim]
+    mask: np.ndarray  # bool[n, actions]
+    action: np.ndarray  # int64[n]
+    reward: np.ndarray  # float64[n]
+    expert: np.ndarray  # bool[n]
+    ring: np.ndarray  # int64[2]: head, length
+
+
+@njit(cache=True)
+def push_step(
+    W: Window,
+    R: Transitions,
+    cursor: np.ndarray,
+    gamma: float,
+    obs: np.ndarray,
+    mask: np.ndarray,
+    action: int,
+    reward: float,
+    next_obs: np.ndarray,
+    next_mask: np.ndarray,
+    terminated: bool,
+    truncated: bool,
+    expert: bool,
+) -> None:
+    """Add one step; write the transition of the oldest step once n later rewards are known, and
+    every pending one when the episode ends (terminated: no bootstrap; truncated: bootstrap from
+    `next_obs`)."""
+    n = W.action.shape[0]
+    head, length = W.ring[0], W.ring[1]
+    tail = (head + length) % n
+    W.obs[tail] = obs
+    W.mask[tail] = mask
+    W.action[tail] = action
+    W.reward[tail] = reward
+    W.expert[tail] = expert
+    length += 1
+    pending = 1 if length == n else 0
+    if terminated or truncated:
+        pending = length
+    for _ in range(pending):
+        ret, discount = 0.0, 1.0
+        for k in range(length):
+            ret += discount * W.reward[(head + k) % n]
+            discount *= gamma
+        write_transition(
+            R,
+            cursor,
+            W.obs[head],
+            W.mask[head],
+            W.action[head],
+            ret,
+            next_obs,
+            next_mask,
+            terminated,
+            discount,
+            W.expert[head],
+        )
+        head = (head + 1) % n
+        length -= 1
+    W.ring[0], W.ring[1] = head, length
+
+
+jit_cache.refresh(push_step, (sys.modules[__name__],), stamp="relmas-rl-replay.sha256")
 
 
 class NStepCollector:
-    """Accumulates the last n steps of the current episode and emits finished n-step transitions.
+    """The n-step window of the current episode (`push_step`), writing into a replay buffer."""
 
-    A transition is emitted once n later rewards are known, or when the episode ends (terminated:
-    no bootstrap; truncated: bootstrap from the last observation) with fewer.
-    """
-
-    def __init__(self, n_step: int, gamma: float):
-        self.n_step = n_step
+    def __init__(self, n_step: int, gamma: float, obs_dim: int, n_actions: int):
         self.gamma = gamma
-        self._window: deque[_Step] = deque()
+        self.window = Window(
+            obs=np.zeros((n_step, obs_dim), np.float32),
+            mask=np.zeros((n_step, n_actions), bool),
+            action=np.zeros(n_step, np.int64),
+            reward=np.zeros(n_step),
+            expert=np.zeros(n_step, bool),
+            ring=np.zeros(2, np.int64),
+        )
 
     def clear(self) -> None:
-        self._window.clear()
+        """Forget the steps of the last episode (its pending transitions are dropped)."""
+        self.window.ring[:] = 0
 
     def push(
         self,
+        buffer: ReplayBuffer,
         obs: np.ndarray,
         mask: np.ndarray,
         action: int,
@@ -69,36 +185,23 @@ class NStepCollector:
         terminated: bool,
         truncated: bool,
         expert: bool = False,
-    ) -> list[Transition]:
-        step = _Step(np.array(obs, np.float32), np.array(mask, bool), action, reward, expert)
-        self._window.append(step)
-        finished = []
-        if len(self._window) == self.n_step:
-            finished.append(self._emit(next_obs, next_mask, terminated))
-        if terminated or truncated:
-            while self._window:
-                finished.append(self._emit(next_obs, next_mask, terminated))
-        return finished
-
-    def _emit(self, next_obs: np.ndarray, next_mask: np.ndarray, terminated: bool) -> Transition:
-        ret = 0.0
-        for k, step in enumerate(self._window):
-            ret += self.gamma**k * step.reward
-        first = self._window.popleft()
-        return Transition(
-            obs=first.obs,
-            mask=first.mask,
-            action=first.action,
-            reward=ret,
-            next_obs=np.array(next_obs, np.float32),
-            next_mask=np.array(next_mask, bool),
-            done=bool(terminated),
-            discount=self.gamma ** (len(self._window) + 1),
-            expert=first.expert,
+    ) -> None:
+        """Add one step, writing the transitions it completes into `buffer`."""
+        push_step(
+            self.window,
+            buffer.transitions,
+            buffer.cursor,
+            self.gamma,
+            np.asarray(obs, np.float32),
+            np.asarray(mask, bool),
+            action,
+            reward,
+            np.asarray(next_obs, np.float32),
+            np.asarray(next_mask, bool),
+            terminated,
+            truncated,
+            expert,
         )
-
-
-_FIELDS = ("obs", "mask", "action", "reward", "next_obs", "next_mask", "done", "discount", "expert")
 
 
 class ReplayBuffer:
@@ -113,45 +216,57 @@ class ReplayBuffer:
     ):
         self.capacity = capacity
         self.rng = np.random.default_rng(seed)
-        self.position = 0
-        self.protected = 0  # slots [0, protected) are never overwritten
-        self.size = 0
-        self.arrays: dict[str, np.ndarray] = {
-            "obs": np.zeros((capacity, obs_dim), np.float32),
-            "mask": np.zeros((capacity, n_actions), bool),
-            "action": np.zeros(capacity, np.int64),
-            "reward": np.zeros(capacity, np.float32),
-            "next_obs": np.zeros((capacity, obs_dim), np.float32),
-            "next_mask": np.zeros((capacity, n_actions), bool),
-            "done": np.zeros(capacity, bool),
-            "discount": np.zeros(capacity, np.float32),
-            "expert": np.zeros(capacity, bool),
-        }
+        self.cursor = np.zeros(3, dtype=np.int64)  # CURSOR_*
+        self.transitions = Transitions(
+            obs=np.zeros((capacity, obs_dim), np.float32),
+            mask=np.zeros((capacity, n_actions), bool),
+            action=np.zeros(capacity, np.int64),
+            reward=np.zeros(capacity, np.float32),
+            next_obs=np.zeros((capacity, obs_dim), np.float32),
+            next_mask=np.zeros((capacity, n_actions), bool),
+            done=np.zeros(capacity, bool),
+            discount=np.zeros(capacity, np.float32),
+            expert=np.zeros(capacity, bool),
+        )
 
     def __len__(self) -> int:
         return self.size
+
+    @property
+    def size(self) -> int:
+        return int(self.cursor[CURSOR_SIZE])
+
+    @property
+    def position(self) -> int:
+        return int(self.cursor[CURSOR_POSITION])
+
+    @property
+    def protected(self) -> int:
+        return int(self.cursor[CURSOR_PROTECTED])
 
     def protect(self) -> None:
         """Never overwrite the transitions stored so far (the buffer must have room left)."""
         if self.size >= self.capacity:
             raise ValueError("cannot protect a full replay buffer: nothing could be written after")
-        self.protected = self.size
+        self.cursor[CURSOR_PROTECTED] = self.size
 
     def add(self, transition: Transition) -> None:
         """Store `transition`, overwriting the oldest one once the buffer is full."""
-        for field in _FIELDS:
-            self.arrays[field][self.position] = getattr(transition, field)
-        self.position += 1
-        if self.position == self.capacity:
-            self.position = self.protected
-        self.size = min(self.size + 1, self.capacity)
+        t = transition
+        write_transition(
+            self.transitions,
+            self.cursor,
+            *(np.asarray(t.obs, np.float32), np.asarray(t.mask, bool), t.action, t.reward),
+            *(np.asarray(t.next_obs, np.float32), np.asarray(t.next_mask, bool), t.done),
+            *(t.discount, t.expert),
+        )
 
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:
         """`batch_size` transitions drawn uniformly, with replacement, among the filled slots."""
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
         index = self.rng.integers(0, self.size, size=batch_size)
-        return {field: array[index] for field, array in self.arrays.items()}
+        return {field: array[index] for field, array in self.transitions._asdict().items()}
 
     def save(self, path: str | Path) -> None:
         """Write the filled part, the write position and the sampler's state to `path` (.npz)."""
@@ -163,7 +278,7 @@ class ReplayBuffer:
                 "rng": self.rng.bit_generator.state,
             }
         )
-        filled = {field: array[: self.size] for field, array in self.arrays.items()}
+        filled = {field: array[: self.size] for field, array in self.transitions._asdict().items()}
         with atomic_path(path, suffix=".npz") as tmp, open(tmp, "wb") as handle:
             np.savez(handle, state=np.array(state), **filled)
 
@@ -173,10 +288,9 @@ class ReplayBuffer:
             state = json.loads(str(data["state"]))
             if state["capacity"] != self.capacity:
                 raise ValueError(f"{path}: replay capacity {state['capacity']} != {self.capacity}")
-            self.size = len(data["action"])
-            for field, array in self.arrays.items():
-                array[: self.size] = data[field]
-                array[self.size :] = 0
-        self.position = state["position"]
-        self.protected = state["protected"]
+            size = len(data["action"])
+            for field, array in self.transitions._asdict().items():
+                array[:size] = data[field]
+                array[size:] = 0
+        self.cursor[:] = (state["position"], size, state["protected"])
         self.rng.bit_generator.state = state["rng"]

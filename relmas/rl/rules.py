@@ -30,11 +30,25 @@ best rule on validation, so holding back and cutting are taught only where they 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
+from numba import njit
 
-from relmas.rl.observation import Layout, ObservationSettings
+from relmas.hw import jit_cache
+from relmas.policies import triage
+from relmas.rl import observation as observation_module
+from relmas.rl.observation import (
+    Layout,
+    ObservationSettings,
+    cut_finish_index,
+    idle_instances,
+    oversubscribes,
+    queue_length,
+    waits_for_busy,
+)
 
 CUT_SUFFIX = "_cut"
 HOLDING_FORMS = {"_patient": (True, False), "_patient_gated": (True, True)}
@@ -54,41 +68,74 @@ class SlotRule:
     gated: bool = False
 
     def __call__(self, obs: np.ndarray, mask: np.ndarray) -> int:
-        layout = self.layout
-        wait = layout.actions - 1
-        for slot in self.preference:
-            action = wait if slot == layout.slots else layout.action(slot)
-            if not mask[action] or (action != wait and self._holds(obs, slot)):
-                continue
-            return self._cut(obs, mask, slot) if action != wait else action
-        # holding back everything, and waiting is not allowed: the first valid slot
-        for slot in self.preference[:-1]:
-            if mask[layout.action(slot)]:
-                return self._cut(obs, mask, slot)
-        return int(np.flatnonzero(mask)[0])
+        return int(rule_action(obs, mask, *self.kernel_arguments))
 
-    def _holds(self, obs: np.ndarray, slot: int) -> bool:
-        layout = self.layout
-        return (self.patient and layout.waits_for_busy(obs, slot)) or (
-            self.gated and layout.oversubscribes(obs, slot)
+    @cached_property
+    def kernel_arguments(self) -> tuple[np.ndarray, np.ndarray, bool, bool, np.ndarray]:
+        """`rule_action`'s arguments after the observation and the mask: for a kernel that acts
+        by this rule itself (`relmas.rl.collect`)."""
+        cut_pieces = np.array(self.cut_pieces or (), dtype=np.int64)
+        preference = np.array(self.preference, dtype=np.int64)
+        return preference, self.layout.sizes, self.patient, self.gated, cut_pieces
+
+
+@njit(cache=True)
+def rule_action(
+    obs: np.ndarray,
+    mask: np.ndarray,
+    preference: np.ndarray,
+    sizes: np.ndarray,
+    patient: bool,
+    gated: bool,
+    cut_pieces: np.ndarray,
+) -> int:
+    """The action of the slot rule (`SlotRule`'s fields; `cut_pieces` empty: whole layers): the
+    first valid slot of `preference` that it does not hold back; when it holds back every one and
+    waiting is not allowed, the first valid slot."""
+    slots, variants = sizes[0], sizes[1]
+    wait = slots * variants
+    for slot in preference:
+        action = wait if slot == slots else slot * variants
+        if not mask[action]:
+            continue
+        if action == wait:
+            return action
+        held = (patient and waits_for_busy(obs, sizes, slot)) or (
+            gated and oversubscribes(obs, sizes, slot)
         )
+        if not held:
+            return _cut(obs, mask, sizes, slot, cut_pieces)
+    for slot in preference[:-1]:
+        if mask[slot * variants]:
+            return _cut(obs, mask, sizes, slot, cut_pieces)
+    return np.flatnonzero(mask)[0]
 
-    def _cut(self, obs: np.ndarray, mask: np.ndarray, slot: int) -> int:
-        """`slot`'s action, cut by the variant that finishes first if that beats the whole layer
-        and the spare instances take its pieces."""
-        layout = self.layout
-        chosen = layout.action(slot)
-        if self.cut_pieces is None:
-            return chosen
-        spare = layout.idle_instances(obs) - layout.queue_length(obs)
-        best = 0.0  # log(cut finish / whole finish): cut only if below
-        for variant in range(1, layout.variants):
-            action = layout.action(slot, variant)
-            if mask[action] and self.cut_pieces[variant] <= 1 + spare:
-                finish = obs[layout.cut_finish_feature(slot, variant)]
-                if finish < best:
-                    best, chosen = finish, action
+
+@njit(cache=True)
+def _cut(
+    obs: np.ndarray, mask: np.ndarray, sizes: np.ndarray, slot: int, cut_pieces: np.ndarray
+) -> int:
+    """`slot`'s action, cut by the variant that finishes first if that beats the whole layer and
+    the spare instances take its pieces."""
+    variants = sizes[1]
+    chosen = slot * variants
+    if cut_pieces.shape[0] == 0:
         return chosen
+    spare = idle_instances(obs, sizes) - queue_length(obs, sizes)
+    best = 0.0  # log(cut finish / whole finish): cut only if below
+    for variant in range(1, variants):
+        action = slot * variants + variant
+        if mask[action] and cut_pieces[variant] <= 1 + spare:
+            finish = obs[cut_finish_index(sizes, slot, variant)]
+            if finish < best:
+                best, chosen = finish, action
+    return chosen
+
+
+# The cached kernel embeds the observation's readers: recompile when their sources change.
+jit_cache.refresh(
+    rule_action, (triage, observation_module, sys.modules[__name__]), stamp="relmas-rl-rules.sha256"
+)
 
 
 def slot_rules(settings: ObservationSettings, layout: Layout) -> dict[str, SlotRule]:

@@ -141,7 +141,7 @@ def train_scenario(
         manifest=_manifest(observation, settings, problem),
         logger=log,
         validate=validate,
-        teacher=None if teacher_rule is None else _as_teacher(teacher_rule),
+        teacher=teacher_rule,
         resume=resume,
     )
     hosts = (settings.overhead_accelerator,) if settings.overhead_accelerator else tables.types
@@ -273,11 +273,6 @@ def rollout(env: SchedulingEnv, policy: Policy) -> dict[str, float]:
     if env.layout.variants > 1:
         shares["share_split"] = splits / total
     return {**env.episode_metrics(), **shares}
-
-
-def _as_teacher(rule: SlotRule) -> Callable[[np.ndarray, Mapping[str, Any]], int]:
-    """The learner's teacher(obs, info) signature for a slot rule."""
-    return lambda obs, info: rule(obs, info["action_mask"])
 
 
 def _manifest(

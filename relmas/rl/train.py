@@ -39,6 +39,7 @@ from relmas.rl.checkpoint import (
     save_checkpoint,
     save_training_state,
 )
+from relmas.rl.collect import Teacher, episode_steps
 from relmas.rl.curve import CURVE, curve_rows, write_curve
 from relmas.rl.dqn import (
     CONFIG_SECTION,
@@ -46,17 +47,15 @@ from relmas.rl.dqn import (
     Learner,
     linear_epsilon,
     margin_weight_at,
-    select_action,
     td_update,
     update_target,
 )
-from relmas.rl.network import GreedyPolicy, to_numpy_weights
+from relmas.rl.network import GreedyPolicy, NumpyWeights, to_numpy_weights
 from relmas.rl.replay import NStepCollector
 
 MakeEnv = Callable[[int], gym.Env]
 Logger = Callable[[dict[str, float], int], None]
 Validator = Callable[[GreedyPolicy], dict[str, float]]
-Teacher = Callable[[np.ndarray, dict[str, Any]], int]
 
 
 @dataclass(frozen=True)
@@ -92,12 +91,12 @@ def train(
     (without `validate`, best.pt is the final policy). `logger(metrics, step)` receives loss,
     q_mean, epsilon (every `log_every` steps), episode_return / episode_length (every episode)
     and val_<metric>; the same rows go to `out_dir`/curve.parquet at every checkpoint.
-    `teacher(obs, info) -> action` acts for the first `teacher_steps` steps (imitation warm start;
+    `teacher(obs, mask) -> action` acts for the first `teacher_steps` steps (imitation warm start;
     its transitions feed the large-margin loss when `margin_weight` > 0, for the whole run with
     `keep_teacher`, its weight decaying after the teacher's steps with `margin_decay_steps`).
     """
     if config.teacher_steps > 0 and teacher is None:
-        raise ValueError("config.teacher_steps > 0 needs a teacher(obs, info) callable")
+        raise ValueError("config.teacher_steps > 0 needs a teacher(obs, mask) callable")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     run = _Run(config, {"dqn": asdict(config), **(manifest or {})}, out_dir, logger)
@@ -130,37 +129,24 @@ def _train(
     # last.pt holds what rewrites them, also when the rerun finds the training complete.
     if state.best_weights is not None and not (run.out_dir / BEST).is_file():
         run.write_best(learner, state)
-    collector = NStepCollector(config.n_step, config.gamma)
+    collector = NStepCollector(config.n_step, config.gamma, obs_dim, n_actions)
     # Acting uses a snapshot of the online network run by the Numba forward pass (a torch call
     # per step costs more than a simulator step); it is refreshed after every gradient update.
-    acting = GreedyPolicy(to_numpy_weights(learner.online))
+    acting = to_numpy_weights(learner.online)
     checkpoint_step = state.step
     while state.step < config.total_steps:
         env = envs.for_episode(state.episode)
         obs, info = env.reset(seed=_episode_seed(config.seed, state.episode))
-        obs, mask = _observation(obs), _action_mask(info, n_actions)
         collector.clear()
+        steps = episode_steps(env, obs, info, teacher, collector, learner, config)
         episode_return, episode_length, episode_over = 0.0, 0, False
         while not episode_over and state.step < config.total_steps:
-            expert = state.step < config.teacher_steps
-            if expert:
-                action = int(teacher(obs, info))
-                if not mask[action]:
-                    raise ValueError(f"the teacher chose the invalid action {action}")
-            else:
-                epsilon = linear_epsilon(state.step, config)
-                action = select_action(acting.q_values(obs), mask, epsilon, learner.explore_rng)
-            next_obs, reward, terminated, truncated, info = env.step(action)
-            next_obs, next_mask = _observation(next_obs), _action_mask(info, n_actions)
-            for transition in collector.push(
-                obs, mask, action, float(reward), next_obs, next_mask, terminated, truncated, expert
-            ):
-                learner.buffer.add(transition)
-            obs, mask = next_obs, next_mask
-            episode_return += float(reward)
-            episode_length += 1
-            episode_over = terminated or truncated
-            state.step += 1
+            # the steps up to the next one at which something else happens, in one call
+            stop = _next_event(state.step, config)
+            taken, episode_over, rewards = steps.run(state.step, stop, acting)
+            episode_return += rewards
+            episode_length += taken
+            state.step += taken
             step = state.step
             if config.keep_teacher and step == config.teacher_steps:
                 learner.buffer.protect()
@@ -204,14 +190,27 @@ def _train(
     )
 
 
-def _learn(learner: Learner, state: TrainingState, config: DQNConfig) -> GreedyPolicy:
+def _learn(learner: Learner, state: TrainingState, config: DQNConfig) -> NumpyWeights:
     """One gradient step on a replayed batch at `state.step`; the acting snapshot of the updated
     network."""
     batch = learner.buffer.sample(config.batch_size)
     margin_weight = margin_weight_at(state.step, config)
     online, target, optimizer = learner.online, learner.target, learner.optimizer
     state.add_update(td_update(online, target, optimizer, batch, config, margin_weight))
-    return GreedyPolicy(to_numpy_weights(learner.online))
+    return to_numpy_weights(learner.online)
+
+
+def _next_event(step: int, config: DQNConfig) -> int:
+    """The first step after `step` at which the loop may learn, update the target, log, validate,
+    protect the teacher's transitions or stop: the inner steps run up to it in one call."""
+    periods = (
+        config.train_frequency,
+        config.target_update_every,
+        config.log_every,
+        config.validation_every,
+    )
+    ends = [end for end in (config.teacher_steps, config.total_steps) if end > step]
+    return min([(step // period + 1) * period for period in periods] + ends)
 
 
 @dataclass
@@ -312,17 +311,6 @@ def _env_dims(env: gym.Env) -> tuple[int, int]:
     if not (isinstance(action_space, gym.spaces.Discrete) and action_space.start == 0):
         raise TypeError(f"action_space must be Discrete(M + 1) starting at 0, got {action_space}")
     return int(obs_space.shape[0]), int(action_space.n)
-
-
-def _observation(obs: Any) -> np.ndarray:
-    return np.array(obs, dtype=np.float32)
-
-
-def _action_mask(info: dict[str, Any], n_actions: int) -> np.ndarray:
-    mask = np.asarray(info.get("action_mask"), dtype=bool)
-    if mask.shape != (n_actions,):
-        raise ValueError(f'info["action_mask"] must have shape ({n_actions},), got {mask.shape}')
-    return mask
 
 
 def _episode_seed(seed: int, episode: int) -> int:

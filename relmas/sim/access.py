@@ -62,6 +62,7 @@ __all__ = [
     "count_decision",
     "decision_count",
     "finished_count",
+    "finished_job",
     "idle_count",
     "is_idle",
     "job_arrival",
@@ -127,6 +128,12 @@ def decision_count(state: State) -> int:
 def finished_count(state: State) -> int:
     """Jobs finished so far."""
     return state.si[SI_DONE]
+
+
+@njit(cache=True)
+def finished_job(state: State, i: int) -> int:
+    """The `i`-th job to finish (0 <= i < finished_count)."""
+    return state.done_log[i]
 
 
 @njit(cache=True)

@@ -1,0 +1,225 @@
+"""The training loop's inner steps for the scheduling environment, fused into one jitted call.
+
+`relmas.rl.train` steps any Gymnasium environment from Python: per step the acting policy, the
+environment's `step`, the n-step window and the replay write are each a call from Python, and
+those calls cost several times the simulation itself. For `SchedulingEnv` with a slot rule as
+teacher (or none), `collect` runs the same steps in one kernel — the teacher rule
+(`relmas.rl.rules.rule_action`) or the epsilon-greedy network (`relmas.rl.network` forward pass,
+`relmas.rl.dqn.epsilon_greedy`), `relmas.rl.env.env_step`, `relmas.rl.replay.push_step` — up to
+the next step at which the loop has something else to do (learn, update the target, log,
+validate, checkpoint) or to the end of the episode. It calls exactly the functions the Python
+loop calls, so both give the same replay and the same weights (tested).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+from numba import njit
+
+from relmas.hw import jit_cache
+from relmas.policies import kernels as heuristic_kernels
+from relmas.policies import triage
+from relmas.rl import dqn, network, observation, replay, rules
+from relmas.rl import env as env_module
+from relmas.rl.dqn import DQNConfig, Learner, epsilon_at, epsilon_greedy, epsilon_schedule
+from relmas.rl.env import EnvArrays, SchedulingEnv, env_step
+from relmas.rl.network import NumpyWeights, forward_pass, numpy_q_values
+from relmas.rl.replay import NStepCollector, Transitions, Window, push_step
+from relmas.rl.rules import SlotRule, rule_action
+from relmas.sim import access
+from relmas.sim import kernels as engine_kernels
+from relmas.sim.kernels import entry_point
+
+
+@njit(cache=True)
+def collect(
+    E: EnvArrays,
+    W: Window,
+    R: Transitions,
+    cursor: np.ndarray,
+    gamma: float,
+    params: np.ndarray,
+    layout: np.ndarray,
+    n_heads: int,
+    preference: np.ndarray,
+    sizes: np.ndarray,
+    patient: bool,
+    gated: bool,
+    cut_pieces: np.ndarray,
+    schedule: np.ndarray,
+    teacher_steps: int,
+    explore_seed: int,
+    step: int,
+    stop: int,
+) -> tuple[int, bool, float]:
+    """Steps `step`, `step` + 1, ... before `stop`, or to the end of the episode: the rule of
+    (`preference` ... `cut_pieces`) acts before `teacher_steps`, then the network (`params`,
+    `layout`, `n_heads`) epsilon-greedily with epsilon = `epsilon_at(step, *schedule)`. Returns
+    (steps taken, terminated, sum of their rewards)."""
+    obs = np.empty_like(E.obs)
+    mask = np.empty_like(E.mask)
+    taken, terminated, rewards = 0, False, 0.0
+    while step + taken < stop and not terminated:
+        at = step + taken
+        expert = at < teacher_steps
+        if expert:
+            action = rule_action(E.obs, E.mask, preference, sizes, patient, gated, cut_pieces)
+        else:
+            epsilon = epsilon_at(at, schedule[0], schedule[1], schedule[2])
+            q_values = forward_pass(params, layout, n_heads, E.obs)
+            action = epsilon_greedy(q_values, E.mask, epsilon, explore_seed, at)
+        obs[:] = E.obs
+        mask[:] = E.mask
+        reward, _, terminated = env_step(E, action)
+        push_step(
+            W, R, cursor, gamma, obs, mask, action, reward, E.obs, E.mask, terminated, False, expert
+        )
+        rewards += reward
+        taken += 1
+    return taken, terminated, rewards
+
+
+# The cached kernel embeds everything it calls: recompile when one of these sources changes.
+jit_cache.refresh(
+    collect,
+    (engine_kernels, access, triage, heuristic_kernels, observation, env_module, rules, replay)
+    + (network, dqn, sys.modules[__name__]),
+    stamp="relmas-rl-collect.sha256",
+)
+
+
+Teacher = Callable[[np.ndarray, np.ndarray], int]  # (observation, mask) -> action
+
+
+class EpisodeSteps(Protocol):
+    def run(self, step: int, stop: int, acting: NumpyWeights) -> tuple[int, bool, float]:
+        """Steps `step`, `step` + 1, ... before `stop`, or to the end of the episode, acting with
+        the teacher before `teacher_steps`, then epsilon-greedily with `acting`; their
+        transitions go to the replay. Returns (steps taken, episode over, sum of rewards)."""
+        ...
+
+
+def episode_steps(
+    env: gym.Env,
+    obs: np.ndarray,
+    info: dict[str, Any],
+    teacher: Teacher | None,
+    collector: NStepCollector,
+    learner: Learner,
+    config: DQNConfig,
+) -> EpisodeSteps:
+    """The inner steps of the episode just reset (`obs`, `info`): fused (`collect`) for the
+    scheduling environment with a slot rule or no teacher, else one Python call per step."""
+    if isinstance(env, SchedulingEnv) and (teacher is None or isinstance(teacher, SlotRule)):
+        return FusedSteps(env, teacher, collector, learner, config)
+    return PythonSteps(env, obs, info, teacher, collector, learner, config)
+
+
+class FusedSteps:
+    """`collect` bound to one episode of a `SchedulingEnv`."""
+
+    def __init__(
+        self,
+        env: SchedulingEnv,
+        teacher: SlotRule | None,
+        collector: NStepCollector,
+        learner: Learner,
+        config: DQNConfig,
+    ) -> None:
+        self.env, self.collector, self.buffer = env, collector, learner.buffer
+        self.rule = teacher.kernel_arguments if teacher is not None else _no_rule(env)
+        self.schedule = np.array(epsilon_schedule(config))
+        self.teacher_steps, self.explore_seed = config.teacher_steps, learner.explore_seed
+        self._collect: Callable[..., tuple[int, bool, float]] | None = None
+
+    def run(self, step: int, stop: int, acting: NumpyWeights) -> tuple[int, bool, float]:
+        arguments = (
+            self.env.arrays,
+            self.collector.window,
+            self.buffer.transitions,
+            self.buffer.cursor,
+            self.collector.gamma,
+            acting.params,
+            acting.layout,
+            acting.n_heads,
+            *self.rule,
+            self.schedule,
+            self.teacher_steps,
+            self.explore_seed,
+            step,
+            stop,
+        )
+        if self._collect is None:  # Numba's type dispatch would cost more than a stretch of steps
+            self._collect = entry_point(collect, *arguments)
+        taken, terminated, rewards = self._collect(*arguments)
+        return int(taken), bool(terminated), float(rewards)
+
+
+def _no_rule(env: SchedulingEnv) -> tuple[np.ndarray, np.ndarray, bool, bool, np.ndarray]:
+    """`collect`'s rule arguments without a teacher (never used: there are no teacher steps)."""
+    empty = np.zeros(0, dtype=np.int64)
+    return empty, env.layout.sizes, False, False, empty
+
+
+class PythonSteps:
+    """The same steps for any Gymnasium environment with a `Discrete` action space and an
+    `info["action_mask"]`, one Python call each: the reference `collect` is tested against."""
+
+    def __init__(
+        self,
+        env: gym.Env,
+        obs: np.ndarray,
+        info: dict[str, Any],
+        teacher: Teacher | None,
+        collector: NStepCollector,
+        learner: Learner,
+        config: DQNConfig,
+    ) -> None:
+        self.env, self.teacher, self.collector = env, teacher, collector
+        self.buffer = learner.buffer
+        self.n_actions = int(env.action_space.n)
+        self.obs, self.mask = _observation(obs), _action_mask(info, self.n_actions)
+        self.schedule = epsilon_schedule(config)
+        self.teacher_steps, self.explore_seed = config.teacher_steps, learner.explore_seed
+
+    def run(self, step: int, stop: int, acting: NumpyWeights) -> tuple[int, bool, float]:
+        taken, over, rewards = 0, False, 0.0
+        while step + taken < stop and not over:
+            at = step + taken
+            expert = at < self.teacher_steps
+            if expert:
+                action = int(self.teacher(self.obs, self.mask))
+                if not self.mask[action]:
+                    raise ValueError(f"the teacher chose the invalid action {action}")
+            else:
+                epsilon = epsilon_at(at, *self.schedule)
+                q_values = numpy_q_values(acting, self.obs)
+                action = int(epsilon_greedy(q_values, self.mask, epsilon, self.explore_seed, at))
+            next_obs, reward, terminated, truncated, info = self.env.step(action)
+            next_obs, next_mask = _observation(next_obs), _action_mask(info, self.n_actions)
+            self.collector.push(
+                self.buffer,
+                *(self.obs, self.mask, action, float(reward), next_obs, next_mask),
+                *(terminated, truncated, expert),
+            )
+            self.obs, self.mask = next_obs, next_mask
+            rewards += float(reward)
+            taken += 1
+            over = terminated or truncated
+        return taken, over, rewards
+
+
+def _observation(obs: Any) -> np.ndarray:
+    return np.array(obs, dtype=np.float32)
+
+
+def _action_mask(info: dict[str, Any], n_actions: int) -> np.ndarray:
+    mask = np.asarray(info.get("action_mask"), dtype=bool)
+    if mask.shape != (n_actions,):
+        raise ValueError(f'info["action_mask"] must have shape ({n_actions},), got {mask.shape}')
+    return mask
