@@ -2,15 +2,18 @@
 
     .venv/bin/python benchmarks/bench_train_steps.py [--config config/quick.yaml] [--scenario mixed]
         [--steps 20000] [--costs DIR] [--variants FILE.yaml] [--repeats 3] [--profile VARIANT]
+        [--baseline CHECKOUT]
 
 Trains one agent for `--steps` steps (one validation trace, so that validation costs little) and
 reports the median steps/s over the learner's log intervals, wall and CPU, leaving out the intervals
 that hold a validation. With `--variants` (a YAML mapping a variant name to overrides of
 `training:`, as for bench_learner.py) every variant is trained `--repeats` times, the variants
 alternating, and each gets the median of its repeats and its ratio to the configuration as is, all
-measured in one window. `--profile VARIANT` instead trains that variant once under cProfile and
-prints where the time goes (cProfile inflates Python calls: read shares, not speeds). Run it on two
-checkouts alternately (`PYTHONPATH=<checkout>`) to compare code; cost tables are profiled into
+measured in one window. `--baseline CHECKOUT` also runs that checkout's own copy of this script
+(its code, its configuration as is; in a subprocess with PYTHONPATH=CHECKOUT) once per repeat,
+alternating with the variants, and gives every variant its ratio to it: old and new code in one
+window. `--profile VARIANT` instead trains that variant once under cProfile and prints where the
+time goes (cProfile inflates Python calls: read shares, not speeds). Cost tables are profiled into
 `--costs` once and reused.
 """
 
@@ -20,8 +23,11 @@ import argparse
 import copy
 import cProfile
 import json
+import os
 import pstats
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -64,6 +70,22 @@ def steps_per_second(config: dict, scenario: str, steps: int, costs: Path) -> di
     }
 
 
+def baseline_steps_per_second(checkout: Path, args: argparse.Namespace) -> dict[str, float]:
+    """One run of `checkout`'s own bench_train_steps.py on its configuration as is: its CPU
+    steps/s (the key of its last JSON line, whichever of the script's versions printed it)."""
+    command = [sys.executable, str(checkout / "benchmarks" / "bench_train_steps.py")]
+    command += ["--config", args.config, "--scenario", args.scenario, "--steps", str(args.steps)]
+    command += ["--costs", str(args.costs.resolve() / "baseline")]
+    environment = {**os.environ, "PYTHONPATH": str(checkout)}
+    done = subprocess.run(
+        command, cwd=checkout, env=environment, capture_output=True, text=True, check=True
+    )
+    last = json.loads(done.stdout.strip().splitlines()[-1])
+    cpu = last.get("median_cpu_steps_per_s", last.get("cpu_steps_per_s"))
+    wall = last.get("median_wall_steps_per_s", last.get("wall_steps_per_s"))
+    return {"cpu_steps_per_s": float(cpu), "wall_steps_per_s": float(wall)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="config/quick.yaml")
@@ -73,6 +95,7 @@ def main() -> None:
     parser.add_argument("--variants", type=Path, default=None)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", default=None, metavar="VARIANT")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="CHECKOUT")
     args = parser.parse_args()
 
     raw = load_yaml(args.config)
@@ -99,10 +122,21 @@ def main() -> None:
         pstats.Stats(profile).sort_stats("tottime").print_stats(30)
         return
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
+    baseline_name = f"baseline {args.baseline}" if args.baseline is not None else None
+    if baseline_name is not None:
+        runs[baseline_name] = []
+        repeats = args.repeats
     for _ in range(repeats):
+        if baseline_name is not None:
+            runs[baseline_name].append(baseline_steps_per_second(args.baseline, args))
         for name, config in configs.items():
             runs[name].append(steps_per_second(config, args.scenario, args.steps, args.costs))
     base = statistics.median(run["cpu_steps_per_s"] for run in runs[AS_CONFIGURED])
+    old = (
+        statistics.median(run["cpu_steps_per_s"] for run in runs[baseline_name])
+        if baseline_name is not None
+        else None
+    )
     for name, measured in runs.items():
         cpu = statistics.median(run["cpu_steps_per_s"] for run in measured)
         wall = statistics.median(run["wall_steps_per_s"] for run in measured)
@@ -115,6 +149,8 @@ def main() -> None:
             "median_wall_steps_per_s": round(wall),
             "cpu_ratio_to_as_configured": round(cpu / base, 2),
         }
+        if old is not None:
+            figures["cpu_ratio_to_baseline"] = round(cpu / old, 2)
         print(json.dumps(figures))
 
 
