@@ -7,9 +7,10 @@ Runs each agent greedily on the scenario's first validation trace and asks, at e
 its teacher (the slot rule with the best validation SLA, agent.json) would have chosen in the same
 state; prints how many decisions differ and the most frequent (teacher slot group -> agent slot
 group) pairs. A deviation that a rule could express is a baseline to add before claiming the
-agent's gain (docs/relmas.md, "Headroom"). With `--evaluation` it also runs the agent and its
-teacher alone on the evaluation traces of a finished study and prints both SLA rates per seed: how
-much of the agent's lead over the best baseline its teacher rule already has.
+agent's gain (docs/relmas.md, "Headroom"). With `--evaluation` it also runs the agent, its teacher
+alone and the teacher's eager form (`relmas.rl.rules.eager_form`: the deviation agents take most,
+as a rule) on the evaluation traces of a finished study and prints their SLA rates per seed: how
+much of the agent's lead over the best baseline a rule already has.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from relmas.evaluate import load_job_trace
 from relmas.paths import ResultPaths
 from relmas.rl.agent import load_agent
 from relmas.rl.env import SchedulingEnv
-from relmas.rl.rules import slot_rules
+from relmas.rl.rules import eager_form, slot_rules
 from relmas.rl.run import rollout
 from relmas.rl.settings import parse_training
 from relmas.study import Study
@@ -71,14 +72,17 @@ def main() -> None:
             print(f"    teacher {taught} -> agent {chosen}: {count}")
         if not args.evaluation:
             continue
+        runs = {"teacher": teacher, "eager": eager_form(teacher), "agent": policy}
         rates = []
         for seed in config["evaluation"]["seeds"]:
             jobs = load_job_trace(paths.workload(args.scenario, seed), tables)
             env = SchedulingEnv(system, tables, jobs, observation, settings.reward, 1.0)
-            rates.append([rollout(env, run)["sla_rate"] for run in (teacher, policy)])
-            print(f"    seed {seed}: teacher {rates[-1][0]:.3f}, agent {rates[-1][1]:.3f}")
-        teacher_mean, agent_mean = np.mean(rates, axis=0)
-        print(f"    evaluation mean: teacher {teacher_mean:.4f}, agent {agent_mean:.4f}")
+            rates.append([rollout(env, run)["sla_rate"] for run in runs.values()])
+            shown = ", ".join(f"{n} {r:.3f}" for n, r in zip(runs, rates[-1], strict=True))
+            print(f"    seed {seed}: {shown}")
+        means = ", ".join(f"{n} {r:.4f}" for n, r in zip(runs, np.mean(rates, 0), strict=True))
+        above = sum(agent > eager for _, eager, agent in rates)
+        print(f"    evaluation mean: {means}; agent above eager on {above} of {len(rates)}")
 
 
 if __name__ == "__main__":

@@ -21,10 +21,10 @@ from relmas.rl.checkpoint import load_checkpoint, load_network, load_policy
 from relmas.rl.dqn import (
     DQNConfig,
     dqn_target,
-    large_margin_loss,
-    linear_epsilon,
     epsilon_greedy,
     explore_uniform,
+    large_margin_loss,
+    linear_epsilon,
     margin_weight_at,
     update_target,
 )
@@ -187,7 +187,7 @@ def test_epsilon_greedy_rejects_a_mask_without_valid_action():
 
 def test_exploration_draws_are_uniform_and_depend_only_on_seed_step_and_draw():
     draws = np.array([explore_uniform(7, step, 0) for step in range(20_000)])
-    assert 0.0 <= draws.min() and draws.max() < 1.0
+    assert draws.min() >= 0.0 and draws.max() < 1.0
     counts = np.histogram(draws, bins=10, range=(0.0, 1.0))[0]
     assert counts.min() > 1_800 and counts.max() < 2_200  # 2,000 expected per tenth
     assert explore_uniform(7, 123, 0) == explore_uniform(7, 123, 0)

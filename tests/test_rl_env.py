@@ -36,7 +36,7 @@ from relmas.rl.network import (
 from relmas.rl.observation import GlobalFeature, SlotFeature
 from relmas.rl.overhead import overhead_metrics
 from relmas.rl.replay import NStepCollector
-from relmas.rl.rules import cut_form, slot_rules
+from relmas.rl.rules import cut_form, eager_form, slot_rules
 from relmas.rl.run import rollout, train_scenario
 from relmas.rl.settings import parse_training
 from relmas.rl.train import train
@@ -312,6 +312,37 @@ def test_holding_rules_skip_what_they_hold_back_and_wait_only_when_they_hold_all
             held_starts += held[offered].any()  # it passed over a held slot
         obs, _, done, _, info = env.step(action)
     assert waits > 0 and held_starts > 0
+
+
+def test_eager_form_starts_the_hopeless_job_after_its_first_choice_and_never_holds_it(tables):
+    """The eager form of a holding rule takes its first slot if valid and not held back, else
+    the hopeless slot whenever one is offered (held back or not), else acts as the rule: it
+    never waits while a hopeless job is offered. Each case happens."""
+    settings = observation_settings(candidates=2, reference="sjf")
+    env = make_env(tables, 5, observation=settings)
+    layout = env.layout
+    rule = slot_rules(settings, layout)["shortest_feasible_patient_gated"]
+    eager = eager_form(rule)
+    hopeless = layout.slots - 1
+    obs, info = env.reset()
+    done, cases = False, set()
+    while not done:
+        mask = info["action_mask"]
+        action, taught = eager(obs, mask), rule(obs, mask)
+        first = rule.preference[0]
+        held = held_back(env, True, True)
+        if mask[layout.action(first)] and not held[first]:
+            assert action == taught == layout.action(first)
+            cases.add("first")
+        elif mask[layout.action(hopeless)]:
+            assert action == layout.action(hopeless)
+            cases.add("same" if taught == action else "other")
+            cases.add("held" if held[hopeless] else "free")
+        else:
+            assert action == taught
+            cases.add("rule")
+        obs, _, done, _, info = env.step(action)
+    assert cases == {"first", "same", "other", "held", "free", "rule"}, cases
 
 
 RULE_BASELINES = catalog.of_kind("rule")  # named <ranking>_feasible<form>

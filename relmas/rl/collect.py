@@ -50,6 +50,7 @@ def collect(
     sizes: np.ndarray,
     patient: bool,
     gated: bool,
+    eager_hopeless: bool,
     cut_pieces: np.ndarray,
     schedule: np.ndarray,
     teacher_steps: int,
@@ -57,10 +58,10 @@ def collect(
     step: int,
     stop: int,
 ) -> tuple[int, bool, float]:
-    """Steps `step`, `step` + 1, ... before `stop`, or to the end of the episode: the rule of
-    (`preference` ... `cut_pieces`) acts before `teacher_steps`, then the network (`params`,
-    `layout`, `n_heads`) epsilon-greedily with epsilon = `epsilon_at(step, *schedule)`. Returns
-    (steps taken, terminated, sum of their rewards)."""
+    """Steps `step`, `step` + 1, ... before `stop`, or to the end of the episode: the slot rule
+    of (`preference` ... `cut_pieces`, `rule_action`'s) acts before `teacher_steps`, then the
+    network (`params`, `layout`, `n_heads`) epsilon-greedily with epsilon =
+    `epsilon_at(step, *schedule)`. Returns (steps taken, terminated, sum of their rewards)."""
     obs = np.empty_like(E.obs)
     mask = np.empty_like(E.mask)
     taken, terminated, rewards = 0, False, 0.0
@@ -68,7 +69,9 @@ def collect(
         at = step + taken
         expert = at < teacher_steps
         if expert:
-            action = rule_action(E.obs, E.mask, preference, sizes, patient, gated, cut_pieces)
+            action = rule_action(
+                E.obs, E.mask, preference, sizes, patient, gated, eager_hopeless, cut_pieces
+            )
         else:
             epsilon = epsilon_at(at, schedule[0], schedule[1], schedule[2])
             q_values = forward_pass(params, layout, n_heads, E.obs)
@@ -160,10 +163,12 @@ class FusedSteps:
         return int(taken), bool(terminated), float(rewards)
 
 
-def _no_rule(env: SchedulingEnv) -> tuple[np.ndarray, np.ndarray, bool, bool, np.ndarray]:
+def _no_rule(
+    env: SchedulingEnv,
+) -> tuple[np.ndarray, np.ndarray, bool, bool, bool, np.ndarray]:
     """`collect`'s rule arguments without a teacher (never used: there are no teacher steps)."""
     empty = np.zeros(0, dtype=np.int64)
-    return empty, env.layout.sizes, False, False, empty
+    return empty, env.layout.sizes, False, False, False, empty
 
 
 class PythonSteps:

@@ -59,24 +59,27 @@ class SlotRule:
     """Act by `preference` (slots; the last entry is wait) on `layout`'s actions, whole layers
     only unless `cut_pieces` (pieces of each split variant, 1 for the whole layer) is given.
     `patient`: skip the slots whose layer would end sooner on a busy instance; `gated`: skip the
-    slots whose start would oversubscribe the bandwidth."""
+    slots whose start would oversubscribe the bandwidth; `eager_hopeless`: except the hopeless
+    slot's."""
 
     preference: tuple[int, ...]
     layout: Layout
     cut_pieces: tuple[int, ...] | None = None
     patient: bool = False
     gated: bool = False
+    eager_hopeless: bool = False  # never hold back the hopeless slot (see `eager_form`)
 
     def __call__(self, obs: np.ndarray, mask: np.ndarray) -> int:
         return int(rule_action(obs, mask, *self.kernel_arguments))
 
     @cached_property
-    def kernel_arguments(self) -> tuple[np.ndarray, np.ndarray, bool, bool, np.ndarray]:
+    def kernel_arguments(self) -> tuple[np.ndarray, np.ndarray, bool, bool, bool, np.ndarray]:
         """`rule_action`'s arguments after the observation and the mask: for a kernel that acts
         by this rule itself (`relmas.rl.collect`)."""
         cut_pieces = np.array(self.cut_pieces or (), dtype=np.int64)
         preference = np.array(self.preference, dtype=np.int64)
-        return preference, self.layout.sizes, self.patient, self.gated, cut_pieces
+        eager = self.eager_hopeless
+        return preference, self.layout.sizes, self.patient, self.gated, eager, cut_pieces
 
 
 @njit(cache=True)
@@ -87,6 +90,7 @@ def rule_action(
     sizes: np.ndarray,
     patient: bool,
     gated: bool,
+    eager_hopeless: bool,
     cut_pieces: np.ndarray,
 ) -> int:
     """The action of the slot rule (`SlotRule`'s fields; `cut_pieces` empty: whole layers): the
@@ -100,8 +104,9 @@ def rule_action(
             continue
         if action == wait:
             return action
-        held = (patient and waits_for_busy(obs, sizes, slot)) or (
-            gated and oversubscribes(obs, sizes, slot)
+        held = not (eager_hopeless and slot == slots - 1) and (
+            (patient and waits_for_busy(obs, sizes, slot))
+            or (gated and oversubscribes(obs, sizes, slot))
         )
         if not held:
             return _cut(obs, mask, sizes, slot, cut_pieces)
@@ -158,6 +163,17 @@ def slot_rules(settings: ObservationSettings, layout: Layout) -> dict[str, SlotR
         for suffix, (patient, gated) in HOLDING_FORMS.items():
             rules[name + suffix] = SlotRule(held, layout, patient=patient, gated=gated)
     return rules
+
+
+def eager_form(rule: SlotRule) -> SlotRule:
+    """`rule` starting the hopeless job (the least remaining work among those that can no longer
+    meet their deadline) right after its own first choice, before the reference and the other
+    candidates, and never holding it back: what trained agents do most where they leave their
+    teacher (docs/relmas.md, "Headroom"), as a rule, so that it can be measured apart from them."""
+    hopeless = rule.layout.slots - 1
+    first, *rest = rule.preference
+    preference = (first, hopeless, *(slot for slot in rest if slot != hopeless))
+    return replace(rule, preference=preference, eager_hopeless=True)
 
 
 def cut_form(rule: SlotRule, cut_pieces: tuple[int, ...]) -> SlotRule:
