@@ -28,8 +28,8 @@ from relmas.rl import dqn, network, observation, replay, rules
 from relmas.rl import env as env_module
 from relmas.rl.dqn import DQNConfig, Learner, epsilon_at, epsilon_greedy, epsilon_schedule
 from relmas.rl.env import EnvArrays, SchedulingEnv, env_step
-from relmas.rl.network import NumpyWeights, forward_pass, numpy_q_values
-from relmas.rl.replay import NStepCollector, Transitions, Window, push_step
+from relmas.rl.network import GreedyPolicy, NumpyWeights, forward_pass, numpy_q_values
+from relmas.rl.replay import NStepCollector, ReplayBuffer, Transitions, Window, push_step
 from relmas.rl.rules import SlotRule, rule_action
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
@@ -57,11 +57,14 @@ def collect(
     explore_seed: int,
     step: int,
     stop: int,
+    counts: np.ndarray,
+    store: bool,
 ) -> tuple[int, bool, float]:
     """Steps `step`, `step` + 1, ... before `stop`, or to the end of the episode: the slot rule
     of (`preference` ... `cut_pieces`, `rule_action`'s) acts before `teacher_steps`, then the
     network (`params`, `layout`, `n_heads`) epsilon-greedily with epsilon =
-    `epsilon_at(step, *schedule)`. Returns (steps taken, terminated, sum of their rewards)."""
+    `epsilon_at(step, *schedule)`; `counts[action]` counts the actions taken and, with `store`,
+    the transitions go to the replay. Returns (steps taken, terminated, sum of their rewards)."""
     obs = np.empty_like(E.obs)
     mask = np.empty_like(E.mask)
     taken, terminated, rewards = 0, False, 0.0
@@ -76,12 +79,26 @@ def collect(
             epsilon = epsilon_at(at, schedule[0], schedule[1], schedule[2])
             q_values = forward_pass(params, layout, n_heads, E.obs)
             action = epsilon_greedy(q_values, E.mask, epsilon, explore_seed, at)
+        counts[action] += 1
         obs[:] = E.obs
         mask[:] = E.mask
         reward, _, terminated = env_step(E, action)
-        push_step(
-            W, R, cursor, gamma, obs, mask, action, reward, E.obs, E.mask, terminated, False, expert
-        )
+        if store:
+            push_step(
+                W,
+                R,
+                cursor,
+                gamma,
+                obs,
+                mask,
+                action,
+                reward,
+                E.obs,
+                E.mask,
+                terminated,
+                False,
+                expert,
+            )
         rewards += reward
         taken += 1
     return taken, terminated, rewards
@@ -138,6 +155,7 @@ class FusedSteps:
         self.rule = teacher.kernel_arguments if teacher is not None else _no_rule(env)
         self.schedule = np.array(epsilon_schedule(config))
         self.teacher_steps, self.explore_seed = config.teacher_steps, learner.explore_seed
+        self.counts = np.zeros(env.layout.actions, dtype=np.int64)  # not read in training
         self._collect: Callable[..., tuple[int, bool, float]] | None = None
 
     def run(self, step: int, stop: int, acting: NumpyWeights) -> tuple[int, bool, float]:
@@ -156,11 +174,48 @@ class FusedSteps:
             self.explore_seed,
             step,
             stop,
+            self.counts,
+            True,
         )
         if self._collect is None:  # Numba's type dispatch would cost more than a stretch of steps
             self._collect = entry_point(collect, *arguments)
         taken, terminated, rewards = self._collect(*arguments)
         return int(taken), bool(terminated), float(rewards)
+
+
+def play(env: SchedulingEnv, policy: GreedyPolicy | SlotRule) -> np.ndarray:
+    """Run the episode of `env` just reset to its end, greedily by the network of `policy` or by
+    the slot rule `policy`, in one `collect` call that stores nothing: how often each action was
+    taken (validation, and scoring the slot rules, run a whole trace at a time)."""
+    layout = env.layout
+    if isinstance(policy, GreedyPolicy):
+        weights, rule, teacher_steps = policy.weights, _no_rule(env), 0
+    else:
+        no_network = np.zeros(0, np.float32), np.zeros((0, 4), np.int64), 1
+        weights, rule, teacher_steps = NumpyWeights(*no_network), policy.kernel_arguments, 2**62
+    unused = NStepCollector(1, 1.0, layout.size, layout.actions).window
+    nothing = ReplayBuffer(1, layout.size, layout.actions, seed=0)
+    counts = np.zeros(layout.actions, dtype=np.int64)
+    arguments = (
+        env.arrays,
+        unused,
+        nothing.transitions,
+        nothing.cursor,
+        1.0,
+        weights.params,
+        weights.layout,
+        weights.n_heads,
+        *rule,
+        np.array([0.0, 0.0, 1.0]),  # epsilon 0: greedy
+        teacher_steps,
+        0,
+        0,
+        2**62,
+        counts,
+        False,
+    )
+    entry_point(collect, *arguments)(*arguments)
+    return counts
 
 
 def _no_rule(

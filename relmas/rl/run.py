@@ -27,8 +27,9 @@ from relmas.evaluate import simulate
 from relmas.hw.spec import Spec
 from relmas.rl.agent import AgentInfo, write_agent_info
 from relmas.rl.checkpoint import BEST, load_network
+from relmas.rl.collect import play
 from relmas.rl.env import SchedulingEnv
-from relmas.rl.network import QNetwork
+from relmas.rl.network import GreedyPolicy, QNetwork
 from relmas.rl.observation import FEATURES_VERSION, ObservationSettings
 from relmas.rl.overhead import decision_cost
 from relmas.rl.rules import CUT_SUFFIX, SlotRule, cut_form, slot_rules
@@ -42,7 +43,7 @@ from relmas.sim.system import System
 from relmas.study import Study
 from relmas.workload import generate_trace
 
-Policy = Callable[[np.ndarray, np.ndarray], int]  # (observation, mask) -> action
+Policy = GreedyPolicy | SlotRule  # what `rollout` runs: the network greedily, or a slot rule
 
 
 @dataclass(frozen=True)
@@ -255,22 +256,21 @@ def cheapest_decision(network: QNetwork, specs: Mapping[str, Spec]) -> dict[str,
 
 
 def rollout(env: SchedulingEnv, policy: Policy) -> dict[str, float]:
-    """Run `policy(obs, mask)` greedily through one episode of `env`: its episode metrics, the
-    share of its decisions that went to each kind of slot or waited (`share_<group>`) and, for a
-    resizing agent, the share that cut a layer (`share_split`)."""
+    """Run the network's greedy policy or a slot rule through one episode of `env` (one jitted
+    call, `relmas.rl.collect.play`): its episode metrics, the share of its decisions that went
+    to each kind of slot or waited (`share_<group>`) and, for a resizing agent, the share that
+    cut a layer (`share_split`)."""
+    layout = env.layout
+    env.reset()
+    counts = play(env, policy)
     groups = env.observation_settings.slot_groups()
-    counts = dict.fromkeys(groups, 0)
+    total = int(counts.sum())
+    shares = dict.fromkeys((f"share_{group}" for group in groups), 0.0)
     splits = 0
-    obs, info = env.reset()
-    done = False
-    while not done:
-        action = policy(obs, info["action_mask"])
-        counts[groups[env.layout.slot_of(action)]] += 1
-        splits += env.layout.variant_of(action) > 0
-        obs, _, done, _, info = env.step(action)
-    total = sum(counts.values())
-    shares = {f"share_{group}": count / total for group, count in counts.items()}
-    if env.layout.variants > 1:
+    for action in np.flatnonzero(counts):
+        shares[f"share_{groups[layout.slot_of(action)]}"] += counts[action] / total
+        splits += counts[action] if layout.variant_of(action) > 0 else 0
+    if layout.variants > 1:
         shares["share_split"] = splits / total
     return {**env.episode_metrics(), **shares}
 
