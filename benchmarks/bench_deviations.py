@@ -5,12 +5,13 @@
 
 Runs each agent greedily on the scenario's first validation trace and asks, at every decision, what
 its teacher (the slot rule with the best validation SLA, agent.json) would have chosen in the same
-state; prints how many decisions differ and the most frequent (teacher slot group -> agent slot
-group) pairs. A deviation that a rule could express is a baseline to add before claiming the
-agent's gain (docs/relmas.md, "Headroom"). With `--evaluation` it also runs the agent, its teacher
-alone and the teacher's eager form (`relmas.rl.rules.eager_form`: the deviation agents take most,
-as a rule) on the evaluation traces of a finished study and prints their SLA rates per seed: how
-much of the agent's lead over the best baseline a rule already has.
+state; prints how many decisions start another job (or wait where the teacher starts, or the
+reverse: two slots holding the same job are the same decision) and the most frequent (teacher slot
+group -> agent slot group) pairs. A deviation that a rule could express is a baseline to add before
+claiming the agent's gain (docs/relmas.md, "Headroom"). With `--evaluation` it also runs the agent,
+its teacher alone and, for a gated teacher, the teacher's ordered form (`_patient_gated_ordered`:
+the deviation agents took most, as a rule) on the evaluation traces of a finished study and prints
+their SLA rates per seed: how much of the agent's lead over the best baseline a rule already has.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from relmas.evaluate import load_job_trace
 from relmas.paths import ResultPaths
 from relmas.rl.agent import load_agent
 from relmas.rl.env import SchedulingEnv
-from relmas.rl.rules import eager_form, slot_rules
+from relmas.rl.rules import slot_rules
 from relmas.rl.run import rollout
 from relmas.rl.settings import parse_training
 from relmas.study import Study
@@ -51,7 +52,8 @@ def main() -> None:
         observation = info.observation
         teacher_name = max(info.rules_validation, key=info.rules_validation.__getitem__)
         env = SchedulingEnv(system, tables, trace, observation, settings.reward, 1.0)
-        teacher = slot_rules(observation, env.layout)[teacher_name]
+        rules = slot_rules(observation, env.layout)
+        teacher = rules[teacher_name]
         groups = observation.slot_groups()
         pairs: collections.Counter[tuple[str, str]] = collections.Counter()
         obs, step_info = env.reset()
@@ -60,7 +62,7 @@ def main() -> None:
             mask = step_info["action_mask"]
             chosen, taught = policy(obs, mask), teacher(obs, mask)
             decisions += 1
-            if chosen != taught:
+            if _decision(env, chosen) != _decision(env, taught):
                 pairs[groups[env.layout.slot_of(taught)], groups[env.layout.slot_of(chosen)]] += 1
             obs, _, over, _, step_info = env.step(chosen)
         sla = env.episode_metrics()["sla_rate"]
@@ -72,7 +74,9 @@ def main() -> None:
             print(f"    teacher {taught} -> agent {chosen}: {count}")
         if not args.evaluation:
             continue
-        runs = {"teacher": teacher, "eager": eager_form(teacher), "agent": policy}
+        runs = {"teacher": teacher, "agent": policy}
+        if teacher_name.endswith("_gated"):
+            runs["ordered"] = rules[f"{teacher_name}_ordered"]
         rates = []
         for seed in config["evaluation"]["seeds"]:
             jobs = load_job_trace(paths.workload(args.scenario, seed), tables)
@@ -81,8 +85,15 @@ def main() -> None:
             shown = ", ".join(f"{n} {r:.3f}" for n, r in zip(runs, rates[-1], strict=True))
             print(f"    seed {seed}: {shown}")
         means = ", ".join(f"{n} {r:.4f}" for n, r in zip(runs, np.mean(rates, 0), strict=True))
-        above = sum(agent > eager for _, eager, agent in rates)
-        print(f"    evaluation mean: {means}; agent above eager on {above} of {len(rates)}")
+        print(f"    evaluation mean: {means}")
+
+
+def _decision(env: SchedulingEnv, action: int) -> tuple[int, int]:
+    """What `action` does: (the job it starts, -1 to wait; the split variant)."""
+    layout = env.layout
+    if action == layout.actions - 1:
+        return -1, 0
+    return int(env.arrays.slots[layout.slot_of(action)]), layout.variant_of(action)
 
 
 if __name__ == "__main__":

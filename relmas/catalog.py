@@ -66,6 +66,8 @@ CATALOG: tuple[PolicyEntry, ...] = (
     PolicyEntry("sjf_feasible_patient_gated", "rule", _RULES),
     PolicyEntry("edf_feasible_patient", "rule", _RULES),
     PolicyEntry("edf_feasible_patient_gated", "rule", _RULES),
+    PolicyEntry("sjf_feasible_patient_gated_ordered", "rule", _RULES),
+    PolicyEntry("edf_feasible_patient_gated_ordered", "rule", _RULES),
     PolicyEntry("ga_offline", "offline", "relmas.policies.ga_offline", options="ga"),
     PolicyEntry("gacer", "search", "relmas.policies.gacer", options="gacer", resizing=True),
     PolicyEntry("relmas", "learned", "relmas.rl.policy"),

@@ -80,7 +80,7 @@ def _rollout(
     job: int,
     accelerator: int,
     end: float,
-    rule: tuple[int, bool, bool],
+    rule: tuple[int, bool, bool, bool],
     clairvoyant: bool,
     out_job: np.ndarray,
     out_acc: np.ndarray,
@@ -99,7 +99,7 @@ def _rollout(
             return -np.inf  # waited with nothing to come
         if status != STATUS_DECISION or access.now(D) >= end:
             return _score(T, D, known)
-        out_job[0], out_acc[0] = choose(T, D, rule[0], rule[1], rule[2])
+        out_job[0], out_acc[0] = choose(T, D, rule[0], rule[1], rule[2], rule[3])
         apply(T, D, out_job, out_acc, 1 if out_job[0] >= 0 else 0)
 
 
@@ -151,22 +151,22 @@ def run_rollout(
     T: Tables,
     S: State,
     D: State,
-    rule: tuple[int, bool, bool],
+    rule: tuple[int, bool, bool, bool],
     horizon_s: float,
     candidates: int,
     clairvoyant: bool,
     per_type: bool,
     stats: np.ndarray,
 ) -> int:
-    """Simulate to the end deciding by rollouts of `rule` (rank, patient, gated); D is scratch
-    state of S's shape. stats[0] counts the decisions that left the rule, stats[1] all."""
+    """Simulate to the end deciding by rollouts of `rule` (`RuleBaseline.parameters`); D is
+    scratch state of S's shape. stats[0] counts the decisions that left the rule, stats[1] all."""
     out_job, out_acc = np.zeros(1, np.int64), np.zeros(1, np.int64)
     jobs = np.empty(2 * candidates + 4, np.int64)  # + rule, reference, hopeless, wait
     while True:
         status = advance(T, S)
         if status != STATUS_DECISION:
             return status
-        first, first_acc = choose(T, S, rule[0], rule[1], rule[2])
+        first, first_acc = choose(T, S, rule[0], rule[1], rule[2], rule[3])
         end = access.now(S) + horizon_s
         n = _candidates(T, S, first, candidates, jobs)
         best = _rollout(T, S, D, first, first_acc, end, rule, clairvoyant, out_job, out_acc)
@@ -233,11 +233,10 @@ def improve_by_rollout(
     if not isinstance(policy, RuleBaseline):
         raise ValueError(f"rollouts follow a rule baseline, not {rule!r}")
     stats = np.zeros(2, dtype=np.int64)
-    parameters = (policy.rank, policy.patient, policy.gated)
     engine.run_jitted(
         run_rollout,
         engine.snapshot(),
-        parameters,
+        policy.parameters,
         float(horizon_s),
         int(candidates),
         bool(clairvoyant),

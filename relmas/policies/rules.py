@@ -13,7 +13,9 @@ remaining work (the slot rules' preference with every ready job a candidate), an
 they do not hold back. When they hold back all of them they wait, if waiting is allowed as in the
 agent's mask (something runs or a job is still to arrive, and no candidate could start on an
 instance of its fastest type or none would start without oversubscribing the bandwidth);
-otherwise they start the rule's pick.
+otherwise they start the rule's pick. `_patient_gated_ordered` holds back for the bandwidth only
+where it may wait: when something will start anyway, it tries its candidates in the same order
+holding back only for a busy instance (the slot rules' form of the same name).
 
 One decision starts at most one job, as the agent's does, so the next decision (at the same time
 while an instance is idle and a job ready) sees it running: a rule baseline gives the same schedule
@@ -98,7 +100,9 @@ def _may_wait(T: Tables, S: State, hopeless: int, running_demand: float) -> bool
 
 
 @njit(cache=True)
-def choose(T: Tables, S: State, rank: int, patient: bool, gated: bool) -> tuple[int, int]:
+def choose(
+    T: Tables, S: State, rank: int, patient: bool, gated: bool, ordered: bool
+) -> tuple[int, int]:
     """One decision of a rule baseline: (job, instance) to start, or (-1, -1) to wait."""
     access.refresh_rates(S)
     now = access.now(S)
@@ -120,6 +124,8 @@ def choose(T: Tables, S: State, rank: int, patient: bool, gated: bool) -> tuple[
     preferred = first if first >= 0 else reference
     if patient or gated:
         running_demand, busy_left, _ = scan_instances(S)
+        may_wait = _may_wait(T, S, hopeless, running_demand)
+        gated = gated and not (ordered and not may_wait)
         for job in (first, reference):
             if job >= 0 and not _held(T, S, job, patient, gated, running_demand, busy_left):
                 return job, fastest_idle(T, S, access.job_next_row(S, job))
@@ -141,7 +147,7 @@ def choose(T: Tables, S: State, rank: int, patient: bool, gated: bool) -> tuple[
             other = hopeless
         if other >= 0:
             return other, fastest_idle(T, S, access.job_next_row(S, other))
-        if _may_wait(T, S, hopeless, running_demand):
+        if may_wait:
             return -1, -1
     return preferred, fastest_idle(T, S, access.job_next_row(S, preferred))
 
@@ -155,13 +161,14 @@ def run_rule(
     rank: int,
     patient: bool,
     gated: bool,
+    ordered: bool,
 ) -> int:
     """Simulate to the end (or to a full timeline buffer) deciding with a rule baseline."""
     while True:
         status = advance(T, S)
         if status != STATUS_DECISION:
             return status
-        out_job[0], out_acc[0] = choose(T, S, rank, patient, gated)
+        out_job[0], out_acc[0] = choose(T, S, rank, patient, gated, ordered)
         apply_decision(T, S, out_job, out_acc, 1 if out_job[0] >= 0 else 0)
 
 
@@ -179,25 +186,29 @@ class RuleBaseline(Policy):
     rank: ClassVar[int]
     patient: ClassVar[bool] = False
     gated: ClassVar[bool] = False
+    ordered: ClassVar[bool] = False  # gated only where it may wait
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed  # deterministic: accepted like every policy's
 
     def reset(self, engine: Engine) -> None:
         self._choose = engine_kernels.entry_point(
-            choose, engine.kernel_tables, engine.state, self.rank, self.patient, self.gated
+            choose, engine.kernel_tables, engine.state, *self.parameters
         )
         self._out = (np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
 
+    @property
+    def parameters(self) -> tuple[int, bool, bool, bool]:
+        """(rank, patient, gated, ordered): `choose`'s arguments after the engine's arrays."""
+        return self.rank, self.patient, self.gated, self.ordered
+
     def decide(self, view: DecisionView) -> list[tuple[int, int]]:
         engine = view.engine
-        job, accelerator = self._choose(
-            engine.kernel_tables, engine.state, self.rank, self.patient, self.gated
-        )
+        job, accelerator = self._choose(engine.kernel_tables, engine.state, *self.parameters)
         return [] if job < 0 else [(int(job), int(accelerator))]
 
     def run_to_completion(self, engine: Engine) -> bool:
-        engine.run_jitted(run_rule, *self._out, self.rank, self.patient, self.gated)
+        engine.run_jitted(run_rule, *self._out, *self.parameters)
         return True
 
 
@@ -247,3 +258,19 @@ class EDFFeasiblePatientGated(EDFFeasiblePatient):
 
     name = "edf_feasible_patient_gated"
     gated = True
+
+
+@register("sjf_feasible_patient_gated_ordered")
+class SJFFeasiblePatientGatedOrdered(SJFFeasiblePatientGated):
+    """`sjf_feasible_patient_gated` holding back for the bandwidth only where it may wait."""
+
+    name = "sjf_feasible_patient_gated_ordered"
+    ordered = True
+
+
+@register("edf_feasible_patient_gated_ordered")
+class EDFFeasiblePatientGatedOrdered(EDFFeasiblePatientGated):
+    """`edf_feasible_patient_gated` holding back for the bandwidth only where it may wait."""
+
+    name = "edf_feasible_patient_gated_ordered"
+    ordered = True

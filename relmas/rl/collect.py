@@ -50,7 +50,7 @@ def collect(
     sizes: np.ndarray,
     patient: bool,
     gated: bool,
-    eager_hopeless: bool,
+    ordered: bool,
     cut_pieces: np.ndarray,
     schedule: np.ndarray,
     teacher_steps: int,
@@ -73,7 +73,7 @@ def collect(
         expert = at < teacher_steps
         if expert:
             action = rule_action(
-                E.obs, E.mask, preference, sizes, patient, gated, eager_hopeless, cut_pieces
+                E.obs, E.mask, preference, sizes, patient, gated, ordered, cut_pieces
             )
         else:
             epsilon = epsilon_at(at, schedule[0], schedule[1], schedule[2])

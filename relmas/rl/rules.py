@@ -14,7 +14,10 @@ back"):
   running task ends, than on the idle instance it would get (a slow instance can lose more time
   than the wait for a fast one);
 - `<rule>_patient_gated` also skips a candidate whose start would push the running layers'
-  bandwidth demand above the shared bandwidth (oversubscription slows every running layer alike).
+  bandwidth demand above the shared bandwidth (oversubscription slows every running layer alike);
+- `<rule>_patient_gated_ordered` skips such a candidate only where it may wait instead: when
+  something will start anyway, the bandwidth does not put a job the ranking likes less before
+  the one it likes most (the deviation trained agents took most from the gated rule).
 
 A holding rule takes the first slot of its preference, then of the other candidates, that it does
 not skip, and waits when it skips them all (the mask allows exactly that wait). With a slot for
@@ -51,7 +54,11 @@ from relmas.rl.observation import (
 )
 
 CUT_SUFFIX = "_cut"
-HOLDING_FORMS = {"_patient": (True, False), "_patient_gated": (True, True)}
+HOLDING_FORMS = {  # suffix: (patient, gated, ordered)
+    "_patient": (True, False, False),
+    "_patient_gated": (True, True, False),
+    "_patient_gated_ordered": (True, True, True),
+}
 
 
 @dataclass(frozen=True)
@@ -59,15 +66,14 @@ class SlotRule:
     """Act by `preference` (slots; the last entry is wait) on `layout`'s actions, whole layers
     only unless `cut_pieces` (pieces of each split variant, 1 for the whole layer) is given.
     `patient`: skip the slots whose layer would end sooner on a busy instance; `gated`: skip the
-    slots whose start would oversubscribe the bandwidth; `eager_hopeless`: except the hopeless
-    slot's."""
+    slots whose start would oversubscribe the bandwidth, only where it may wait if `ordered`."""
 
     preference: tuple[int, ...]
     layout: Layout
     cut_pieces: tuple[int, ...] | None = None
     patient: bool = False
     gated: bool = False
-    eager_hopeless: bool = False  # never hold back the hopeless slot (see `eager_form`)
+    ordered: bool = False
 
     def __call__(self, obs: np.ndarray, mask: np.ndarray) -> int:
         return int(rule_action(obs, mask, *self.kernel_arguments))
@@ -78,8 +84,8 @@ class SlotRule:
         by this rule itself (`relmas.rl.collect`)."""
         cut_pieces = np.array(self.cut_pieces or (), dtype=np.int64)
         preference = np.array(self.preference, dtype=np.int64)
-        eager = self.eager_hopeless
-        return preference, self.layout.sizes, self.patient, self.gated, eager, cut_pieces
+        gated, ordered = self.gated, self.ordered
+        return preference, self.layout.sizes, self.patient, gated, ordered, cut_pieces
 
 
 @njit(cache=True)
@@ -90,7 +96,7 @@ def rule_action(
     sizes: np.ndarray,
     patient: bool,
     gated: bool,
-    eager_hopeless: bool,
+    ordered: bool,
     cut_pieces: np.ndarray,
 ) -> int:
     """The action of the slot rule (`SlotRule`'s fields; `cut_pieces` empty: whole layers): the
@@ -98,15 +104,15 @@ def rule_action(
     waiting is not allowed, the first valid slot."""
     slots, variants = sizes[0], sizes[1]
     wait = slots * variants
+    gated = gated and not (ordered and not mask[wait])
     for slot in preference:
         action = wait if slot == slots else slot * variants
         if not mask[action]:
             continue
         if action == wait:
             return action
-        held = not (eager_hopeless and slot == slots - 1) and (
-            (patient and waits_for_busy(obs, sizes, slot))
-            or (gated and oversubscribes(obs, sizes, slot))
+        held = (patient and waits_for_busy(obs, sizes, slot)) or (
+            gated and oversubscribes(obs, sizes, slot)
         )
         if not held:
             return _cut(obs, mask, sizes, slot, cut_pieces)
@@ -160,20 +166,9 @@ def slot_rules(settings: ObservationSettings, layout: Layout) -> dict[str, SlotR
         # holding back the preferred slots, a rule tries the other candidates in slot order
         others = tuple(s for s in range(2 * k + 2) if s not in order)
         held = (*order[:-2], *others, *order[-2:])
-        for suffix, (patient, gated) in HOLDING_FORMS.items():
-            rules[name + suffix] = SlotRule(held, layout, patient=patient, gated=gated)
+        for suffix, (patient, gated, ordered) in HOLDING_FORMS.items():
+            rules[name + suffix] = SlotRule(held, layout, None, patient, gated, ordered)
     return rules
-
-
-def eager_form(rule: SlotRule) -> SlotRule:
-    """`rule` starting the hopeless job (the least remaining work among those that can no longer
-    meet their deadline) right after its own first choice, before the reference and the other
-    candidates, and never holding it back: what trained agents do most where they leave their
-    teacher (docs/relmas.md, "Headroom"), as a rule, so that it can be measured apart from them."""
-    hopeless = rule.layout.slots - 1
-    first, *rest = rule.preference
-    preference = (first, hopeless, *(slot for slot in rest if slot != hopeless))
-    return replace(rule, preference=preference, eager_hopeless=True)
 
 
 def cut_form(rule: SlotRule, cut_pieces: tuple[int, ...]) -> SlotRule:
