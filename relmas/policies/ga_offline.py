@@ -220,8 +220,9 @@ class GAOffline(Policy):
         self.report.search_s = time.perf_counter() - started
 
     def decide(self, view: DecisionView) -> list[tuple[int, int]]:
-        until = view.now if view.can_wait else np.inf  # as `run_plan`: lift holds at a stall
-        count = self._plan_starts(view.engine.state, *self._plan_args(), until)
+        count = self._plan_starts(view.engine.state, *self._plan_args(), view.now)
+        if count == 0 and not view.can_wait:  # as `run_plan`: lift the holds only at a stall
+            count = self._plan_starts(view.engine.state, *self._plan_args(), np.inf)
         return list(
             zip(self._jobs[:count].tolist(), self._accelerators[:count].tolist(), strict=True)
         )
