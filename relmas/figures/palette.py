@@ -46,7 +46,7 @@ GROUPS: tuple[Group, ...] = (
     Group(
         "rule baselines",
         ("rule",),
-        ("#ff7f0e", "#8c564b", "#ffbb78", "#c49c94", "#e6550d", "#fdd0a2", "#a0522d"),
+        ("#ff7f0e", "#8c564b", "#ffbb78", "#c49c94", "#e6550d", "#fdd0a2", "#a0522d", "#fd8d3c"),
     ),
     Group("offline", ("offline",), ("#4d4d4d", "#969696")),
     Group("learned", ("learned",), ("#d62728", "#7b2cbf", "#e377c2", "#8b0000")),
