@@ -14,7 +14,9 @@ evaluation traces of a finished study of that configuration (`make run`: its `re
 holds the traces, the validation files that choose each scenario's best baseline, and that
 baseline's results on the same traces). The table gives the agent's best validation SLA rate, its
 evaluation SLA rate, the difference to the best baseline in SLA points with a paired bootstrap 95%
-interval over the evaluation seeds, and the training CPU time. Agents already trained in OUT are
+interval over the evaluation seeds, and the training CPU time. An agent whose scenario is the
+`agent` of a generalisation pair (`evaluation.generalisation`) is also run on that pair's scenario,
+against that scenario's best baseline (row `agent → scenario`). Agents already trained in OUT are
 reused.
 """
 
@@ -103,26 +105,33 @@ def main() -> None:
     raw = load_yaml(args.config)
     base = validate_config(raw, args.config)
     scenarios = args.scenarios.split(",") if args.scenarios else list(base["scenarios"])
+    # each agent on its own scenario, then on the generalisation targets of the config's pairs
+    runs = [(scenario, scenario) for scenario in scenarios] + [
+        (pair["agent"], pair["scenario"])
+        for pair in base["evaluation"]["generalisation"]
+        if pair["agent"] in scenarios
+    ]
     paths = ResultPaths.of(base)
-    baselines = best_baselines(read_validation(paths.validation_dir, scenarios))
+    targets = list(dict.fromkeys(target for _, target in runs))
+    baselines = best_baselines(read_validation(paths.validation_dir, targets))
     rng = np.random.default_rng(0)
     rows = []
     for name, overrides in load_yaml(args.variants).items():
         variant = copy.deepcopy(raw)
         merge_into(variant, {"training": overrides or {}})
         config = validate_config(variant, f"{args.variants}: {name}")
-        for scenario in scenarios:
+        for scenario, target in runs:
             start = time.perf_counter()
             agent = args.out / name / scenario
             figures = agent_for(config, scenario, agent, paths.costs_dir)
-            ours = evaluation_sla(config, scenario, agent)
-            best, _ = baselines[scenario]
-            theirs = baseline_sla(base, scenario, best)
+            ours = evaluation_sla(config, target, agent)
+            best, _ = baselines[target]
+            theirs = baseline_sla(base, target, best)
             diff, low, high = point_difference(ours, theirs, rng)
             rows.append(
                 {
                     "variant": name,
-                    "scenario": scenario,
+                    "scenario": scenario if target == scenario else f"{scenario} → {target}",
                     "teacher": figures["teacher"],
                     "best step": figures["best_step"],
                     "validation SLA": figures["validation_sla"],
@@ -135,7 +144,7 @@ def main() -> None:
                     "training CPU s": figures["cpu_s"],
                 }
             )
-            print(f"{name} {scenario}: {time.perf_counter() - start:.0f} s", flush=True)
+            print(f"{name} {scenario} on {target}: {time.perf_counter() - start:.0f} s", flush=True)
     table = pl.DataFrame(rows)
     args.out.mkdir(parents=True, exist_ok=True)
     table.write_parquet(args.out / "ablation.parquet")
