@@ -16,7 +16,7 @@ instance about to free, or to keep a start off the saturated DRAM bandwidth); wh
 the decoder waits for the next event. Decision points are events (arrivals, completions), as for
 every online policy, so a hold ends at the first event at or after its release time; when no
 event can come any more (nothing runs, no job is to arrive), the holds are lifted, so that no
-plan can stall. (`run_plan` asks for that only when nothing started: an accessor call in
+plan can stall. (`plan_decision` asks for that only when nothing started: an accessor call in
 `plan_starts`, or at every decision, made decoding 1.5-5x slower.)
 """
 
@@ -79,6 +79,32 @@ def plan_starts(
 
 
 @njit(cache=True)
+def plan_decision(
+    S: State,
+    sequence: np.ndarray,
+    start: np.ndarray,
+    position: np.ndarray,
+    gene_job: np.ndarray,
+    gene_row: np.ndarray,
+    release: np.ndarray,
+    held: np.ndarray,
+    out_job: np.ndarray,
+    out_acc: np.ndarray,
+) -> int:
+    """The plan's decision at the current decision point (`plan_starts`' output): holds end at
+    the current time; only when they alone keep the ready layers waiting (nothing can start, and
+    nothing else can happen) are they lifted (release up to inf)."""
+    count = 0
+    for until in (now(S), np.inf):
+        count = plan_starts(
+            S, sequence, start, position, gene_job, gene_row, release, held, out_job, out_acc, until
+        )
+        if count > 0 or can_wait(S):
+            break
+    return count
+
+
+@njit(cache=True)
 def run_plan(
     T: Tables,
     S: State,
@@ -97,24 +123,9 @@ def run_plan(
         status = advance(T, S)
         if status != STATUS_DECISION:
             return status
-        # holds end at the current time; only when they alone keep the ready layers waiting
-        # (nothing can start, and nothing else can happen) are they lifted: release up to inf
-        for until in (now(S), np.inf):
-            count = plan_starts(
-                S,
-                sequence,
-                start,
-                position,
-                gene_job,
-                gene_row,
-                release,
-                held,
-                out_job,
-                out_acc,
-                until,
-            )
-            if count > 0 or can_wait(S):
-                break
+        count = plan_decision(
+            S, sequence, start, position, gene_job, gene_row, release, held, out_job, out_acc
+        )
         apply_decision(T, S, out_job, out_acc, count)
 
 

@@ -214,15 +214,13 @@ class GAOffline(Policy):
         self._layout = layout
         self._jobs = np.zeros(instances, dtype=np.int64)
         self._accelerators = np.zeros(instances, dtype=np.int64)
-        self._plan_starts = entry_point(
-            ga_kernels.plan_starts, engine.state, *self._plan_args(), 0.0
+        self._plan_decision = entry_point(
+            ga_kernels.plan_decision, engine.state, *self._plan_args()
         )
         self.report.search_s = time.perf_counter() - started
 
     def decide(self, view: DecisionView) -> list[tuple[int, int]]:
-        count = self._plan_starts(view.engine.state, *self._plan_args(), view.now)
-        if count == 0 and not view.can_wait:  # as `run_plan`: lift the holds only at a stall
-            count = self._plan_starts(view.engine.state, *self._plan_args(), np.inf)
+        count = self._plan_decision(view.engine.state, *self._plan_args())  # as `run_plan`
         return list(
             zip(self._jobs[:count].tolist(), self._accelerators[:count].tolist(), strict=True)
         )
