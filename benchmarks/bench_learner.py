@@ -40,7 +40,7 @@ from relmas.policies import make_policy
 from relmas.report import best_baselines, markdown_table, read_validation
 from relmas.rl.run import train_scenario
 from relmas.schemas import SUMMARY_SCHEMA
-from relmas.study import Study
+from relmas.study import Study, generalisation_runs
 from relmas.yaml_load import load_yaml
 
 RESAMPLES = 10_000
@@ -107,9 +107,9 @@ def main() -> None:
     scenarios = args.scenarios.split(",") if args.scenarios else list(base["scenarios"])
     # each agent on its own scenario, then on the generalisation targets of the config's pairs
     runs = [(scenario, scenario) for scenario in scenarios] + [
-        (pair["agent"], pair["scenario"])
-        for pair in base["evaluation"]["generalisation"]
-        if pair["agent"] in scenarios
+        (agent, target)
+        for agent, target, policy in generalisation_runs(base, args.config)
+        if policy == catalog.learned()[0] and agent in scenarios
     ]
     paths = ResultPaths.of(base)
     targets = list(dict.fromkeys(target for _, target in runs))
