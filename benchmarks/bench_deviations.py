@@ -3,15 +3,16 @@
     .venv/bin/python benchmarks/bench_deviations.py --scenario NAME AGENT_DIR [AGENT_DIR ...]
         [--config config/config.yaml] [--evaluation]
 
-Runs each agent greedily on the scenario's first validation trace and asks, at every decision, what
-its teacher (the slot rule with the best validation SLA, agent.json) would have chosen in the same
-state; prints how many decisions start another job (or wait where the teacher starts, or the
-reverse: two slots holding the same job are the same decision) and the most frequent (teacher slot
-group -> agent slot group) pairs. A deviation that a rule could express is a baseline to add before
-claiming the agent's gain (docs/relmas.md, "Headroom"). With `--evaluation` it also runs the agent,
-its teacher alone and, for a gated teacher, the teacher's ordered form (`_patient_gated_ordered`:
-the deviation agents took most, as a rule) on the evaluation traces of a finished study and prints
-their SLA rates per seed: how much of the agent's lead over the best baseline a rule already has.
+Runs each agent as deployed (greedily, its teacher favoured by its bonus) on the scenario's first
+validation trace and asks, at every decision, what its teacher (the slot rule with the best
+validation SLA, agent.json) would have chosen in the same state; prints how many decisions start
+another job (or wait where the teacher starts, or the reverse: two slots holding the same job are
+the same decision) and the most frequent (teacher slot group -> agent slot group) pairs. A
+deviation that a rule could express is a baseline to add before claiming the agent's gain
+(docs/relmas.md, "Headroom"). With `--evaluation` it also runs the agent, its teacher alone and,
+for a gated teacher, the teacher's ordered form (`_patient_gated_ordered`: the deviation agents
+took most, as a rule) on the evaluation traces of a finished study and prints their SLA rates per
+seed: how much of the agent's lead over the best baseline a rule already has.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 from relmas.config import load_config
 from relmas.evaluate import load_job_trace
 from relmas.paths import ResultPaths
-from relmas.rl.agent import load_agent
+from relmas.rl.agent import deployed, load_agent
 from relmas.rl.env import SchedulingEnv
 from relmas.rl.rules import slot_rules
 from relmas.rl.run import rollout
@@ -52,6 +53,8 @@ def main() -> None:
         observation = info.observation
         teacher_name = max(info.rules_validation, key=info.rules_validation.__getitem__)
         env = SchedulingEnv(system, tables, trace, observation, settings.reward, 1.0)
+        cut_pieces = tables.pieces.most_pieces if observation.resize else ()
+        policy = deployed(info, policy, env.layout, cut_pieces)
         rules = slot_rules(observation, env.layout)
         teacher = rules[teacher_name]
         groups = observation.slot_groups()

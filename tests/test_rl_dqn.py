@@ -32,6 +32,7 @@ from relmas.rl.network import (
     GreedyPolicy,
     QNetwork,
     forward_macs,
+    greedy_action,
     numpy_q_values,
     policy_layer_table,
     to_numpy_weights,
@@ -173,16 +174,36 @@ def q_and_mask(draw):
 def test_epsilon_greedy_only_picks_valid_actions(qm, epsilon, seed):
     q, mask = qm
     for step in range(5):
-        assert mask[epsilon_greedy(q, mask, epsilon, seed, step)]
-    greedy = epsilon_greedy(q, mask, 0.0, seed, 0)
+        assert mask[epsilon_greedy(q, mask, epsilon, seed, step, -1, 0.0)]
+    greedy = epsilon_greedy(q, mask, 0.0, seed, 0, -1, 0.0)
     assert q[greedy] == q[mask].max()
-    assert mask[epsilon_greedy(q, mask, 1.0, seed, 0)]
+    assert mask[epsilon_greedy(q, mask, 1.0, seed, 0, -1, 0.0)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(q_and_mask(), st.sampled_from([0.25, 1.0, 3.0]), st.data())
+def test_greedy_action_leaves_the_favoured_action_only_for_a_larger_gain(qm, bonus, data):
+    q, mask = qm
+    valid = np.flatnonzero(mask)
+    favoured = data.draw(st.sampled_from(valid.tolist()))
+    before = q.copy()
+    action = greedy_action(q, mask, favoured, bonus)
+    assert np.array_equal(q, before)  # the Q-values are not changed in place
+    boosted = np.float32(q[favoured] + np.float32(bonus))  # exact in float32, rounded once
+    others = [q[a] for a in valid if a != favoured]
+    if action == favoured:
+        assert not others or max(others) <= boosted
+    else:
+        assert q[action] == max(others) >= boosted  # ties: the first valid action
+    # no bonus: the plain masked argmax, as epsilon-greedy's greedy branch
+    assert greedy_action(q, mask, favoured, 0.0) == epsilon_greedy(q, mask, 0.0, 0, 0, -1, 0.0)
+    assert epsilon_greedy(q, mask, 0.0, 0, 0, favoured, bonus) == action
 
 
 def test_epsilon_greedy_rejects_a_mask_without_valid_action():
     for epsilon in (0.0, 1.0):
         with pytest.raises(ValueError, match="no valid action"):
-            epsilon_greedy(np.zeros(3, np.float32), np.zeros(3, bool), epsilon, 0, 0)
+            epsilon_greedy(np.zeros(3, np.float32), np.zeros(3, bool), epsilon, 0, 0, -1, 0.0)
 
 
 def test_exploration_draws_are_uniform_and_depend_only_on_seed_step_and_draw():
@@ -195,7 +216,9 @@ def test_exploration_draws_are_uniform_and_depend_only_on_seed_step_and_draw():
     assert explore_uniform(7, 123, 0) not in others
     # explored actions spread over every valid one
     mask = np.array([True, False, True, True])
-    picks = {epsilon_greedy(np.zeros(4, np.float32), mask, 1.0, 7, step) for step in range(200)}
+    picks = {
+        epsilon_greedy(np.zeros(4, np.float32), mask, 1.0, 7, step, -1, 0.0) for step in range(200)
+    }
     assert picks == {0, 2, 3}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import shutil
 from dataclasses import replace
 
 import gymnasium as gym
@@ -21,14 +22,15 @@ from relmas.errors import InputError
 from relmas.evaluate import evaluate_scenario, simulate
 from relmas.io import write_parquet
 from relmas.policies import make_policy
-from relmas.rl.agent import read_agent_info
-from relmas.rl.checkpoint import load_checkpoint, load_network, load_policy
+from relmas.rl.agent import read_agent_info, write_agent_info
+from relmas.rl.checkpoint import load_checkpoint, load_network, load_policy, save_checkpoint
 from relmas.rl.collect import FusedSteps, episode_steps
 from relmas.rl.dqn import Learner
 from relmas.rl.env import SchedulingEnv
 from relmas.rl.network import (
     GreedyPolicy,
     QNetwork,
+    build_network,
     forward_macs,
     policy_layer_table,
     to_numpy_weights,
@@ -36,7 +38,7 @@ from relmas.rl.network import (
 from relmas.rl.observation import GlobalFeature, SlotFeature
 from relmas.rl.overhead import overhead_metrics
 from relmas.rl.replay import NStepCollector
-from relmas.rl.rules import cut_form, slot_rules
+from relmas.rl.rules import cut_form, named_rule, slot_rules
 from relmas.rl.run import rollout, train_scenario
 from relmas.rl.settings import parse_training
 from relmas.rl.train import train
@@ -504,6 +506,35 @@ def test_policy_acts_exactly_as_in_the_environment(quick, trained):
     assert simulated.metrics["decisions"] == env.engine.decisions
 
 
+def test_an_agent_with_a_prohibitive_teacher_bonus_schedules_as_its_teacher(
+    quick, trained, tmp_path
+):
+    """The bonus is applied where the agent is deployed as where it is validated: with one no
+    Q-value can overcome, both give exactly the teacher rule's schedule, even from a network
+    that schedules otherwise (here, untrained)."""
+    config, root = quick
+    agent = tmp_path / "agent"
+    shutil.copytree(root / "agent", agent)
+    info = read_agent_info(agent)
+    write_agent_info(agent, replace(info, teacher_bonus=1e6))
+    payload = load_checkpoint(agent / "best.pt")
+    torch.manual_seed(1)
+    payload["online"] = build_network(payload["network"]).state_dict()
+    save_checkpoint(agent / "best.pt", {k: v for k, v in payload.items() if k != "format"})
+    system = scenario_system(config, "mixed")
+    tables = load_costs(root / "costs", system, models=tuple(config["models"]))
+    jobs = generate_trace("mixed", config["scenarios"]["mixed"], system, tables, 7)
+    env = SchedulingEnv(system, tables, jobs, info.observation, info.reward, ENV_SETTINGS["gamma"])
+    teacher = named_rule(info.teacher, info.observation, env.layout, ())
+    taught = rollout(env, teacher)
+    finish = env.engine.result("x").jobs["finish_s"].to_list()
+    favouring = rollout(env, GreedyPolicy(load_policy(agent).weights, teacher, 1e6))
+    assert favouring == taught
+    assert rollout(env, load_policy(agent)) != taught  # the network alone is not its teacher
+    simulated = simulate(system, jobs, tables, make_policy("relmas", agent=agent))
+    assert simulated.jobs["finish_s"].to_list() == finish
+
+
 def test_overhead_is_positive_and_consistent(quick, trained):
     config, root = quick
     result, _ = trained
@@ -817,13 +848,14 @@ def test_rule_rollouts_give_the_pinned_observations_masks_and_rewards(tables, cu
 # ----------------------------------------------------------------------------- fused training
 
 
-@pytest.mark.parametrize("case", ["whole", "resize"])
+@pytest.mark.parametrize("case, bonus", [("whole", 0.0), ("whole", 0.3), ("resize", 0.3)])
 def test_fused_training_steps_give_the_python_loops_replay_and_weights(
-    tables, cut_tables, tmp_path, case
+    tables, cut_tables, tmp_path, case, bonus
 ):
     """`collect` runs the inner steps in one jitted call; behind a plain Gymnasium wrapper the
     same environment is stepped by the Python loop, one call per step. Teacher steps, explored
-    steps, n-step returns across episode ends, cut layers: the same bytes in every file."""
+    steps, n-step returns across episode ends, cut layers, the teacher's action favoured: the
+    same bytes in every file."""
     settings = RESIZE if case == "resize" else observation_settings(candidates=2, reference="sjf")
     costs = cut_tables if case == "resize" else tables
 
@@ -838,6 +870,7 @@ def test_fused_training_steps_give_the_python_loops_replay_and_weights(
         **{"train_frequency": 16, "target_update_every": 100, "log_every": 250, "n_step": 3},
         **{"validation_every": 1_000, "checkpoint_every": 700, "buffer_size": 4_000},
         **{"epsilon_start": 0.5, "epsilon_end": 0.1, "hidden": (16,), "train_seeds": (0, 1)},
+        teacher_bonus=bonus,
     )
     env = make(0)
     obs, info = env.reset()

@@ -6,7 +6,7 @@ system layout) and what one decision costs (MACs, energy on the configured accel
                   "instance_types": [...], "accelerator_types": [...], "split_variants": [...],
                   "decision_cost": {accelerator, macs, energy_j, latency_s},
                   "validation": {...}, "heuristics_validation": {...},
-                  "teacher", "rules_validation": {...}}
+                  "teacher", "teacher_bonus", "rules_validation": {...}}
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from relmas.io import atomic_path
 from relmas.rl.checkpoint import BEST, load_policy
 from relmas.rl.env import RewardSettings
 from relmas.rl.network import GreedyPolicy
-from relmas.rl.observation import FEATURES_VERSION, ObservationSettings
+from relmas.rl.observation import FEATURES_VERSION, Layout, ObservationSettings
+from relmas.rl.rules import named_rule
 from relmas.sim.costs import WHOLE
 
 AGENT_FILE = "agent.json"
@@ -41,6 +42,7 @@ class AgentInfo:
     validation: dict[str, float]
     heuristics_validation: dict[str, float]  # SLA rate of each heuristic on validation
     teacher: str | None  # slot rule of the warm start
+    teacher_bonus: float  # added to the Q-value of the teacher's action when deciding
     rules_validation: dict[str, float]  # SLA rate of each slot rule on validation (warm start)
 
     def to_json(self) -> dict[str, Any]:
@@ -74,6 +76,7 @@ def read_agent_info(directory: str | Path) -> AgentInfo:
             validation=dict(raw["validation"]),
             heuristics_validation=dict(raw["heuristics_validation"]),
             teacher=raw["teacher"],
+            teacher_bonus=float(raw.get("teacher_bonus", 0.0)),  # absent before the bonus
             rules_validation=dict(raw["rules_validation"]),
         )
     except (KeyError, TypeError) as error:
@@ -84,3 +87,14 @@ def load_agent(directory: str | Path) -> tuple[AgentInfo, GreedyPolicy]:
     """The agent's description and its deployable greedy policy (best.pt)."""
     info = read_agent_info(directory)
     return info, load_policy(Path(directory) / BEST)
+
+
+def deployed(
+    info: AgentInfo, network: GreedyPolicy, layout: Layout, cut_pieces: tuple[int, ...]
+) -> GreedyPolicy:
+    """The agent's decisions on slots of `layout`: its network's greedy choice, the action of its
+    teacher rule (cutting into `cut_pieces`, for a resizing agent) favoured by its bonus."""
+    if info.teacher is None or info.teacher_bonus == 0:
+        return network
+    rule = named_rule(info.teacher, info.observation, layout, cut_pieces)
+    return GreedyPolicy(network.weights, rule, info.teacher_bonus)

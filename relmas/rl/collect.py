@@ -46,6 +46,7 @@ def collect(
     params: np.ndarray,
     layout: np.ndarray,
     n_heads: int,
+    bonus: float,
     preference: np.ndarray,
     sizes: np.ndarray,
     patient: bool,
@@ -63,8 +64,9 @@ def collect(
     """Steps `step`, `step` + 1, ... before `stop`, or to the end of the episode: the slot rule
     of (`preference` ... `cut_pieces`, `rule_action`'s) acts before `teacher_steps`, then the
     network (`params`, `layout`, `n_heads`) epsilon-greedily with epsilon =
-    `epsilon_at(step, *schedule)`; `counts[action]` counts the actions taken and, with `store`,
-    the transitions go to the replay. Returns (steps taken, terminated, sum of their rewards)."""
+    `epsilon_at(step, *schedule)`, `bonus` added to the Q-value of the rule's action;
+    `counts[action]` counts the actions taken and, with `store`, the transitions go to the
+    replay. Returns (steps taken, terminated, sum of their rewards)."""
     obs = np.empty_like(E.obs)
     mask = np.empty_like(E.mask)
     taken, terminated, rewards = 0, False, 0.0
@@ -78,7 +80,12 @@ def collect(
         else:
             epsilon = epsilon_at(at, schedule[0], schedule[1], schedule[2])
             q_values = forward_pass(params, layout, n_heads, E.obs)
-            action = epsilon_greedy(q_values, E.mask, epsilon, explore_seed, at)
+            favoured = -1
+            if bonus > 0.0:
+                favoured = rule_action(
+                    E.obs, E.mask, preference, sizes, patient, gated, ordered, cut_pieces
+                )
+            action = epsilon_greedy(q_values, E.mask, epsilon, explore_seed, at, favoured, bonus)
         counts[action] += 1
         obs[:] = E.obs
         mask[:] = E.mask
@@ -155,6 +162,7 @@ class FusedSteps:
         self.rule = teacher.kernel_arguments if teacher is not None else _no_rule(env)
         self.schedule = np.array(epsilon_schedule(config))
         self.teacher_steps, self.explore_seed = config.teacher_steps, learner.explore_seed
+        self.bonus = config.teacher_bonus if teacher is not None else 0.0
         self.counts = np.zeros(env.layout.actions, dtype=np.int64)  # not read in training
         self._collect: Callable[..., tuple[int, bool, float]] | None = None
 
@@ -168,6 +176,7 @@ class FusedSteps:
             acting.params,
             acting.layout,
             acting.n_heads,
+            self.bonus,
             *self.rule,
             self.schedule,
             self.teacher_steps,
@@ -184,15 +193,21 @@ class FusedSteps:
 
 
 def play(env: SchedulingEnv, policy: GreedyPolicy | SlotRule) -> np.ndarray:
-    """Run the episode of `env` just reset to its end, greedily by the network of `policy` or by
-    the slot rule `policy`, in one `collect` call that stores nothing: how often each action was
-    taken (validation, and scoring the slot rules, run a whole trace at a time)."""
+    """Run the episode of `env` just reset to its end, greedily by the network of `policy` (and
+    the slot rule it favours, if any) or by the slot rule `policy`, in one `collect` call that
+    stores nothing: how often each action was taken (validation, and scoring the slot rules, run
+    a whole trace at a time)."""
     layout = env.layout
     if isinstance(policy, GreedyPolicy):
-        weights, rule, teacher_steps = policy.weights, _no_rule(env), 0
+        weights, teacher_steps, bonus = policy.weights, 0, policy.bonus
+        favour = policy.favour
+        if favour is not None and not isinstance(favour, SlotRule):
+            raise TypeError(f"a policy played in one call favours a slot rule, not {favour!r}")
+        rule = _no_rule(env) if favour is None else favour.kernel_arguments
     else:
         no_network = np.zeros(0, np.float32), np.zeros((0, 4), np.int64), 1
         weights, rule, teacher_steps = NumpyWeights(*no_network), policy.kernel_arguments, 2**62
+        bonus = 0.0
     unused = NStepCollector(1, 1.0, layout.size, layout.actions).window
     nothing = ReplayBuffer(1, layout.size, layout.actions, seed=0)
     counts = np.zeros(layout.actions, dtype=np.int64)
@@ -205,6 +220,7 @@ def play(env: SchedulingEnv, policy: GreedyPolicy | SlotRule) -> np.ndarray:
         weights.params,
         weights.layout,
         weights.n_heads,
+        bonus,
         *rule,
         np.array([0.0, 0.0, 1.0]),  # epsilon 0: greedy
         teacher_steps,
@@ -246,6 +262,7 @@ class PythonSteps:
         self.obs, self.mask = _observation(obs), _action_mask(info, self.n_actions)
         self.schedule = epsilon_schedule(config)
         self.teacher_steps, self.explore_seed = config.teacher_steps, learner.explore_seed
+        self.bonus = config.teacher_bonus if teacher is not None else 0.0
 
     def run(self, step: int, stop: int, acting: NumpyWeights) -> tuple[int, bool, float]:
         taken, over, rewards = 0, False, 0.0
@@ -259,7 +276,12 @@ class PythonSteps:
             else:
                 epsilon = epsilon_at(at, *self.schedule)
                 q_values = numpy_q_values(acting, self.obs)
-                action = int(epsilon_greedy(q_values, self.mask, epsilon, self.explore_seed, at))
+                favoured = int(self.teacher(self.obs, self.mask)) if self.bonus > 0 else -1
+                action = int(
+                    epsilon_greedy(
+                        q_values, self.mask, epsilon, self.explore_seed, at, favoured, self.bonus
+                    )
+                )
             next_obs, reward, terminated, truncated, info = self.env.step(action)
             next_obs, next_mask = _observation(next_obs), _action_mask(info, self.n_actions)
             self.collector.push(

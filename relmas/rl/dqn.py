@@ -25,7 +25,7 @@ from torch import nn
 from relmas.errors import InputError
 from relmas.hw import jit_cache
 from relmas.rl import network
-from relmas.rl.network import QNetwork, masked_argmax
+from relmas.rl.network import QNetwork, greedy_action
 from relmas.rl.replay import ReplayBuffer
 
 CONFIG_SECTION = "training.dqn"  # where the DQNConfig keys live in the YAML config
@@ -66,6 +66,7 @@ class DQNConfig:
     margin_decay_steps: int  # then the weight falls linearly to 0 over these steps (0: never)
     margin: float  # DQfD's margin between the teacher's action and the others
     keep_teacher: bool  # keep the teacher's transitions in the replay for good (DQfD)
+    teacher_bonus: float  # added to the teacher's action's Q-value wherever the network acts
 
     def __post_init__(self) -> None:
         # The range of each value is the schema's; this is the one check across values.
@@ -138,10 +139,17 @@ def explore_uniform(seed: int, step: int, draw: int) -> float:
 
 @njit(cache=True)
 def epsilon_greedy(
-    q_values: np.ndarray, mask: np.ndarray, epsilon: float, seed: int, step: int
+    q_values: np.ndarray,
+    mask: np.ndarray,
+    epsilon: float,
+    seed: int,
+    step: int,
+    favoured: int,
+    bonus: float,
 ) -> int:
     """Masked epsilon-greedy at `step`: with probability epsilon a uniformly random *valid*
-    action, else the valid action with the largest Q-value (the first on ties). Never returns an
+    action, else the greedy one (`relmas.rl.network.greedy_action`: the valid action with the
+    largest Q-value, `bonus` added to that of `favoured`, the first on ties). Never returns an
     invalid action."""
     valid = 0
     for action in range(mask.shape[0]):
@@ -149,7 +157,7 @@ def epsilon_greedy(
     if valid == 0:
         raise ValueError("no valid action in the mask: the environment broke its contract")
     if explore_uniform(seed, step, 0) >= epsilon:
-        return masked_argmax(q_values, mask)
+        return greedy_action(q_values, mask, favoured, bonus)
     k = int(explore_uniform(seed, step, 1) * valid)
     for action in range(mask.shape[0]):
         if mask[action]:

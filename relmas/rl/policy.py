@@ -1,7 +1,8 @@
 """`relmas` and `relmas_resize`: the trained DQN schedulers behind the common Policy interface.
 
 Each decision is one forward pass of the network (Numba, `GreedyPolicy`) on the observation of
-`relmas.rl.observation`, and starts at most one job (for `relmas_resize`, its next layer whole or
+`relmas.rl.observation` — its teacher rule's action favoured by the agent's `teacher_bonus` —
+and starts at most one job (for `relmas_resize`, its next layer whole or
 cut into pieces, or the next piece of a layer already cut): the engine then offers the next
 decision at the same instant if instances are still idle, exactly as in training. Its energy per
 decision is that of running the network on the accelerator recorded at training (`agent.json`),
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from relmas.errors import InputError
 from relmas.policies.base import Policy, register
-from relmas.rl.agent import AGENT_FILE, load_agent
+from relmas.rl.agent import AGENT_FILE, deployed, load_agent
+from relmas.rl.network import GreedyPolicy
 from relmas.rl.observation import Observer
 from relmas.sim.engine import DecisionView, Engine
 
@@ -42,6 +44,7 @@ class RelmasPolicy(Policy):
             )
         self.decision_energy_j = float(self.info.decision_cost["energy_j"])
         self.observer: Observer | None = None
+        self.greedy: GreedyPolicy | None = None  # the network favouring its teacher, per engine
 
     def reset(self, engine: Engine) -> None:
         path = self.directory / AGENT_FILE
@@ -54,10 +57,12 @@ class RelmasPolicy(Policy):
             expected = f"an agent trained on these piece tables' cuts {list(engine.split_variants)}"
             raise InputError(path, "split_variants", expected, list(self.info.split_variants))
         self.observer = Observer(engine, self.info.observation)
+        cut_pieces = engine.tables.pieces.most_pieces if self.resize else ()
+        self.greedy = deployed(self.info, self.network, self.observer.layout, cut_pieces)
 
     def decide(self, view: DecisionView) -> list[tuple[int, int, int]]:
         seen = self.observer.observe(view)
-        return self.observer.assignments(self.network(seen.obs, seen.mask))
+        return self.observer.assignments(self.greedy(seen.obs, seen.mask))
 
 
 @register("relmas_resize")

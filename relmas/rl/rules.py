@@ -175,3 +175,15 @@ def cut_form(rule: SlotRule, cut_pieces: tuple[int, ...]) -> SlotRule:
     """`rule` cutting its chosen layers onto spare idle instances (`cut_pieces`: the pieces of
     each split variant, `PieceTables.most_pieces`)."""
     return replace(rule, cut_pieces=cut_pieces)
+
+
+def named_rule(
+    name: str, settings: ObservationSettings, layout: Layout, cut_pieces: tuple[int, ...]
+) -> SlotRule:
+    """The slot rule called `name` (`slot_rules`' names, or one of them + `_cut`, cutting into
+    `cut_pieces`): an agent's teacher, rebuilt where the agent is deployed."""
+    rules = slot_rules(settings, layout)
+    whole = name.removesuffix(CUT_SUFFIX)
+    if whole not in rules:
+        raise KeyError(f"no slot rule {name!r}; known: {sorted(rules)} (each also with _cut)")
+    return cut_form(rules[whole], cut_pieces) if name.endswith(CUT_SUFFIX) else rules[whole]

@@ -158,6 +158,7 @@ def train_scenario(
         validation=learner.best_metrics,
         heuristics_validation=heuristics,
         teacher=teacher,
+        teacher_bonus=settings.dqn.teacher_bonus if teacher is not None else 0.0,
         rules_validation=rules,
     )
     write_agent_info(out_dir, info)

@@ -163,7 +163,7 @@ def _train(
                 step % config.validation_every == 0
                 or step in (config.teacher_steps, config.total_steps)
             ):
-                run.validate(validate, learner, state)
+                run.validate(validate, learner, state, teacher)
 
         state.episode += 1
         if episode_over:
@@ -229,9 +229,17 @@ class _Run:
         if self.logger is not None:
             self.logger(metrics, state.step)
 
-    def validate(self, validate: Validator, learner: Learner, state: TrainingState) -> None:
-        """Score the online network; keep it as best.pt if it beats the best so far."""
-        policy = GreedyPolicy(to_numpy_weights(learner.online))
+    def validate(
+        self,
+        validate: Validator,
+        learner: Learner,
+        state: TrainingState,
+        teacher: Teacher | None,
+    ) -> None:
+        """Score the online network's greedy policy (favouring the `teacher`'s action by the
+        configured bonus); keep it as best.pt if it beats the best so far."""
+        weights = to_numpy_weights(learner.online)
+        policy = GreedyPolicy(weights, teacher, self.config.teacher_bonus)
         metrics = {k: float(v) for k, v in validate(policy).items()}
         metric = self.config.validation_metric
         if metric not in metrics:
