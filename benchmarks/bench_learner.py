@@ -1,7 +1,7 @@
 """Learner variants against the strongest rule: the yardstick of issue 14's ablation.
 
     .venv/bin/python benchmarks/bench_learner.py --variants FILE.yaml [--config config/config.yaml]
-        [--scenarios a,b] [--out results/bench_learner]
+        [--scenarios a,b] [--only variant,variant] [--out results/bench_learner]
 
 FILE.yaml maps a variant name to overrides of the config's `training:` section, e.g.
 
@@ -99,6 +99,7 @@ def main() -> None:
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--variants", type=Path, required=True)
     parser.add_argument("--scenarios", default=None, help="comma-separated (default: all)")
+    parser.add_argument("--only", default=None, help="comma-separated variants (default: all)")
     parser.add_argument("--out", type=Path, default=Path("results/bench_learner"))
     args = parser.parse_args()
 
@@ -116,7 +117,10 @@ def main() -> None:
     baselines = best_baselines(read_validation(paths.validation_dir, targets))
     rng = np.random.default_rng(0)
     rows = []
-    for name, overrides in load_yaml(args.variants).items():
+    variants = load_yaml(args.variants)
+    names = args.only.split(",") if args.only else list(variants)
+    for name in names:
+        overrides = variants[name]
         variant = copy.deepcopy(raw)
         merge_into(variant, {"training": overrides or {}})
         config = validate_config(variant, f"{args.variants}: {name}")
