@@ -533,6 +533,9 @@ def test_an_agent_with_a_prohibitive_teacher_bonus_schedules_as_its_teacher(
     assert rollout(env, load_policy(agent)) != taught  # the network alone is not its teacher
     simulated = simulate(system, jobs, tables, make_policy("relmas", agent=agent))
     assert simulated.jobs["finish_s"].to_list() == finish
+    write_agent_info(agent, replace(info, teacher="fastest_first", teacher_bonus=1.0))
+    with pytest.raises(InputError, match="teacher.*fastest_first"):
+        simulate(system, jobs, tables, make_policy("relmas", agent=agent))
 
 
 def test_overhead_is_positive_and_consistent(quick, trained):

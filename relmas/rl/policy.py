@@ -1,10 +1,10 @@
 """`relmas` and `relmas_resize`: the trained DQN schedulers behind the common Policy interface.
 
 Each decision is one forward pass of the network (Numba, `GreedyPolicy`) on the observation of
-`relmas.rl.observation` — its teacher rule's action favoured by the agent's `teacher_bonus` —
-and starts at most one job (for `relmas_resize`, its next layer whole or
-cut into pieces, or the next piece of a layer already cut): the engine then offers the next
-decision at the same instant if instances are still idle, exactly as in training. Its energy per
+`relmas.rl.observation`, its teacher rule's action favoured by the agent's `teacher_bonus`, and
+starts at most one job (for `relmas_resize`, its next layer whole or cut into pieces, or the next
+piece of a layer already cut): the engine then offers the next decision at the same instant if
+instances are still idle, exactly as in training. Its energy per
 decision is that of running the network on the accelerator recorded at training (`agent.json`),
 so the simulator adds it to the system's energy.
 """
@@ -58,7 +58,10 @@ class RelmasPolicy(Policy):
             raise InputError(path, "split_variants", expected, list(self.info.split_variants))
         self.observer = Observer(engine, self.info.observation)
         cut_pieces = engine.tables.pieces.most_pieces if self.resize else ()
-        self.greedy = deployed(self.info, self.network, self.observer.layout, cut_pieces)
+        try:
+            self.greedy = deployed(self.info, self.network, self.observer.layout, cut_pieces)
+        except KeyError as error:
+            raise InputError(path, "teacher", "a slot rule", error.args[0]) from None
 
     def decide(self, view: DecisionView) -> list[tuple[int, int, int]]:
         seen = self.observer.observe(view)

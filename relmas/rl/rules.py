@@ -185,5 +185,5 @@ def named_rule(
     rules = slot_rules(settings, layout)
     whole = name.removesuffix(CUT_SUFFIX)
     if whole not in rules:
-        raise KeyError(f"no slot rule {name!r}; known: {sorted(rules)} (each also with _cut)")
+        raise KeyError(f"{name!r}, not one of {sorted(rules)} (each also with {CUT_SUFFIX})")
     return cut_form(rules[whole], cut_pieces) if name.endswith(CUT_SUFFIX) else rules[whole]

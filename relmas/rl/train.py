@@ -93,7 +93,9 @@ def train(
     and val_<metric>; the same rows go to `out_dir`/curve.parquet at every checkpoint.
     `teacher(obs, mask) -> action` acts for the first `teacher_steps` steps (imitation warm start;
     its transitions feed the large-margin loss when `margin_weight` > 0, for the whole run with
-    `keep_teacher`, its weight decaying after the teacher's steps with `margin_decay_steps`).
+    `keep_teacher`, its weight decaying after the teacher's steps with `margin_decay_steps`);
+    after them, every greedy choice of the network (exploring and validated) adds `teacher_bonus`
+    to the Q-value of the teacher's action.
     """
     if config.teacher_steps > 0 and teacher is None:
         raise ValueError("config.teacher_steps > 0 needs a teacher(obs, mask) callable")
