@@ -230,6 +230,7 @@ def untrained_agent(directory, scenario: str, instance_types, types) -> None:
         validation={"sla_rate": 0.5},
         heuristics_validation={"sjf": 0.6},
         teacher=None,
+        teacher_bonus=0.0,
         rules_validation={},
     )
     write_agent_info(directory, info)
