@@ -119,6 +119,9 @@ def main() -> None:
     rows = []
     variants = load_yaml(args.variants)
     names = args.only.split(",") if args.only else list(variants)
+    unknown = sorted(set(names) - set(variants))
+    if unknown:
+        parser.error(f"--only: {unknown} are not variants of {args.variants} ({list(variants)})")
     for name in names:
         overrides = variants[name]
         variant = copy.deepcopy(raw)
