@@ -102,6 +102,11 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="comma-separated variants (default: all)")
     parser.add_argument("--out", type=Path, default=Path("results/bench_learner"))
     args = parser.parse_args()
+    variants = load_yaml(args.variants)
+    names = args.only.split(",") if args.only else list(variants)
+    unknown = sorted(set(names) - set(variants))
+    if unknown:
+        parser.error(f"--only: {unknown} are not variants of {args.variants} ({list(variants)})")
 
     raw = load_yaml(args.config)
     base = validate_config(raw, args.config)
@@ -117,11 +122,6 @@ def main() -> None:
     baselines = best_baselines(read_validation(paths.validation_dir, targets))
     rng = np.random.default_rng(0)
     rows = []
-    variants = load_yaml(args.variants)
-    names = args.only.split(",") if args.only else list(variants)
-    unknown = sorted(set(names) - set(variants))
-    if unknown:
-        parser.error(f"--only: {unknown} are not variants of {args.variants} ({list(variants)})")
     for name in names:
         overrides = variants[name]
         variant = copy.deepcopy(raw)
