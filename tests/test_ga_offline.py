@@ -98,6 +98,16 @@ def test_finds_the_optimum_number_of_deadlines_where_the_orders_of_the_heuristic
     assert result.jobs.filter(~pl.col("met"))["model"].to_list() in (["A"], ["B"])
 
 
+def test_seeded_by_one_policy_it_searches_from_that_schedule_alone():
+    # The four jobs above; from FCFS's schedule alone (2 met) the search still finds 3.
+    system, tables = one_instance({"A": 4.0, "B": 3.0, "C": 3.0, "D": 2.5})
+    jobs = trace([("A", 0.0, 5.0, 1), ("B", 0.0, 6.0, 1), ("C", 0.0, 7.0, 1), ("D", 0.0, 20.0, 1)])
+    policy = make_policy("ga_offline", seed=0, population=8, seed_policies=("fcfs",))
+    result = Engine(system, tables, jobs).run(policy)
+    assert policy.report.seed_met == {"fcfs": 2}
+    assert met(result) == 3
+
+
 def test_any_genes_decode_to_a_complete_schedule():
     # Keys are sorted within each job, so no plan can deadlock, whatever the genes.
     system, tables, jobs = random_case(7, jobs=10)

@@ -144,8 +144,9 @@ class GAOffline(Policy):
     Budget: `population` individuals, at most `generations` generations and `time_limit_s` seconds
     of search (None = no limit; with a binding time limit the result depends on the machine's
     speed, with a binding generation count it depends only on `seed`). Traces of more than
-    `max_jobs` jobs are refused. Seeds besides the online non-learned policies: `extra_seeds`
-    (policies), and `agent` (a trained RELMAS agent's directory: its policy's schedule).
+    `max_jobs` jobs are refused. Seeds: the policies named in `seed_policies` (by default every
+    online non-learned one; fewer only to measure the search itself), `extra_seeds` (policies),
+    and `agent` (a trained RELMAS agent's directory: its policy's schedule).
     """
 
     name = "ga_offline"
@@ -159,6 +160,7 @@ class GAOffline(Policy):
         max_jobs: int = 50,
         elite: int = 2,
         tournament: int = 3,
+        seed_policies: Sequence[str] = SEED_POLICIES,
         extra_seeds: Sequence[Policy] = (),
         agent: str | Path | None = None,
     ) -> None:
@@ -187,6 +189,7 @@ class GAOffline(Policy):
         self.max_jobs = max_jobs
         self.elite = elite
         self.tournament = tournament
+        self.seed_policies = tuple(seed_policies)
         self.extra_seeds = tuple(extra_seeds) + ((_learned_policy(agent),) if agent else ())
         self.report = GAReport()
 
@@ -314,7 +317,7 @@ class _Search:
     def run(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, GAReport]:
         options, report = self.options, GAReport()
         started = time.perf_counter()
-        policies = [make_policy(name, seed=options.seed) for name in SEED_POLICIES]
+        policies = [make_policy(name, seed=options.seed) for name in options.seed_policies]
         policies += options.extra_seeds
         seeds = [self.schedule_genes(policy) for policy in policies]
         population = self._evaluate(*(np.stack(genes) for genes in zip(*seeds, strict=True)))
