@@ -235,6 +235,9 @@ def headline_table(
     return pl.DataFrame(rows)
 
 
+VERDICTS = ("beats", "ties", "falls short of")  # what `verdict` says
+
+
 def verdict(row: Mapping[str, Any]) -> str:
     """Whether the learned policy of a headline row beats its best baseline, ties it or falls
     short: by the interval (above 1, below 1, containing 1); with one seed, by the point alone."""
@@ -293,6 +296,25 @@ def headline_sentences(table: pl.DataFrame, offline_share: float = OFFLINE_SHARE
                 f"On {row['scenario']}, {row['policy']} reaches {share} of {_offline()}'s "
                 f"SLA rate, below the {offline_share:.0%} aimed at."
             )
+    return lines
+
+
+def headline_tally(table: pl.DataFrame) -> list[str]:
+    """Per learned policy of the headline table, one sentence counting the scenarios where it
+    beats, ties or falls short of its best baseline (`verdict`), naming those it beats or falls
+    short on: the answer to "does it beat the strongest rule?" before the details."""
+    lines = []
+    for policy in table["policy"].unique(maintain_order=True):
+        rows = list(table.filter(pl.col("policy") == policy).iter_rows(named=True))
+        count = {}
+        for v in VERDICTS:
+            scenarios = [r["scenario"] for r in rows if verdict(r) == v]
+            named = f" ({', '.join(scenarios)})" if scenarios and v != "ties" else ""
+            count[v] = f"{len(scenarios)}{named}"
+        lines.append(
+            f"{policy} beats its best baseline on {count['beats']} of {len(rows)} scenarios, "
+            f"ties it on {count['ties']} and falls short of it on {count['falls short of']}."
+        )
     return lines
 
 
@@ -802,6 +824,7 @@ def _headline_markdown(config: Mapping[str, Any], headline: pl.DataFrame) -> lis
         "former comparison: the best of the fixed heuristics and search policies (not the rule "
         "baselines), picked after the fact on the evaluation traces as this report did before; "
         f"and {_offline()}, the offline reference, where it ran.\n",
+        "\n".join(f"- **{line}**" for line in headline_tally(headline)) + "\n",
         markdown_table(pl.DataFrame(rows)),
         "",
         "\n".join(f"- {line}" for line in headline_sentences(headline)),

@@ -149,6 +149,7 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
     assert report.index("## Learned policies against the best baseline") == first
     (best, _), *_ = best_baselines(validation).values()
     assert f"the best baseline on validation is {best}" in report
+    assert "- **relmas beats its best baseline on " in report  # the tally before the table
     assert "(n = 1)" in report and "one evaluation seed, so no interval" in report  # [1000]
     sections = (
         "## SLA rate vs load and bandwidth",

@@ -22,6 +22,7 @@ from relmas.report import (
     generalisation_table,
     headline_sentences,
     headline_table,
+    headline_tally,
     heuristic_ranking,
     interval,
     mean_ci,
@@ -159,6 +160,21 @@ def test_verdicts_follow_the_interval_and_one_seed_prints_none() -> None:
     zero = headline_table(summary({"sjf": [0.0, 0.0], "relmas": [0.1, 0.0]}), chosen)
     assert verdict(zero.row(0, named=True)) == "beats"  # the baseline met no deadline
     assert headline_table(summary({"sjf": [0.5]}), chosen).height == 0  # nothing learned
+
+
+def test_the_tally_counts_each_verdict_and_names_where_it_beats_or_falls_short() -> None:
+    frame = pl.concat(
+        [
+            summary({"sjf": [0.5, 0.6], "relmas": [0.55, 0.66]}, scenario="light"),
+            summary({"sjf": [0.5, 0.6], "relmas": [0.45, 0.54]}, scenario="heavy"),
+            summary({"sjf": [0.4, 0.6, 0.5], "relmas": [0.5, 0.5, 0.7]}, scenario="bursty"),
+        ]
+    )
+    chosen = {name: ("sjf", 0.5) for name in ("light", "heavy", "bursty")}
+    assert headline_tally(headline_table(frame, chosen)) == [
+        "relmas beats its best baseline on 1 (light) of 3 scenarios, ties it on 1 and falls "
+        "short of it on 1 (heavy)."
+    ]
 
 
 def test_resizing_is_judged_against_relmas_by_its_interval() -> None:
