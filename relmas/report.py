@@ -305,14 +305,15 @@ def headline_tally(table: pl.DataFrame) -> list[str]:
     short on: the answer to "does it beat the strongest rule?" before the details."""
     lines = []
     for policy in table["policy"].unique(maintain_order=True):
-        rows = list(table.filter(pl.col("policy") == policy).iter_rows(named=True))
+        rows = table.filter(pl.col("policy") == policy).iter_rows(named=True)
+        judged = [(row["scenario"], verdict(row)) for row in rows]
         count = {}
         for v in VERDICTS:
-            scenarios = [r["scenario"] for r in rows if verdict(r) == v]
+            scenarios = [scenario for scenario, said in judged if said == v]
             named = f" ({', '.join(scenarios)})" if scenarios and v != "ties" else ""
             count[v] = f"{len(scenarios)}{named}"
         lines.append(
-            f"{policy} beats its best baseline on {count['beats']} of {len(rows)} scenarios, "
+            f"{policy} beats its best baseline on {count['beats']} of {len(judged)} scenarios, "
             f"ties it on {count['ties']} and falls short of it on {count['falls short of']}."
         )
     return lines
