@@ -106,6 +106,8 @@ def test_seeded_by_one_policy_it_searches_from_that_schedule_alone():
     result = Engine(system, tables, jobs).run(policy)
     assert policy.report.seed_met == {"fcfs": 2}
     assert met(result) == 3
+    with pytest.raises(InputError, match="seed_policies"):
+        make_policy("ga_offline", seed_policies=())
 
 
 def test_any_genes_decode_to_a_complete_schedule():

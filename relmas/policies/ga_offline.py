@@ -191,6 +191,8 @@ class GAOffline(Policy):
         self.tournament = tournament
         self.seed_policies = tuple(seed_policies)
         self.extra_seeds = tuple(extra_seeds) + ((_learned_policy(agent),) if agent else ())
+        if not self.seed_policies and not self.extra_seeds:
+            raise InputError(None, f"{CONFIG_KEY}.seed_policies", "at least one seed", "none")
         self.report = GAReport()
 
     def reset(self, engine: Engine) -> None:
