@@ -1,0 +1,229 @@
+"""report.md pinned: rendered from fixed synthetic inputs (no profiling, no training, no DAG) and
+compared with tests/golden/report/report.md, so that a change of the report's text shows up as a
+diff of that file. After an intended change:
+
+    RELMAS_UPDATE_GOLDEN=1 pytest tests/test_report_golden.py
+
+and commit the golden with a message saying what changed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from relmas import catalog
+from relmas.config import load_config, validate_config
+from relmas.evaluate import SUMMARY_EXTRA
+from relmas.io import write_parquet
+from relmas.paths import (
+    ResultPaths,
+    agent_dir,
+    cost_table,
+    evaluation_file,
+    summary_of,
+    sweep_file,
+    validation_file,
+    workload_file,
+)
+from relmas.report import write_report
+from relmas.rl.curve import CURVE, write_curve
+from relmas.schemas import SUMMARY_SCHEMA
+from relmas.study import (
+    Study,
+    evaluation_runs,
+    generalisation_runs,
+    point_label,
+    sweep_points,
+    sweep_policies,
+)
+from tests.conftest import ROOT
+from tests.synthetic import synthetic_costs
+from tests.test_evaluate import untrained_agent
+
+GOLDEN = Path(__file__).with_name("golden") / "report"
+UPDATE = os.environ.get("RELMAS_UPDATE_GOLDEN") == "1"
+
+# Mean SLA rate per scenario and policy on the evaluation traces, and the baselines' on the
+# validation traces: relmas beats its best baseline on mixed and falls short on heavy, the best
+# baseline on validation differs from the best heuristic on evaluation, and relmas reaches less
+# than 90% of the offline bound on heavy.
+EVALUATION = {
+    "mixed": {
+        "fcfs": 0.60,
+        "sjf": 0.70,
+        "edf": 0.72,
+        "random": 0.50,
+        "sjf_feasible": 0.75,
+        "gacer": 0.71,
+        "ga_offline": 0.95,
+        "relmas": 0.86,
+        "relmas_resize": 0.76,
+    },
+    "heavy": {
+        "fcfs": 0.40,
+        "sjf": 0.52,
+        "edf": 0.50,
+        "random": 0.30,
+        "sjf_feasible": 0.58,
+        "gacer": 0.53,
+        "ga_offline": 0.90,
+        "relmas": 0.45,
+        "relmas_resize": 0.56,
+    },
+}
+VALIDATION = {"mixed": {"sjf_feasible": 0.74, "gacer": 0.70}, "heavy": {"gacer": 0.60}}
+SEEDS = [1000, 1001, 1002]
+
+
+def golden_config() -> dict[str, Any]:
+    """The quick study with a second, heavier scenario and three evaluation seeds."""
+    raw = load_config(ROOT / "config" / "quick.yaml")
+    raw["experiment"] = "relmas-golden"
+    raw["scenarios"]["heavy"] = copy.deepcopy(raw["scenarios"]["mixed"])
+    raw["scenarios"]["heavy"]["arrival"]["load"] = 1.5
+    raw["scenarios"]["heavy"]["description"] = "mixed at a higher load"
+    raw["evaluation"]["seeds"] = SEEDS
+    raw["evaluation"]["policies"] = list(EVALUATION["mixed"])
+    raw["evaluation"]["generalisation"] = [{"agent": "mixed", "scenario": "heavy"}]
+    return validate_config(raw, "golden.yaml")
+
+
+def summary_rows(
+    scenario: str, policy: str, seeds: list[int], rate: float, rng: np.random.Generator
+) -> pl.DataFrame:
+    """Summary rows (contract columns, the extra metrics, agent_scenario) around `rate`."""
+    count = len(seeds)
+    rows: dict[str, Any] = {
+        "scenario": [scenario] * count,
+        "policy": [policy] * count,
+        "seed": seeds,
+        "jobs": [40] * count,
+        "sla_rate": np.clip(rate + rng.normal(0, 0.02, count), 0, 1).round(4),
+        "antt": (2 + 3 * (1 - rate) + rng.normal(0, 0.1, count)).round(3),
+        "stp": (1 + rate + rng.normal(0, 0.05, count)).round(3),
+        "fairness": np.full(count, round(0.5 + rate / 3, 3)),
+        "utilization": (0.4 + rate / 2 + rng.normal(0, 0.01, count)).round(3),
+        "energy_j": (0.02 + rng.normal(0, 0.001, count)).round(5),
+        "makespan_s": (0.5 + rng.normal(0, 0.01, count)).round(4),
+        "decision_us": np.full(count, 110.0 if policy in catalog.learned() else 10.0),
+    }
+    rows |= {key: np.ones(count) for key in SUMMARY_EXTRA}
+    frame = pl.DataFrame(
+        rows, schema=dict(SUMMARY_SCHEMA) | dict.fromkeys(SUMMARY_EXTRA, pl.Float64)
+    )
+    agent = scenario if policy in catalog.learned() else None
+    return frame.with_columns(agent_scenario=pl.lit(agent, pl.String))
+
+
+def write_inputs(config: dict[str, Any], root: Path) -> ResultPaths:
+    """Every file `relmas report` reads, under `root`."""
+    paths = ResultPaths(root)
+    rng = np.random.default_rng(7)
+    costs = synthetic_costs(
+        {"mobilenet_v2": 6, "alexnet": 5, "bert_base": 4}, list(config["accelerators"])
+    )
+    for name in config["accelerators"]:
+        write_parquet(
+            costs.filter(pl.col("accelerator") == name), cost_table(paths.costs_dir, name)
+        )
+    study = Study(config, "golden.yaml")
+    for scenario in config["scenarios"]:
+        write_parquet(
+            study.trace(scenario, SEEDS[0], paths.costs_dir),
+            workload_file(paths.workloads_dir, scenario, SEEDS[0]),
+        )
+    tenants = [t["name"] for t in config["scenarios"]["mixed"]["tenants"]]
+    for scenario, policy in evaluation_runs(config):
+        rate = EVALUATION[scenario][policy]
+        rows = summary_rows(scenario, policy, SEEDS, rate, rng)
+        for seed, row in zip(SEEDS, rows.iter_slices(1), strict=True):
+            path = evaluation_file(paths.eval_dir, scenario, policy, seed)
+            write_parquet(row, summary_of(path))
+            jobs = pl.DataFrame(
+                {"tenant": [tenants[i % 2] for i in range(40)], "met": rng.random(40) < rate}
+            )
+            write_parquet(jobs, path)
+    baselines = [p for p in config["evaluation"]["policies"] if p in catalog.online_baselines()]
+    for scenario, evaluated in EVALUATION.items():
+        frames = [
+            summary_rows(
+                scenario,
+                policy,
+                config["training"]["validation_seeds"],
+                VALIDATION[scenario].get(policy, evaluated[policy] - 0.05),
+                rng,
+            ).with_columns(agent_scenario=pl.lit(None, pl.String))
+            for policy in baselines
+        ]
+        write_parquet(pl.concat(frames), validation_file(paths.validation_dir, scenario))
+    for agent, scenario, policy in generalisation_runs(config):
+        rows = summary_rows(scenario, policy, SEEDS, EVALUATION[scenario][policy] - 0.1, rng)
+        for seed, row in zip(SEEDS, rows.iter_slices(1), strict=True):
+            path = evaluation_file(paths.eval_dir, scenario, policy, seed, agent)
+            write_parquet(row.with_columns(agent_scenario=pl.lit(agent)), summary_of(path))
+    for name, value in sweep_points(config):
+        spec = config["sweeps"][name]
+        scale = 1.1 - 0.2 * spec["values"].index(value)  # synthetic: only the text is pinned
+        frames = [
+            summary_rows(spec["scenario"], policy, SEEDS, EVALUATION["mixed"][policy] * scale, rng)
+            for policy in sweep_policies(config)
+        ]
+        point = pl.concat(frames).with_columns(
+            sweep=pl.lit(name), parameter=pl.lit(spec["parameter"]), value=pl.lit(float(value))
+        )
+        write_parquet(point, sweep_file(paths.sweeps_dir, name, point_label(value)))
+    types = tuple(config["accelerators"])
+    for scenario, policy in evaluation_runs(config):
+        if policy in catalog.learned():
+            directory = agent_dir(paths.agents_dir, scenario, policy)
+            directory.mkdir(parents=True)
+            untrained_agent(directory, scenario, types, types)
+            steps = [(step, "val_sla_rate", 0.5 + step / 50_000) for step in range(0, 20_001, 5000)]
+            write_curve(directory / CURVE, steps)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    config = golden_config()
+    root = tmp_path_factory.mktemp("golden") / "results"
+    paths = write_inputs(config, root)
+    write_report(
+        config,
+        "golden.yaml",
+        paths.eval_dir,
+        paths.costs_dir,
+        paths.workloads_dir,
+        paths.report_dir,
+        sweeps_dir=paths.sweeps_dir,
+        agents_dir=paths.agents_dir,
+        validation_dir=paths.validation_dir,
+    )
+    return paths.report_dir
+
+
+def check_text(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return
+    assert text == path.read_text(encoding="utf-8")
+
+
+def test_report_md_is_as_pinned(rendered: Path) -> None:
+    check_text("report.md", (rendered / "report.md").read_text(encoding="utf-8"))
+
+
+def test_summary_parquet_columns_are_as_pinned(rendered: Path) -> None:
+    schema = pl.read_parquet_schema(rendered / "summary.parquet")
+    columns = {name: str(dtype) for name, dtype in schema.items()}
+    check_text("summary_columns.json", json.dumps(columns, indent=1) + "\n")
