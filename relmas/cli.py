@@ -357,6 +357,7 @@ def _log_gantt(run: Any, result: Any, path: Path | None, title: str) -> None:
     import polars as pl
 
     from relmas.figures.gantt import plot_gantt
+    from relmas.io import copy_file
 
     first = result.jobs.sort("arrival_s").head(GANTT_JOBS)["job_id"]
     window = dataclasses.replace(
@@ -369,8 +370,7 @@ def _log_gantt(run: Any, result: Any, path: Path | None, title: str) -> None:
         plot_gantt(window, chart, title=f"{title}, first {GANTT_JOBS} jobs")
         run.log_artifact(chart)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(chart.read_bytes())
+            copy_file(chart, path)
 
 
 def cmd_validate(args: argparse.Namespace) -> None:

@@ -114,6 +114,13 @@ def write_parquet(
         pq.write_table(table, tmp, compression="zstd")
 
 
+def copy_file(source: str | Path, target: str | Path) -> None:
+    """Copy `source` onto `target` atomically: a full disk leaves no truncated copy behind."""
+    data = Path(source).read_bytes()
+    with atomic_path(target, suffix=Path(target).suffix) as tmp:
+        tmp.write_bytes(data)
+
+
 def read_metadata(path: str | Path) -> dict[str, str]:
     """The string key-value metadata of a Parquet file (empty if none)."""
     try:

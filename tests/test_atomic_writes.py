@@ -1,0 +1,140 @@
+"""A full disk while the command line writes: no file is left half-written, the one error line
+names the path that could not be written, and the command's other outputs are removed.
+
+A full filesystem is a tiny tmpfs (root only; skipped otherwise) or, anywhere, a filesystem
+simulated under one directory: files opened for writing there fail with ENOSPC once a few bytes
+are written, as a real write(2) does (the error names no file).
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import io as stdlib_io
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+import yaml
+
+from relmas import cli
+from relmas.hw.spec import parse_spec
+from relmas.profile import write_cost_table
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = yaml.safe_load((ROOT / "config" / "quick.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The README's hand-written trace and cost tables, and a config whose one scenario uses
+    their two accelerator types."""
+    base = tmp_path_factory.mktemp("inputs")
+    shutil.copy2(ROOT / "examples" / "handwritten" / "make_inputs.py", base)
+    subprocess.run([sys.executable, str(base / "make_inputs.py")], check=True)
+    config = dict(QUICK, models={"cnn": {"model": "alexnet"}, "mlp": {"model": "alexnet"}})
+    specs = QUICK["accelerators"]
+    config["accelerators"] = {"big": specs["simba_chiplet"], "small": specs["eyeriss_168"]}
+    config["system"] = {"instances": [{"name": "big", "count": 1}, {"name": "small", "count": 2}]}
+    mixed = dict(QUICK["scenarios"]["mixed"], models={"cnn": 1, "mlp": 1}, jobs=5)
+    config["scenarios"], config["sweeps"] = {"mixed": mixed}, {}
+    (base / "config.yaml").write_text(yaml.safe_dump(config))
+    for name, spec in config["accelerators"].items():  # with the metadata evaluate checks
+        table = pl.read_parquet(base / "costs" / f"{name}.parquet")
+        parsed = parse_spec(name, spec, "config.yaml")
+        write_cost_table(table, base / "costs" / f"{name}.parquet", name, parsed, "handwritten")
+    return base
+
+
+@pytest.fixture
+def work(inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    project = tmp_path / "work"
+    shutil.copytree(inputs, project)
+    monkeypatch.chdir(project)
+    return project
+
+
+def evaluate_with_gantt(gantt: Path, capsys: pytest.CaptureFixture) -> tuple[int, list[str]]:
+    argv = ["evaluate", "--config", "config.yaml", "--scenario", "mixed", "--policy", "edf"]
+    argv += ["--seed", "1", "--jobs", "jobs.parquet", "--costs", "costs"]
+    code = cli.main([*argv, "--out", "out/edf.parquet", "--gantt", str(gantt)])
+    err = capsys.readouterr().err
+    return code, [line for line in err.splitlines() if " INFO " not in line]
+
+
+def assert_refused_for(gantt: Path, code: int, lines: list[str], work: Path) -> None:
+    assert code == 2 and len(lines) == 1, lines
+    assert str(gantt) in lines[0] and "--gantt" in lines[0], lines[0]
+    assert "expected a filesystem with free space" in lines[0], lines[0]
+    assert not (work / "out").exists()  # the results written before are removed
+    assert list(gantt.parent.iterdir()) == []  # neither a truncated chart nor a temporary file
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """An 8 KiB tmpfs: too small for a Gantt chart."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(mount)])
+    if done.returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_gantt_chart_on_a_full_tmpfs(
+    work: Path, tiny_tmpfs: Path, capsys: pytest.CaptureFixture
+) -> None:
+    gantt = tiny_tmpfs / "gantt.png"
+    code, lines = evaluate_with_gantt(gantt, capsys)
+    assert_refused_for(gantt, code, lines, work)
+
+
+class _FullDisk:
+    """A file open for writing that takes `room` bytes, then fails like write(2) on a full disk."""
+
+    def __init__(self, handle: Any, room: int) -> None:
+        self._handle, self._room = handle, room
+
+    def write(self, data: bytes | str) -> int:
+        if len(data) > self._room:
+            self._handle.write(data[: self._room])
+            self._room = 0
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self._room -= len(data)
+        return self._handle.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
+
+    def __enter__(self) -> _FullDisk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._handle.close()
+
+
+def test_a_gantt_chart_on_a_simulated_full_disk(
+    work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full = work / "full"
+    full.mkdir()
+    real_open = builtins.open
+
+    def open_(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        handle = real_open(file, mode, *args, **kwargs)
+        inside = isinstance(file, str | Path) and Path(file).resolve().parent == full
+        return _FullDisk(handle, 1000) if inside and set(mode) & set("wax+") else handle
+
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(stdlib_io, "open", open_)
+    gantt = full / "gantt.png"
+    code, lines = evaluate_with_gantt(gantt, capsys)
+    assert_refused_for(gantt, code, lines, work)
