@@ -12,11 +12,12 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
+import yaml
 from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from relmas import catalog
+from relmas import catalog, cli
 from relmas.config import load_config, validate_config
 from relmas.errors import InputError
 from relmas.evaluate import evaluate_scenario, simulate
@@ -590,6 +591,32 @@ def test_resume_after_interruption_gives_the_same_agent(quick, trained):
     changed["scenarios"]["mixed"]["tenants"][0]["slack"] += 1.0
     other_problem = train_scenario(changed, "mixed", root / "cut", root / "costs")
     assert other_problem.restarted_because == ["scenario.tenants"]
+
+
+@pytest.mark.parametrize("damaged", ["replay", "last.pt"])
+def test_train_over_a_damaged_resume_file_trains_afresh(quick, tmp_path, capsys, damaged):
+    """`relmas train` on an agent directory whose replay-*.npz or last.pt was cut short: one line
+    names the file, the run trains afresh (the agent of the first run again), and the next rerun
+    resumes as usual: nothing to delete by hand."""
+    config, root = quick
+    config = copy.deepcopy(config)
+    config["training"]["dqn"].update(total_steps=300, validation_every=150, checkpoint_every=150)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    agent = tmp_path / "agent"
+    argv = ["train", "--config", str(tmp_path / "config.yaml"), "--scenario", "mixed"]
+    argv += ["--costs", str(root / "costs"), "--out", str(agent)]
+    assert cli.main(argv) == 0
+    best = (agent / "best.pt").read_bytes()
+    target = next(agent.glob("replay-*.npz")) if damaged == "replay" else agent / "last.pt"
+    target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
+    capsys.readouterr()
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    named = [line for line in (out + err).splitlines() if target.name in line]
+    assert len(named) == 1 and "training afresh" in named[0] and "Traceback" not in err, out + err
+    assert (agent / "best.pt").read_bytes() == best
+    assert cli.main(argv) == 0
+    assert f"{agent}: resumed from last.pt at step 300" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

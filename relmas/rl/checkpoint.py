@@ -12,7 +12,9 @@ manifest is not resumed), `target`, `optimizer`, the fields of `TrainingState`, 
 generator state; exploration draws depend on the step alone) and `replay_file`. Every write is
 atomic, and the replay file is written under a new name before the last.pt that points to it, so
 an interruption at any moment leaves a consistent pair. A payload gives the same bytes whatever
-the file's name: two runs of one config compare by checksum.
+the file's name: two runs of one config compare by checksum. A pair that cannot be read back all
+the same (a disk error, a file cut short or deleted by hand) is `DamagedState`: not an input to
+refuse, since the run that wrote it can make it again by training afresh.
 """
 
 from __future__ import annotations
@@ -129,27 +131,49 @@ def save_training_state(
             stale.unlink()
 
 
+class DamagedState(Exception):
+    """A training directory's last.pt or its replay file cannot be read back: its message names
+    the file and what failed. The learner it was being restored into is then unusable."""
+
+
 def load_training_state(
     out_dir: Path, manifest: Mapping[str, Any], learner: Learner
 ) -> tuple[TrainingState | None, list[str]]:
     """The state in `out_dir`/last.pt, restored into `learner` (networks, optimizer, replay,
     generators), and [] — or (None, the manifest keys that changed) when last.pt belongs to a
-    run of other settings (resuming it would mix two experiments), or (None, []) without one."""
+    run of other settings (resuming it would mix two experiments), or (None, []) without one.
+    Raises `DamagedState` when last.pt or its replay file cannot be read back."""
     path = out_dir / LAST
     if not path.is_file():
         return None, []
-    payload = load_checkpoint(path)
+    try:
+        payload = load_checkpoint(path)
+    except InputError as error:
+        raise DamagedState(str(error)) from None
     changed = changed_keys(payload.get("manifest", {}), _as_json(manifest))
     if changed:
         return None, changed
-    learner.buffer.load(out_dir / payload["replay_file"])
-    learner.online.load_state_dict(payload["online"])
-    learner.target.load_state_dict(payload["target"])
-    learner.optimizer.load_state_dict(payload["optimizer"])
-    torch.set_rng_state(payload["rng"]["torch"])
-    state = TrainingState(**{f.name: payload[f.name] for f in fields(TrainingState)})
+    replay = out_dir / str(payload.get("replay_file"))
+    try:
+        learner.buffer.load(replay)
+    except Exception as error:  # numpy and zipfile raise several types for cut or foreign files
+        raise DamagedState(f"{replay}: unreadable replay buffer ({_reason(error)})") from None
+    try:
+        learner.online.load_state_dict(payload["online"])
+        learner.target.load_state_dict(payload["target"])
+        learner.optimizer.load_state_dict(payload["optimizer"])
+        torch.set_rng_state(payload["rng"]["torch"])
+        state = TrainingState(**{f.name: payload[f.name] for f in fields(TrainingState)})
+    except (KeyError, TypeError, ValueError, RuntimeError) as error:
+        raise DamagedState(f"{path}: unusable training state ({_reason(error)})") from None
     state.curve = [tuple(row) for row in state.curve]
     return state, []
+
+
+def _reason(error: Exception) -> str:
+    """`error` on one short line: its type and the first line of its message."""
+    lines = str(error).splitlines()
+    return f"{type(error).__name__}: {lines[0][:120]}" if lines else type(error).__name__
 
 
 def changed_keys(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:

@@ -8,9 +8,11 @@ weights on the same machine (CPU kernels may differ across instruction sets).
 
 Resuming: last.pt is written at episode boundaries (the first one after every `checkpoint_every`
 steps, and at the end), so it holds no half-finished episode: restarting from it replays exactly the
-steps an uninterrupted run would take, and gives identical weights. last.pt also holds the learning
-curve so far, written beside it as curve.parquet (`relmas.rl.curve`) at every checkpoint and at the
-end, so the file is a copy that a resumed run rebuilds.
+steps an uninterrupted run would take, and gives identical weights. A last.pt or replay file that
+cannot be read back (cut short, deleted by hand) is named on one line of the log and the run trains
+afresh, which gives those weights too. last.pt also holds the learning curve so far, written beside
+it as curve.parquet (`relmas.rl.curve`) at every checkpoint and at the end, so the file is a copy
+that a resumed run rebuilds.
 
 The run's manifest — the learner config plus whatever else the caller says the run depends on (for
 a scenario: observation, reward, the problem; `relmas.rl.run`) — is kept in last.pt: a last.pt of
@@ -34,6 +36,7 @@ from relmas.errors import InputError
 from relmas.rl.checkpoint import (
     BEST,
     LAST,
+    DamagedState,
     TrainingState,
     load_training_state,
     save_checkpoint,
@@ -120,9 +123,16 @@ def _train(
     config = run.config
     obs_dim, n_actions = envs.dims
     learner = Learner.create(config, obs_dim, n_actions)
-    saved, restarted_because = (
-        load_training_state(run.out_dir, run.manifest, learner) if resume else (None, [])
-    )
+    try:
+        saved, restarted_because = (
+            load_training_state(run.out_dir, run.manifest, learner) if resume else (None, [])
+        )
+    except DamagedState as damage:
+        # the run's own file, not an input: training afresh makes what it held again, and the
+        # first checkpoint replaces it (and deletes the damaged replay file)
+        print(f"{damage}: not resumed, training afresh from step 0", flush=True)
+        learner = Learner.create(config, obs_dim, n_actions)
+        saved, restarted_because = None, []
     resumed_from = None if saved is None else saved.step
     state = saved or TrainingState()
     if resumed_from is not None:
