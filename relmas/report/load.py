@@ -1,0 +1,74 @@
+"""What the report reads: the summary rows, the validation rows, the sweep points and the agents'
+learning curves."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from relmas import catalog
+from relmas.io import read_parquet
+from relmas.paths import agent_dir, sweep_file, validation_file
+from relmas.schemas import SUMMARY_SCHEMA
+from relmas.study import evaluation_runs, point_label, sweep_points
+
+
+def collect_summaries(paths: Sequence[str | Path]) -> pl.DataFrame:
+    """All one-row summaries in one frame (contract columns first), sorted for stable output."""
+    frames = [read_parquet(path, SUMMARY_SCHEMA) for path in paths]
+    summary = pl.concat(frames, how="diagonal_relaxed")
+    ordered = list(SUMMARY_SCHEMA) + [c for c in summary.columns if c not in SUMMARY_SCHEMA]
+    return summary.select(ordered).sort(
+        "scenario", "policy", "agent_scenario", "seed", nulls_last=True
+    )
+
+
+def read_validation(validation_dir: Path, scenarios: Sequence[str]) -> pl.DataFrame:
+    """The baselines' summary rows on each scenario's validation traces (`relmas validate`)."""
+    frames = [read_parquet(validation_file(validation_dir, s), SUMMARY_SCHEMA) for s in scenarios]
+    return pl.concat([f.select(list(SUMMARY_SCHEMA)) for f in frames])
+
+
+def collect_sweeps(config: Mapping[str, Any], sweeps_dir: Path) -> pl.DataFrame:
+    """The rows of every configured sweep point (`relmas sweep` outputs) in one frame; empty
+    without sweeps."""
+    from relmas.sweep import SWEEP_COLUMNS
+
+    schema = dict(SUMMARY_SCHEMA) | SWEEP_COLUMNS
+    frames = [
+        read_parquet(sweep_file(sweeps_dir, name, point_label(value)), schema)
+        for name, value in sweep_points(config)
+    ]
+    if not frames:
+        return pl.DataFrame(schema=schema)
+    return pl.concat(frames, how="diagonal_relaxed").sort("sweep", "value", "policy", "seed")
+
+
+def read_learning(config: Mapping[str, Any], agents_dir: Path) -> dict[str, dict[str, Any]]:
+    """Per evaluated agent (titled by scenario, and policy if not relmas): its learning curve,
+    its best validation SLA rate, the best heuristic on its validation traces and its teacher."""
+    from relmas.rl.agent import read_agent_info
+    from relmas.rl.curve import CURVE, read_curve
+
+    learning = {}
+    for scenario, policy in evaluation_runs(config):
+        if policy not in catalog.learned():
+            continue
+        directory = agent_dir(agents_dir, scenario, policy)
+        info = read_agent_info(directory)
+        heuristic = max(info.heuristics_validation, key=info.heuristics_validation.__getitem__)
+        title = scenario if catalog.entry(policy).base is None else f"{scenario} ({policy})"
+        learning[title] = {
+            "policy": policy,
+            "curve": read_curve(directory / CURVE),
+            "best_heuristic": (heuristic, info.heuristics_validation[heuristic]),
+            "validation": info.validation.get("sla_rate", math.nan),
+            "teacher": info.teacher,
+            "teacher_validation": info.rules_validation.get(info.teacher or "", math.nan),
+            "share_split": info.validation.get("share_split"),
+        }
+    return learning

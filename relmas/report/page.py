@@ -1,0 +1,211 @@
+"""report.md and report.html: the sections in order, written atomically; `write_report`, the
+`relmas report` command's work from reading the results to writing the page."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from relmas.figures import palette
+from relmas.paths import ResultPaths, evaluation_file, summary_of
+from relmas.report.figures import draw_figures
+from relmas.report.headline import headline_markdown, headline_table
+from relmas.report.load import collect_summaries, collect_sweeps, read_learning, read_validation
+from relmas.report.markdown import image_markdown, markdown_table, mean_column
+from relmas.report.stats import (
+    aggregate,
+    best_baselines,
+    generalisation_table,
+    resizing_table,
+    split_generalisation,
+    tenant_sla,
+)
+from relmas.report.tables import (
+    generalisation_markdown,
+    heuristic_ranking,
+    learning_markdown,
+    resizing_markdown,
+    sweeps_markdown,
+)
+from relmas.study import evaluation_runs, generalisation_runs
+
+HTML = "report.html"  # report.md as one self-contained page (figures inlined)
+
+
+def write_report(
+    config: Mapping[str, Any],
+    source: str,
+    eval_dir: Path,
+    costs_dir: Path,
+    workloads_dir: Path,
+    out_dir: Path,
+    *,
+    sweeps_dir: Path | None = None,
+    agents_dir: Path | None = None,
+    validation_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Write summary.parquet, sweeps.parquet, the figures and report.md into `out_dir`; return
+    what was made.
+
+    Reads `{eval_dir}/{scenario}/{policy}/seed{n}[.summary].parquet` for the configured scenarios,
+    policies and evaluation seeds, `{eval_dir}/{scenario}/{policy}/from-{agent}/...` for the
+    generalisation runs, `{validation_dir}/{scenario}.parquet` (the baselines on the validation
+    traces: the best baseline's choice), `{sweeps_dir}/{sweep}/{value}.parquet` for the sweeps and
+    `{agents_dir}/{scenario}/{policy}/curve.parquet` (+ agent.json) for every evaluated agent.
+    Returns the paths of the figures and tables, for MLflow.
+    """
+    from relmas.io import write_parquet
+
+    scenarios = list(config["scenarios"])
+    seeds = list(config["evaluation"]["seeds"])
+    runs = [(s, p, n) for s, p in evaluation_runs(config) for n in seeds]
+    base = {run: evaluation_file(eval_dir, *run) for run in runs}
+    moved = [
+        summary_of(evaluation_file(eval_dir, scenario, policy, seed, agent))
+        for agent, scenario, policy in generalisation_runs(config, source)
+        for seed in seeds
+    ]
+    summary = collect_summaries([summary_of(path) for path in base.values()] + moved)
+    results = {run: pl.read_parquet(path) for run, path in base.items()}
+    write_parquet(summary, out_dir / "summary.parquet")
+    tables = [out_dir / "summary.parquet"]
+
+    paths = ResultPaths.of(config)
+    agents_dir = agents_dir or paths.agents_dir
+    own, _ = split_generalisation(summary)
+    aggregated = aggregate(own)
+    baselines = best_baselines(read_validation(validation_dir or paths.validation_dir, scenarios))
+    headline = headline_table(own, baselines)
+    generalisation = generalisation_table(summary, baselines)
+    resizing = resizing_table(own)
+    tenants = tenant_sla(results)
+    sweeps = collect_sweeps(config, sweeps_dir or paths.sweeps_dir)
+    if sweeps.height:
+        write_parquet(sweeps, out_dir / "sweeps.parquet")
+        tables.append(out_dir / "sweeps.parquet")
+    learning = read_learning(config, agents_dir)
+    figures = draw_figures(
+        config,
+        source,
+        out_dir / "figures",
+        aggregated=aggregated,
+        tenants=tenants,
+        sweeps=sweeps,
+        learning=learning,
+        gantt=(seeds[0], baselines.get(scenarios[0], (None, None))[0]),
+        dirs=(workloads_dir, costs_dir, agents_dir),
+    )
+
+    sections = _markdown(config, aggregated, headline, tenants, figures, out_dir)
+    sections += generalisation_markdown(config, generalisation)
+    sections += resizing_markdown(resizing, learning)
+    sections += sweeps_markdown(config, sweeps, figures, out_dir)
+    sections += learning_markdown(learning, figures, out_dir)
+    tables += _write_pages("\n".join(sections) + "\n", out_dir, config["experiment"])
+    return {"figures": figures, "tables": tables, "headline": headline}
+
+
+def _markdown(
+    config: Mapping[str, Any],
+    aggregated: pl.DataFrame,
+    headline: pl.DataFrame,
+    tenants: pl.DataFrame,
+    figures: Mapping[str, Path],
+    out_dir: Path,
+) -> list[str]:
+    def image(name: str, caption: str) -> str:
+        return image_markdown(figures, out_dir, name, caption)
+
+    seeds = config["evaluation"]["seeds"]
+    sla = aggregated.select("scenario", "policy", sla_rate=mean_column("sla_rate")).pivot(
+        on="policy", index="scenario", values="sla_rate"
+    )
+    intervals = (
+        "Means over seeds with Student-t 95% confidence intervals."
+        if len(seeds) > 1
+        else "One seed (n = 1): values of that trace, no interval."
+    )
+    parts = [
+        f"# relmas report — experiment `{config['experiment']}`\n",
+        f"Evaluation seeds {seeds} (traces no agent was trained or validated on). {intervals} "
+        "Policies are grouped by kind: " + ", ".join(g.title for g in palette.GROUPS) + ".\n",
+        *headline_markdown(config, headline),
+        "## SLA satisfaction rate\n",
+        markdown_table(sla),
+        "",
+        image("sla_rate", "SLA rate per scenario and policy"),
+    ]
+    ranking = heuristic_ranking(config, aggregated)
+    winners: dict[str, list[str]] = {}
+    for row in ranking.iter_rows(named=True):
+        winners.setdefault(row["ranking (SLA rate)"].split()[0], []).append(row["scenario"])
+    parts += [
+        "## How the heuristics rank\n",
+        "Heuristics ordered by mean SLA rate on each scenario, beside its operating point "
+        "(arrival process, load, bandwidth); `spread` = best − worst. Best heuristic: "
+        + "; ".join(f"**{p}** on {', '.join(names)}" for p, names in winners.items())
+        + ". A ranking that moves with load and bandwidth is why no single rule suffices.\n",
+        markdown_table(ranking),
+        "",
+    ]
+    for metric, caption in (
+        ("antt", "ANTT: mean turnaround / isolated latency (lower is better)"),
+        ("stp", "STP: system throughput, sum of isolated / turnaround (higher is better)"),
+        ("energy_j", "Energy per trace (dynamic + static + scheduler), J"),
+        ("utilization", "Mean accelerator utilisation"),
+    ):
+        parts += [f"## {caption}\n", image(metric, caption)]
+    table = aggregated.select(
+        "scenario", "policy", "fairness", "decision_us", "energy_j", "utilization"
+    )
+    parts += ["## Fairness, decision time, energy, utilisation\n", markdown_table(table), ""]
+    parts += ["## Per-tenant SLA rate\n"]
+    parts += [image(f"tenants_{s}", f"{s}: SLA rate per tenant") for s in config["scenarios"]]
+    parts += [
+        "## A sample schedule\n",
+        image("gantt", "RELMAS beside the best baseline on the first jobs of a trace"),
+    ]
+    parts += ["## Cost model: per-layer latency and energy\n"]
+    parts += [image(f"costs_{m}", f"{m}: per-layer costs") for m in config["models"]]
+    return parts
+
+
+def _write_pages(text: str, out_dir: Path, title: str) -> list[Path]:
+    """report.md and the same as one HTML page (markdown_html); returns both paths."""
+    from relmas.io import atomic_path
+
+    with atomic_path(out_dir / "report.md", suffix=".md") as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    with atomic_path(out_dir / HTML, suffix=".html") as tmp:
+        tmp.write_text(markdown_html(text, out_dir, title), encoding="utf-8")
+    return [out_dir / "report.md", out_dir / HTML]
+
+
+def markdown_html(text: str, base: Path, title: str) -> str:
+    """report.md as a self-contained HTML page: its tables as HTML tables and its figures inlined
+    (data URIs, relative to `base`), for Snakemake's HTML report and the MLflow run."""
+    import base64
+    import html
+    import re
+
+    import markdown
+
+    body = markdown.markdown(text, extensions=["tables"], output_format="html")
+
+    def inline(match: re.Match[str]) -> str:
+        data = base64.b64encode((base / html.unescape(match[1])).read_bytes()).decode("ascii")
+        return f'src="data:image/png;base64,{data}"'
+
+    body = re.sub(r'src="([^"]+\.png)"', inline, body)
+    style = (
+        "body{font-family:sans-serif;max-width:70em;margin:auto}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}"
+        "img{max-width:100%}"
+    )
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{style}</style></head><body>\n{body}\n</body></html>\n"
+    )
