@@ -1,0 +1,361 @@
+"""The most deadlines any schedule the engine allows can meet, on small traces (CP-SAT).
+
+The engine's problem with unlimited bandwidth is a flexible job shop with release dates and due
+dates: each layer (or, with piece tables, each piece of its chosen split variant) runs on one
+instance, non-preemptively, after the job's previous layer; maximise the jobs that finish by their
+deadline. Late jobs need no modelling: the replay runs them after every on-time one.
+
+CP-SAT needs integer times, so the problem is solved twice on a grid of `tick_s` seconds:
+
+- the *relaxation* (releases and durations rounded down, deadlines up): every engine schedule maps
+  to one of its schedules by flooring start times, so its optimum (or CP-SAT's proven bound) is an
+  upper bound on the engine's count;
+- the *restriction* (releases and durations rounded up, deadlines down, and, with a bandwidth
+  limit, a cumulative constraint that the running tasks never demand more than the bandwidth): its
+  schedules, replayed in the engine by `relmas.ceiling.replay.PlanReplay`, finish every task no
+  later than planned, so the replay meets at least its count.
+
+The lower bound is the count the replay meets in the engine, the upper bound the relaxation's; the
+optimum is proven when they are equal. docs/ceiling.md has the arguments and sizes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from ortools.sat.python import cp_model
+
+from relmas.ceiling.instance import Instance, alone_latency
+from relmas.errors import InputError
+from relmas.sim.costs import CostTables
+from relmas.sim.kernels import TIME_TOL
+from relmas.sim.system import System
+
+BANDWIDTH_UNITS = 1_000_000  # the cumulative's capacity: the bandwidth in millionths
+
+
+@dataclass(frozen=True)
+class Task:
+    """One planned task: piece `piece` of split variant `split` (0 = the whole layer) of layer
+    `op` (an Instance operation) of internal job `job`, on engine instance `instance`, over ticks
+    [start, end) of the restriction's grid."""
+
+    job: int
+    op: int
+    split: int
+    piece: int
+    instance: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The restriction's schedule of its on-time jobs, tasks by start (then job, layer, piece)."""
+
+    tasks: tuple[Task, ...]
+    on_time: np.ndarray  # bool[jobs]: jobs the restriction schedules by their deadline
+    job_id: np.ndarray  # int64[jobs]: the trace's ids in the engine's internal order
+
+    @property
+    def count(self) -> int:
+        return int(self.on_time.sum())
+
+
+@dataclass(frozen=True)
+class ExactResult:
+    """Proven bounds on the deadlines met: `lower` by a schedule replayed in the engine, `upper`
+    by the relaxation; `exact` when they are equal. `status` says which, in one line."""
+
+    lower: int
+    upper: int
+    jobs: int
+    exact: bool
+    status: str
+    relaxation: str  # CP-SAT's status name on the relaxation
+    restriction: str  # ... and on the restriction
+    plan: Plan
+    solve_s: float
+    tick_s: float
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """Integer times of one model: per job release and deadline, per (op, variant, piece, type)
+    duration, per (op, variant) the pieces; variant 0 is the whole layer."""
+
+    release: np.ndarray  # int64[jobs]
+    deadline: np.ndarray  # int64[jobs]
+    duration: list[list[np.ndarray]]  # [op][variant] -> int64[pieces, types]
+    usage: list[list[np.ndarray]] | None  # same shape: bandwidth units, restriction only
+
+
+def solve_exact(
+    system: System,
+    tables: CostTables,
+    jobs: pl.DataFrame,
+    *,
+    time_limit_s: float = 10.0,
+    threads: int = 1,
+    max_jobs: int = 30,
+    max_operations: int = 300,
+    tick_s: float = 1e-8,
+    trace: str = "trace",
+) -> ExactResult:
+    """The most deadlines any engine schedule of `jobs` can meet, or proven bounds on it.
+
+    Each of the two CP-SAT models gets `time_limit_s` seconds and `threads` workers. A trace of
+    more than `max_jobs` jobs or `max_operations` layers is refused (InputError naming `trace`).
+    """
+    _check_options(time_limit_s, threads, tick_s)
+    instance = Instance.of(system, tables, jobs)
+    if instance.n_jobs > max_jobs:
+        expected = f"at most {max_jobs} jobs for the exact search (max_jobs)"
+        raise InputError(trace, "jobs", expected, instance.n_jobs)
+    if instance.n_ops > max_operations:
+        expected = f"at most {max_operations} layers for the exact search (max_operations)"
+        raise InputError(trace, "layers", expected, instance.n_ops)
+    started = time.perf_counter()
+    eps = 64.0 * TIME_TOL * max(1.0, abs(instance.origin_s) + float(instance.deadline_s.max()))
+    upper, relaxation = _solve_relaxation(instance, tick_s, eps, time_limit_s, threads)
+    plan, restriction = _solve_restriction(instance, tick_s, eps, time_limit_s, threads, upper)
+    solve_s = time.perf_counter() - started
+    from relmas.ceiling.replay import replay
+
+    lower = replay(system, tables, jobs, plan)
+    if lower < plan.count or lower > upper:
+        raise RuntimeError(
+            f"replay met {lower} deadlines, the restriction planned {plan.count} and the "
+            f"relaxation bounds {upper}: the exact search is wrong"
+        )
+    exact = lower == upper
+    status = "optimal" if exact else f"bounds: relaxation {relaxation}, restriction {restriction}"
+    return ExactResult(
+        lower=lower,
+        upper=upper,
+        jobs=instance.n_jobs,
+        exact=exact,
+        status=status,
+        relaxation=relaxation,
+        restriction=restriction,
+        plan=plan,
+        solve_s=solve_s,
+        tick_s=tick_s,
+    )
+
+
+def _check_options(time_limit_s: float, threads: int, tick_s: float) -> None:
+    for key, value in (("time_limit_s", time_limit_s), ("tick_s", tick_s)):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InputError(None, key, "a positive number of seconds", value)
+        if not math.isfinite(value) or value <= 0:
+            raise InputError(None, key, "a positive number of seconds", value)
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise InputError(None, "threads", "a positive number of solver workers", threads)
+
+
+# ----------------------------------------------------------------------------- the two grids
+
+
+def _durations_s(instance: Instance) -> list[list[np.ndarray]]:
+    """Alone time of every task in seconds: [op][variant] -> float[pieces, types]."""
+    pieces = instance.pieces
+    capacity = instance.bandwidth_bps
+    out = []
+    for op in range(instance.n_ops):
+        variants = [instance.alone_s[op][None, :]]
+        if pieces is not None:
+            row = int(instance.op_row[op])
+            for v in range(1, len(pieces.variants)):
+                columns = pieces.offset[v] + np.arange(pieces.count[row, v])
+                latency = pieces.latency_s[row, columns]
+                variants.append(alone_latency(latency, pieces.demand_bps[row, columns], capacity))
+        out.append(variants)
+    return out
+
+
+def _usage(instance: Instance) -> list[list[np.ndarray]]:
+    """Bandwidth units of every task under the restriction: its demand (capped at the capacity,
+    which a task alone gets) in millionths of the bandwidth, rounded up."""
+    pieces = instance.pieces
+    capacity = instance.bandwidth_bps
+    out = []
+    for op in range(instance.n_ops):
+        variants = [instance.demand_bps[op][None, :]]
+        if pieces is not None:
+            row = int(instance.op_row[op])
+            for v in range(1, len(pieces.variants)):
+                columns = pieces.offset[v] + np.arange(pieces.count[row, v])
+                variants.append(pieces.demand_bps[row, columns])
+        share = [np.minimum(d, capacity) / capacity for d in variants]
+        out.append([np.ceil(s * BANDWIDTH_UNITS).astype(np.int64) for s in share])
+    return out
+
+
+def _grid(instance: Instance, tick_s: float, eps: float, relaxed: bool) -> _Grid:
+    seconds = _durations_s(instance)
+    if relaxed:
+        # Times the engine may count as met: finish <= deadline + TIME_TOL x |absolute deadline|.
+        absolute = np.maximum(1.0, np.abs(instance.deadline_s + instance.origin_s))
+        met_by = instance.deadline_s + TIME_TOL * absolute + eps
+        release = np.floor(np.maximum(instance.arrival_s - eps, 0.0) / tick_s)
+        deadline = np.floor(met_by / tick_s)
+        duration = [[np.floor(np.maximum(d - eps, 0.0) / tick_s) for d in op] for op in seconds]
+    else:
+        release = np.ceil((instance.arrival_s + eps) / tick_s)
+        deadline = np.floor((instance.deadline_s - eps) / tick_s)
+        duration = [[np.maximum(np.ceil((d + eps) / tick_s), 1.0) for d in op] for op in seconds]
+    if float(np.max(deadline)) > 2.0**52:
+        raise InputError(None, "tick_s", "a tick that puts the deadlines under 2**52 ticks", tick_s)
+    limited = not relaxed and instance.dram_gbps is not None
+    return _Grid(
+        release=release.astype(np.int64),
+        deadline=deadline.astype(np.int64),
+        duration=[[d.astype(np.int64) for d in op] for op in duration],
+        usage=_usage(instance) if limited else None,
+    )
+
+
+# ----------------------------------------------------------------------------- the CP-SAT model
+
+
+@dataclass
+class _Model:
+    model: cp_model.CpModel
+    on_time: list[cp_model.IntVar]
+    # (job, op, variant, piece) -> (start, end, {type: presence})
+    tasks: dict[tuple[int, int, int, int], tuple[cp_model.IntVar, cp_model.IntVar, dict]]
+
+
+def _shortest_chain(instance: Instance, grid: _Grid, job: int) -> int:
+    """A lower bound on the job's time from release to finish in this grid: per layer the
+    quickest variant, its pieces in parallel on their quickest types."""
+    return sum(min(int(d.min(axis=1).max()) for d in grid.duration[op]) for op in instance.ops(job))
+
+
+def _build(instance: Instance, grid: _Grid) -> _Model:
+    model = cp_model.CpModel()
+    on_time: list[cp_model.IntVar] = []
+    tasks: dict = {}
+    by_type: list[list[cp_model.IntervalVar]] = [[] for _ in instance.types]
+    bandwidth: list[tuple[cp_model.IntervalVar, int]] = []
+    for job in range(instance.n_jobs):
+        release, deadline = int(grid.release[job]), int(grid.deadline[job])
+        on = model.NewBoolVar(f"on{job}")
+        on_time.append(on)
+        if release + _shortest_chain(instance, grid, job) > deadline:
+            model.Add(on == 0)
+            continue
+        previous_end = None
+        for op in instance.ops(job):
+            layer_start = model.NewIntVar(release, deadline, f"s{op}")
+            layer_end = model.NewIntVar(release, deadline, f"e{op}")
+            if previous_end is not None:
+                model.Add(layer_start >= previous_end)
+            chosen = []
+            for variant, duration in enumerate(grid.duration[op]):
+                use = model.NewBoolVar(f"v{op}.{variant}")
+                chosen.append(use)
+                previous_start = None
+                for piece in range(duration.shape[0]):
+                    start = model.NewIntVar(release, deadline, f"s{op}.{variant}.{piece}")
+                    end = model.NewIntVar(release, deadline, f"e{op}.{variant}.{piece}")
+                    model.Add(start >= layer_start).OnlyEnforceIf(use)
+                    model.Add(end <= layer_end).OnlyEnforceIf(use)
+                    if previous_start is not None:  # the engine starts pieces in order
+                        model.Add(start >= previous_start).OnlyEnforceIf(use)
+                    previous_start = start
+                    present = {}
+                    for t in range(len(instance.types)):
+                        here = model.NewBoolVar(f"x{op}.{variant}.{piece}.{t}")
+                        size = int(duration[piece, t])
+                        name = f"i{op}.{variant}.{piece}.{t}"
+                        interval = model.NewOptionalIntervalVar(start, size, end, here, name)
+                        by_type[t].append(interval)
+                        if grid.usage is not None and grid.usage[op][variant][piece, t] > 0:
+                            bandwidth.append((interval, int(grid.usage[op][variant][piece, t])))
+                        present[t] = here
+                    model.Add(sum(present.values()) == use)
+                    tasks[(job, op, variant, piece)] = (start, end, present)
+            model.Add(sum(chosen) == on)
+            previous_end = layer_end
+    for t, intervals in enumerate(by_type):
+        if int(instance.count[t]) == 1:
+            model.AddNoOverlap(intervals)
+        elif intervals:
+            model.AddCumulative(intervals, [1] * len(intervals), int(instance.count[t]))
+    if bandwidth:
+        intervals, demands = zip(*bandwidth, strict=True)
+        model.AddCumulative(list(intervals), list(demands), BANDWIDTH_UNITS)
+    model.Maximize(sum(on_time))
+    return _Model(model, on_time, tasks)
+
+
+def _solver(time_limit_s: float, threads: int) -> cp_model.CpSolver:
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = float(time_limit_s)
+    solver.parameters.num_workers = int(threads)
+    return solver
+
+
+def _solve_relaxation(
+    instance: Instance, tick_s: float, eps: float, time_limit_s: float, threads: int
+) -> tuple[int, str]:
+    """The relaxation's proven upper bound (its optimum, or CP-SAT's bound when time ran out;
+    the trivial bound, every job, when the solver failed) and CP-SAT's status name."""
+    built = _build(instance, _grid(instance, tick_s, eps, relaxed=True))
+    solver = _solver(time_limit_s, threads)
+    status = solver.Solve(built.model)
+    name = solver.StatusName(status)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
+        return instance.n_jobs, name
+    bound = solver.ObjectiveValue() if status == cp_model.OPTIMAL else solver.BestObjectiveBound()
+    return min(instance.n_jobs, int(math.floor(bound + 1e-6))), name
+
+
+def _solve_restriction(
+    instance: Instance,
+    tick_s: float,
+    eps: float,
+    time_limit_s: float,
+    threads: int,
+    upper: int,
+) -> tuple[Plan, str]:
+    """The restriction's best schedule found (none when the solver found none) and its status;
+    capped at the relaxation's bound, so that reaching it ends the search."""
+    built = _build(instance, _grid(instance, tick_s, eps, relaxed=False))
+    built.model.Add(sum(built.on_time) <= upper)
+    solver = _solver(time_limit_s, threads)
+    status = solver.Solve(built.model)
+    name = solver.StatusName(status)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        empty = np.zeros(instance.n_jobs, dtype=bool)
+        return Plan(tasks=(), on_time=empty, job_id=instance.job_id.copy()), name
+    return _plan(instance, built, solver), name
+
+
+def _plan(instance: Instance, built: _Model, solver: cp_model.CpSolver) -> Plan:
+    """The solution as tasks on engine instances: CP-SAT places tasks on types (at most `count`
+    at a time); each gets the instance of its type that has been free longest (interval
+    colouring in order of start, which never needs more instances than the overlap)."""
+    on_time = np.array([bool(solver.Value(on)) for on in built.on_time])
+    placed = []
+    for (job, op, variant, piece), (start, end, present) in built.tasks.items():
+        if not on_time[job]:
+            continue
+        for t, here in present.items():
+            if solver.Value(here):
+                placed.append((solver.Value(start), solver.Value(end), job, op, variant, piece, t))
+    placed.sort(key=lambda p: (p[0], p[2], p[3], p[5]))
+    free_at = np.full(instance.n_instances, -1, dtype=np.int64)
+    tasks = []
+    for start, end, job, op, variant, piece, t in placed:
+        candidates = np.flatnonzero((instance.instance_type == t) & (free_at <= start))
+        chosen = int(candidates[np.argmin(free_at[candidates])])
+        free_at[chosen] = end
+        tasks.append(Task(job, op, variant, piece, chosen, start, end))
+    return Plan(tasks=tuple(tasks), on_time=on_time, job_id=instance.job_id.copy())
