@@ -495,3 +495,48 @@ def test_a_read_only_store(
     assert "ro/mlflow.db: MLFLOW_TRACKING_URI: expected a readable and writable MLflow store" in err
     assert "attempt to write a readonly database" in err
     assert {p for p in files(work) - before if p.relative_to(work).parts[0] != "ro"} == set()
+
+
+# ----------------------------------------------------------------------------- issue 32
+
+
+def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureFixture) -> None:
+    """agent.json's observation candidates 1 → 5 for weights trained with 1: the network would
+    read the first features of a longer observation and decide without a word."""
+    import torch
+
+    from relmas.rl.agent import AGENT_FILE, AgentInfo, write_agent_info
+    from relmas.rl.checkpoint import BEST, save_checkpoint
+    from relmas.rl.network import QNetwork
+    from relmas.rl.observation import Layout
+    from tests.defaults import observation_settings, reward_settings
+
+    settings = observation_settings(candidates=1, reference="sjf")
+    layout = Layout(settings.slots, 2, 3)  # the hand-written system: big, small × 2
+    torch.manual_seed(0)
+    net = QNetwork(layout.size, layout.actions, (8,), dueling=False)
+    (work / "agent").mkdir()
+    save_checkpoint(work / "agent" / BEST, {"network": net.spec, "online": net.state_dict()})
+    info = AgentInfo(
+        scenario="handwritten",
+        observation=settings,
+        reward=reward_settings(),
+        instance_types=("big", "small", "small"),
+        accelerator_types=("big", "small"),
+        split_variants=("whole",),
+        decision_cost={"accelerator": "big", "macs": 1, "energy_j": 0.0, "latency_s": 0.0},
+        validation={},
+        heuristics_validation={},
+        teacher=None,
+        teacher_bonus=0.0,
+        rules_validation={},
+    )
+    write_agent_info(work / "agent", info)
+    argv = simulate_argv()[:-4] + ["--policy", "relmas", "--agent", "agent"]
+    assert run_main([*argv, "--out", "trained.parquet"], capsys)[0] == 0
+    raw = json.loads((work / "agent" / AGENT_FILE).read_text())
+    raw["observation"]["candidates"] = 5
+    (work / "agent" / AGENT_FILE).write_text(json.dumps(raw))
+    line = assert_refused([*argv, "--out", "edited.parquet"], work, capsys, "agent.json")
+    assert "observation.candidates: expected 1 (best.pt's network was trained with" in line
+    assert line.endswith("got 5")

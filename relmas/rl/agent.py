@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,12 @@ from relmas.io import atomic_path
 from relmas.rl.checkpoint import BEST, load_policy
 from relmas.rl.env import RewardSettings
 from relmas.rl.network import GreedyPolicy
-from relmas.rl.observation import FEATURES_VERSION, Layout, ObservationSettings
+from relmas.rl.observation import (
+    FEATURES_VERSION,
+    Layout,
+    ObservationSettings,
+    observation_layout,
+)
 from relmas.rl.rules import named_rule
 from relmas.sim.costs import WHOLE
 
@@ -84,9 +89,40 @@ def read_agent_info(directory: str | Path) -> AgentInfo:
 
 
 def load_agent(directory: str | Path) -> tuple[AgentInfo, GreedyPolicy]:
-    """The agent's description and its deployable greedy policy (best.pt)."""
+    """The agent's description and its deployable greedy policy (best.pt), after checking that
+    the network reads the observation agent.json describes: a network fed another observation
+    width would still decide, on features it never saw."""
     info = read_agent_info(directory)
-    return info, load_policy(Path(directory) / BEST)
+    policy = load_policy(Path(directory) / BEST)
+    check_shapes(Path(directory) / AGENT_FILE, info, policy)
+    return info, policy
+
+
+def check_shapes(path: Path, info: AgentInfo, policy: GreedyPolicy) -> None:
+    """Refuse an agent.json whose observation (candidates, system, cuts) gives other input and
+    output widths than the weights were trained with (their tensors' shapes), naming the key."""
+    layers = policy.weights.layout  # (weight offset, bias offset, in, out) per linear layer
+    trained = (int(layers[0, 2]), int(layers[-1, 3]))  # the first layer's inputs, the head's
+
+    def widths(observation: ObservationSettings) -> tuple[int, int] | None:
+        types, instances = len(info.accelerator_types), len(info.instance_types)
+        try:
+            layout = observation_layout(observation, types, instances, info.split_variants)
+        except ValueError:  # a resizing observation without cuts
+            return None
+        return layout.size, layout.actions
+
+    if widths(info.observation) == trained:
+        return
+    network = f"best.pt's network was trained with {trained[0]} inputs and {trained[1]} actions"
+    observation = info.observation
+    candidates = range(1, trained[1])
+    fits = [k for k in candidates if widths(replace(observation, candidates=k)) == trained]
+    if fits:
+        expected = f"{fits[0]} ({network})"
+        raise InputError(path, "observation.candidates", expected, observation.candidates)
+    keys = "observation, instance_types, accelerator_types, split_variants"
+    raise InputError(path, keys, f"the widths {network}", widths(info.observation))
 
 
 def deployed(
