@@ -229,6 +229,7 @@ class _Model:
     on_time: list[cp_model.IntVar]
     # (job, op, variant, piece) -> (start, end, {type: presence})
     tasks: dict[tuple[int, int, int, int], tuple[cp_model.IntVar, cp_model.IntVar, dict]]
+    possible: int  # jobs whose shortest chain fits between release and deadline
 
 
 def _shortest_chain(instance: Instance, grid: _Grid, job: int) -> int:
@@ -243,6 +244,7 @@ def _build(instance: Instance, grid: _Grid) -> _Model:
     tasks: dict = {}
     by_type: list[list[cp_model.IntervalVar]] = [[] for _ in instance.types]
     bandwidth: list[tuple[cp_model.IntervalVar, int]] = []
+    possible = 0
     for job in range(instance.n_jobs):
         release, deadline = int(grid.release[job]), int(grid.deadline[job])
         on = model.NewBoolVar(f"on{job}")
@@ -250,6 +252,7 @@ def _build(instance: Instance, grid: _Grid) -> _Model:
         if release + _shortest_chain(instance, grid, job) > deadline:
             model.Add(on == 0)
             continue
+        possible += 1
         previous_end = None
         for op in instance.ops(job):
             layer_start = model.NewIntVar(release, deadline, f"s{op}")
@@ -292,7 +295,7 @@ def _build(instance: Instance, grid: _Grid) -> _Model:
         intervals, demands = zip(*bandwidth, strict=True)
         model.AddCumulative(list(intervals), list(demands), BANDWIDTH_UNITS)
     model.Maximize(sum(on_time))
-    return _Model(model, on_time, tasks)
+    return _Model(model, on_time, tasks, possible)
 
 
 def _solver(time_limit_s: float, threads: int) -> cp_model.CpSolver:
@@ -305,16 +308,17 @@ def _solver(time_limit_s: float, threads: int) -> cp_model.CpSolver:
 def _solve_relaxation(
     instance: Instance, tick_s: float, eps: float, time_limit_s: float, threads: int
 ) -> tuple[int, str]:
-    """The relaxation's proven upper bound (its optimum, or CP-SAT's bound when time ran out;
-    the trivial bound, every job, when the solver failed) and CP-SAT's status name."""
+    """The relaxation's proven upper bound and CP-SAT's status name: its optimum, or CP-SAT's
+    bound when time ran out after a first solution; without one (UNKNOWN, whose bound means
+    nothing) or when the solver failed, the jobs that fit between arrival and deadline alone."""
     built = _build(instance, _grid(instance, tick_s, eps, relaxed=True))
     solver = _solver(time_limit_s, threads)
     status = solver.Solve(built.model)
     name = solver.StatusName(status)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
-        return instance.n_jobs, name
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return built.possible, name
     bound = solver.ObjectiveValue() if status == cp_model.OPTIMAL else solver.BestObjectiveBound()
-    return min(instance.n_jobs, int(math.floor(bound + 1e-6))), name
+    return min(built.possible, int(math.floor(bound + 1e-6))), name
 
 
 def _solve_restriction(
