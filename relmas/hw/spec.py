@@ -174,7 +174,9 @@ _FAMILY_OPTIONS: dict[str, dict[str, Any]] = {
 }
 SET_SHAPES = ("any", "chip")
 _CLASSES: dict[str, type] = {"eyeriss": EyerissSpec, "simba": SimbaSpec}
-_MAX_WORD_BITS = 64
+# A word is whole bytes (DRAM traffic and buffer sizes are counted in bytes) of a datapath at most
+# 64 bits wide: widths between, or of 3 bits, would cost a fraction of the traffic a real one moves.
+WORD_BITS = range(8, 65, 8)
 
 
 def size_keys(kind: str) -> tuple[str, ...]:
@@ -211,8 +213,9 @@ def parse_spec(
         if k not in raw:
             raise InputError(source, key(k), "this key to be present", "missing")
         values[k] = _positive(raw[k], k in _INT_KEYS, source, key(k))
-    if values["word_bits"] > _MAX_WORD_BITS:
-        raise InputError(source, key("word_bits"), f"at most {_MAX_WORD_BITS}", values["word_bits"])
+    if values["word_bits"] not in WORD_BITS:
+        expected = f"a multiple of 8, at least {WORD_BITS[0]} and at most {WORD_BITS[-1]} (bits)"
+        raise InputError(source, key("word_bits"), expected, values["word_bits"])
     values.update(_family_options(kind, raw, source, key))
     values["energy_pj"] = _energy(kind, values["word_bits"], raw.get("energy_pj"), source, key)
     values["static_w"] = _static_w(kind, values, raw.get("static_w"), source, key)
