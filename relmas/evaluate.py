@@ -7,7 +7,7 @@ trace, a directory of cost tables): every problem is an InputError naming the fi
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,9 @@ from relmas.sim.engine import Engine
 from relmas.sim.result import SimResult
 from relmas.sim.system import System, load_system
 from relmas.study import Study, baseline_policies, policy_options
+
+# A job's priority (JOB_SCHEMA): low, medium, high, the values a configured tenant may have.
+PRIORITIES = (1, 3, 9)
 
 # Metrics written to the summary beyond SUMMARY_SCHEMA, in this order.
 SUMMARY_EXTRA = (
@@ -120,16 +123,24 @@ def write_results(
         write_parquet(summary_row(result, scenario, seed, extra, agent_scenario), summary_path)
 
 
-def load_job_trace(path: str | Path, tables: CostTables) -> pl.DataFrame:
-    """Read a job trace (JOB_SCHEMA) and check it against the cost tables' models."""
-    return validate_jobs(read_parquet(path, JOB_SCHEMA), tables, path)
+def load_job_trace(
+    path: str | Path, tables: CostTables, tenants: Sequence[str] | None = None
+) -> pl.DataFrame:
+    """Read a job trace (JOB_SCHEMA) and check it against the cost tables' models and, for the
+    trace of a scenario, the scenario's `tenants`."""
+    return validate_jobs(read_parquet(path, JOB_SCHEMA), tables, path, tenants)
 
 
 def validate_jobs(
-    jobs: pl.DataFrame, tables: CostTables, source: str | Path | None
+    jobs: pl.DataFrame,
+    tables: CostTables,
+    source: str | Path | None,
+    tenants: Sequence[str] | None = None,
 ) -> pl.DataFrame:
     """Check a job trace: unique ids, known models, finite non-negative arrivals, deadlines not
-    before arrivals, positive priorities. Returns the JOB_SCHEMA columns."""
+    before arrivals, priorities of PRIORITIES, and tenants among `tenants` when given (a trace
+    simulated outside any scenario names any tenant; a scenario's metrics are per its tenants).
+    Returns the JOB_SCHEMA columns."""
     jobs = jobs.select(list(JOB_SCHEMA))
     if jobs.height == 0:
         raise InputError(source, "job_id", "at least one job", "an empty trace")
@@ -151,8 +162,15 @@ def validate_jobs(
             pl.col("deadline_s").is_finite() & (pl.col("deadline_s") >= pl.col("arrival_s")),
             "finite deadlines not before arrival_s",
         ),
-        ("priority", pl.col("priority") >= 1, "priorities >= 1 (1, 3, 9 for low/medium/high)"),
+        (
+            "priority",
+            pl.col("priority").is_in(PRIORITIES),
+            f"one of the priorities {list(PRIORITIES)} (low, medium, high)",
+        ),
     )
+    if tenants is not None:
+        known = pl.col("tenant").is_in(list(tenants))
+        checks += (("tenant", known, f"one of the scenario's tenants {list(tenants)}"),)
     for column, ok, expected in checks:
         bad = jobs.filter(~ok)
         if bad.height:
@@ -203,7 +221,8 @@ def evaluate_scenario(
     study = Study(config, source)
     system = study.system(study.check_scenario(scenario))
     tables = study.costs(scenario, costs_dir)
-    jobs = load_job_trace(jobs_path, tables)
+    tenants = [tenant.name for tenant in study.scenario(scenario).tenants]
+    jobs = load_job_trace(jobs_path, tables, tenants)
     chosen = make_policy(policy, seed=seed, key="--policy", **dict(policy_options or {}))
     return simulate(system, jobs, tables, chosen, static_w=static_w, record=record)
 
