@@ -5,19 +5,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 import torch
+import yaml
 
 from relmas import catalog
 from relmas.config import load_config
+from relmas.errors import InputError
 from relmas.figures.results import plot_sweep
 from relmas.io import write_parquet
+from relmas.paths import evaluation_file, summary_of
 from relmas.report import (
     aggregate,
     best_baselines,
+    collect_summaries,
     collect_sweeps,
     generalisation_table,
     headline_sentences,
@@ -27,6 +32,7 @@ from relmas.report import (
     interval,
     mean_ci,
     paired_ratio,
+    read_validation,
     resizing_table,
     resizing_verdicts,
     split_generalisation,
@@ -35,6 +41,7 @@ from relmas.report import (
 from relmas.rl.checkpoint import load_checkpoint
 from relmas.rl.curve import CURVE, read_curve
 from relmas.rl.train import train
+from relmas.study import sweep_points
 from tests.test_rl_dqn import TOY, make_chain, validate_chain
 
 
@@ -287,3 +294,100 @@ def test_the_curve_and_best_pt_are_rebuilt_when_a_workflow_reruns_training(tmp_p
     assert all(torch.equal(best[0]["online"][k], best[1]["online"][k]) for k in best[0]["online"])
     assert {"val_mean_return", "loss", "epsilon", "episode_return"} <= set(full["metric"])
     assert full["step"].is_sorted() and full["step"].max() == config.total_steps
+
+
+# --- every summary the report reads is checked: one line per bad file -------------------------
+
+
+def summary_file(path, **change) -> Path:
+    """A summary file of edf on mixed, seeds 1000 and 1001, with `change` (column -> the value of
+    seed 1001's row) applied."""
+    rows = summary({"edf": [0.7, 0.8]}).with_columns(
+        pl.col("seed") + 1000, jobs=pl.lit(40, pl.Int64), makespan_s=pl.lit(0.5)
+    )
+    for column, value in change.items():
+        new = pl.when(pl.col("seed") == 1001).then(pl.lit(value)).otherwise(pl.col(column))
+        rows = rows.with_columns(new.alias(column))
+    write_parquet(rows, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "expected"),
+    [
+        ("sla_rate", math.nan, "a finite rate in [0, 1], got nan"),
+        ("sla_rate", 1.5, "a finite rate in [0, 1], got 1.5"),
+        ("fairness", -0.1, "a finite rate in [0, 1], got -0.1"),
+        ("antt", -1.0, "a finite value ≥ 0, got -1.0"),
+        ("energy_j", math.inf, "a finite value ≥ 0, got inf"),
+        ("jobs", 0, "a count ≥ 1, got 0"),
+        ("seed", -3, "a seed ≥ 0, got -3"),
+        ("decision_us", None, "a finite value ≥ 0, got 'null'"),
+    ],
+)
+def test_a_bad_summary_value_is_refused_naming_the_file_column_policy_and_seed(
+    tmp_path, column, value, expected
+) -> None:
+    path = summary_file(tmp_path / "edf.summary.parquet", **{column: value})
+    seed = 1001 if column != "seed" else value
+    with pytest.raises(InputError) as error:
+        collect_summaries([path])
+    assert str(error.value) == f"{path}: {column} of policy edf, seed {seed}: expected {expected}"
+
+
+def test_every_bad_summary_file_gets_one_line(tmp_path) -> None:
+    good = summary_file(tmp_path / "good.parquet")
+    nan = summary_file(tmp_path / "nan.parquet", sla_rate=math.nan, antt=-1.0)
+    missing = tmp_path / "missing.parquet"
+    write_parquet(pl.read_parquet(good).drop("stp"), missing)
+    with pytest.raises(InputError) as error:
+        collect_summaries([good, nan, missing])
+    assert str(error.value).splitlines() == [
+        "2 of 3 summary files are refused:",
+        f"{nan}: sla_rate of policy edf, seed 1001: expected a finite rate in [0, 1], got nan",
+        f"{missing}: stp: expected a column 'stp' of type Float64, got 'missing'",
+    ]
+    assert collect_summaries([good]).height == 2
+
+
+def test_validation_and_sweep_rows_are_checked_too(tmp_path, quick_config) -> None:
+    summary_file(tmp_path / "validation" / "mixed.parquet", utilization=2.0)
+    with pytest.raises(InputError, match=r"mixed.parquet: utilization of policy edf, seed 1001"):
+        read_validation(tmp_path / "validation", ["mixed"])
+    config = load_config(quick_config)
+    for name, value in sweep_points(config):
+        spec = config["sweeps"][name]
+        point = pl.read_parquet(summary_file(tmp_path / "point.parquet", stp=math.nan))
+        point = point.with_columns(
+            sweep=pl.lit(name), parameter=pl.lit(spec["parameter"]), value=pl.lit(float(value))
+        )
+        write_parquet(point, tmp_path / "sweeps" / name / f"{value:g}.parquet")
+    with pytest.raises(InputError) as error:
+        collect_sweeps(config, tmp_path / "sweeps")
+    lines = str(error.value).splitlines()
+    assert lines[0] == "4 of 4 summary files are refused:" and len(lines) == 5
+    assert all(
+        ": stp of policy edf, seed 1001: expected a finite value ≥ 0" in x for x in lines[1:]
+    )
+
+
+def test_relmas_report_refuses_a_nan_summary_in_one_line_and_writes_nothing(
+    tmp_path, capsys
+) -> None:
+    """Issue 32, item 6: a NaN SLA rate made edf the best heuristic ('edf 0.nan' ranked first)."""
+    from relmas.cli import main
+    from tests.test_report_golden import golden_config, write_inputs
+
+    config = golden_config() | {"results": str(tmp_path / "results")}
+    paths = write_inputs(config, tmp_path / "results")
+    bad = summary_of(evaluation_file(paths.eval_dir, "mixed", "edf", 1001))
+    write_parquet(pl.read_parquet(bad).with_columns(sla_rate=pl.lit(math.nan)), bad)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    assert main(["report", "--config", str(tmp_path / "config.yaml")]) == 2
+    err = capsys.readouterr().err  # MLflow's own log lines aside
+    assert [line for line in err.splitlines() if line.startswith("relmas")] == [
+        f"relmas report: error: {bad}: sla_rate of policy edf, seed 1001: expected a finite rate "
+        "in [0, 1], got nan"
+    ]
+    assert "Traceback" not in err
+    assert not paths.report_dir.exists()

@@ -68,21 +68,23 @@ def write_report(
         for agent, scenario, policy in generalisation_runs(config, source)
         for seed in seeds
     ]
+    paths = ResultPaths.of(config)
+    agents_dir = agents_dir or paths.agents_dir
+    # every summary is read and checked before anything is written
     summary = collect_summaries([summary_of(path) for path in base.values()] + moved)
+    validation = read_validation(validation_dir or paths.validation_dir, scenarios)
+    sweeps = collect_sweeps(config, sweeps_dir or paths.sweeps_dir)
     results = {run: pl.read_parquet(path) for run, path in base.items()}
     write_parquet(summary, out_dir / "summary.parquet")
     tables = [out_dir / "summary.parquet"]
 
-    paths = ResultPaths.of(config)
-    agents_dir = agents_dir or paths.agents_dir
     own, _ = split_generalisation(summary)
     aggregated = aggregate(own)
-    baselines = best_baselines(read_validation(validation_dir or paths.validation_dir, scenarios))
+    baselines = best_baselines(validation)
     headline = headline_table(own, baselines)
     generalisation = generalisation_table(summary, baselines)
     resizing = resizing_table(own)
     tenants = tenant_sla(results)
-    sweeps = collect_sweeps(config, sweeps_dir or paths.sweeps_dir)
     if sweeps.height:
         write_parquet(sweeps, out_dir / "sweeps.parquet")
         tables.append(out_dir / "sweeps.parquet")
