@@ -4,6 +4,10 @@ Two users: heuristics run to completion inside one jitted loop (`run`), and the
 reinforcement-learning environment steps it: `next_decision()` advances to the next decision point
 and returns a `DecisionView` of the state, `step(assignments)` applies one decision (assignments, or
 none = wait for the next event), `pop_finished()` reports the jobs finished since the last call.
+`snapshot()` and `restore()` go back to an earlier point, e.g. for a search over decisions. Such a
+search covers the schedules the engine allows, in which layers start only at events (arrivals,
+completions, a wait's end): a continuous-time model that may start a layer at any instant can
+score above them, so it bounds the engine's best schedule rather than equals it.
 
 Jobs are held internally in arrival order (ties by job_id); the public API speaks of internal job
 indices (positions in `engine.jobs`), and `engine.jobs["job_id"]` maps them back.
@@ -76,8 +80,10 @@ class Engine:
         self._refresh_rates = kernels.entry_point(kernels.refresh_rates, S)
         self.decision_seconds = 0.0
         self.decision_energy_j = 0.0
-        self._timeline: list[np.ndarray] = []
-        self._reported = 0
+        # Flushed timeline chunks, each with the chunk recorded before it: a tree of the branches
+        # a search took (`restore`), read from the state's last chunk back (SI_TIMELINE).
+        self._chunks: list[np.ndarray] = []
+        self._chunk_parent: list[int] = []
 
     # ------------------------------------------------------------------------- stepping API
 
@@ -141,9 +147,10 @@ class Engine:
 
     def pop_finished(self) -> tuple[np.ndarray, np.ndarray]:
         """Jobs (internal indices) finished since the last call, and whether each met its SLA."""
-        done = int(self.state.si[kernels.SI_DONE])
-        jobs = self.state.done_log[self._reported : done].copy()
-        self._reported = done
+        si = self.state.si
+        done = int(si[kernels.SI_DONE])
+        jobs = self.state.done_log[si[kernels.SI_REPORTED] : done].copy()
+        si[kernels.SI_REPORTED] = done
         jf = self.state.jf
         return jobs, deadline_met(jf[jobs, kernels.JF_FINISH], jf[jobs, kernels.JF_DEADLINE])
 
@@ -173,12 +180,27 @@ class Engine:
         self.decision_seconds = time.perf_counter() - start
 
     def snapshot(self) -> kernels.State:
-        """A copy of the state now, without timeline recording: a jitted policy may simulate from
-        it again and again (`restore`, then its loop), e.g. to evaluate many candidate plans."""
-        state = kernels.State(*(array.copy() for array in self.state))
-        state = state._replace(record=np.zeros((0, kernels.RECORD_COLUMNS)))
+        """Everything the engine will need to come back to this point (`Engine.restore`): its
+        state, which finished jobs it reported, where its recorded timeline ends.
+
+        The copy records nothing itself (no timeline buffer: its size is O(jobs)), so a jitted
+        search may also simulate from it again and again (`restore(scratch, snapshot)`, then its
+        loop), e.g. to evaluate many candidate plans."""
+        self._flush()
+        state = kernels.State(
+            *(array.copy() for array in self.state[:-1]),
+            record=np.zeros((0, kernels.RECORD_COLUMNS)),
+        )
         state.si[kernels.SI_RECORD] = 0
         return state
+
+    def restore(self, snapshot: kernels.State) -> None:
+        """Go back to `snapshot` (this engine's, taken at any earlier point of any branch): the
+        same decisions then give the same decision points, finished-job reports, results and
+        timeline as if nothing had happened since. Views taken before are stale."""
+        if any(a.shape != b.shape for a, b in zip(self.state[:-1], snapshot[:-1], strict=True)):
+            raise ValueError("a snapshot of another engine (its jobs or instances differ)")
+        self._copy_state(snapshot, self.state)
 
     def result(self, policy: str) -> SimResult:
         if not self.finished:
@@ -191,11 +213,12 @@ class Engine:
         if not self.state.si[kernels.SI_RECORD]:
             return None
         self._flush()
-        rows = (
-            np.concatenate(self._timeline)
-            if self._timeline
-            else np.zeros((0, kernels.RECORD_COLUMNS))
-        )
+        chunks = []
+        chunk = int(self.state.si[kernels.SI_TIMELINE])
+        while chunk >= 0:
+            chunks.append(self._chunks[chunk])
+            chunk = self._chunk_parent[chunk]
+        rows = np.concatenate(chunks[::-1]) if chunks else np.zeros((0, kernels.RECORD_COLUMNS))
         job = rows[:, 3].astype(np.int64)
         row = rows[:, 4].astype(np.int64)
         first = self.tables.first_row[self.model_indices[job]]
@@ -213,6 +236,10 @@ class Engine:
         )
 
     @cached_property
+    def _copy_state(self) -> Callable[[kernels.State, kernels.State], None]:
+        return kernels.entry_point(kernels.copy_state, self.state, self.state)
+
+    @cached_property
     def model_indices(self) -> np.ndarray:
         index = {name: i for i, name in enumerate(self.tables.models)}
         return np.array([index[m] for m in self.jobs["model"].to_list()], dtype=np.int64)
@@ -228,16 +255,19 @@ class Engine:
             return status
 
     def _flush(self) -> None:
-        count = int(self.state.si[kernels.SI_RECORD_N])
+        si = self.state.si
+        count = int(si[kernels.SI_RECORD_N])
         if count:
-            self._timeline.append(self.state.record[:count].copy())
-            self.state.si[kernels.SI_RECORD_N] = 0
+            self._chunks.append(self.state.record[:count].copy())
+            self._chunk_parent.append(int(si[kernels.SI_TIMELINE]))
+            si[kernels.SI_TIMELINE] = len(self._chunks) - 1
+            si[kernels.SI_RECORD_N] = 0
 
 
 def restore(state: kernels.State, snapshot: kernels.State) -> None:
-    """Put `state` (a snapshot's copy, `Engine.snapshot`) back to the snapshot, in place."""
-    for array, saved in zip(state, snapshot, strict=True):
-        np.copyto(array, saved)
+    """Put `state` back to `snapshot` (`Engine.snapshot`) in place, keeping its own timeline
+    buffer: for a jitted search's scratch copy; an engine goes back with `Engine.restore`."""
+    kernels.copy_state(snapshot, state)
 
 
 class DecisionView:
@@ -383,6 +413,7 @@ def _initial_state(
     si[kernels.SI_IDLE] = accelerators
     si[kernels.SI_SHARING] = SHARING_MODES.index(system.sharing)
     si[kernels.SI_RECORD] = int(record)
+    si[kernels.SI_TIMELINE] = -1
     capacity = max(record_buffer, accelerators) if record else 0
     return kernels.State(
         jf=jf,

@@ -58,11 +58,14 @@ AI_COLUMNS = 5
 SF_NOW, SF_CAPACITY, SF_BW_IN_USE, SF_BYTES_MOVED, SF_ENERGY = 0, 1, 2, 3, 4
 SF_COLUMNS = 5
 # Scalar integers (SI_NEWLY_READY_N: length of State.newly_ready; SI_AT_DECISION: `advance` last
-# stopped at a decision point).
+# stopped at a decision point). The last two are the Python engine's, in the state so that a
+# snapshot holds them: SI_REPORTED, the finished jobs `Engine.pop_finished` reported;
+# SI_TIMELINE, the engine's last flushed timeline chunk (-1: none).
 SI_NEXT_ARRIVAL, SI_DONE, SI_DECISIONS, SI_ASSIGNMENTS = 0, 1, 2, 3
 SI_RUNNING, SI_IDLE, SI_READY_N, SI_NEWLY_READY_N = 4, 5, 6, 7
 SI_WAITING, SI_DIRTY, SI_SHARING, SI_AT_DECISION, SI_RECORD, SI_RECORD_N = 8, 9, 10, 11, 12, 13
-SI_COLUMNS = 14
+SI_REPORTED, SI_TIMELINE = 14, 15
+SI_COLUMNS = 16
 # Bandwidth sharing modes.
 SHARING_PROPORTIONAL, SHARING_MAXMIN = 0, 1
 # What `advance` stopped at.
@@ -114,6 +117,24 @@ def entry_point(kernel: Callable[..., object], *args: object) -> Callable[..., o
     """`kernel`'s compiled function for the types of `args`, called without Numba's per-call type
     dispatch (several microseconds for namedtuple arguments): for the Python stepping path."""
     return kernel.compile(tuple(kernel.typeof_pyval(arg) for arg in args))
+
+
+@njit(cache=True)
+def copy_state(S: State, D: State) -> None:
+    """D ← S, in place, but for the timeline: D keeps its own buffer (recording if it has one)
+    and holds none of S's buffered rows. D is a state of the same trace and system."""
+    D.jf[:] = S.jf
+    D.ji[:] = S.ji
+    D.af[:] = S.af
+    D.ai[:] = S.ai
+    D.sf[:] = S.sf
+    D.si[:] = S.si
+    D.ready[:] = S.ready
+    D.ready_pos[:] = S.ready_pos
+    D.newly_ready[:] = S.newly_ready
+    D.done_log[:] = S.done_log
+    D.si[SI_RECORD] = 1 if D.record.shape[0] > 0 else 0
+    D.si[SI_RECORD_N] = 0
 
 
 # ----------------------------------------------------------------------------- job life cycle
