@@ -288,3 +288,38 @@ def test_the_project_cites_only_its_own_files() -> None:
     ]
     assert not found, found
     assert (ROOT / "docs" / "design.md").is_file()
+
+
+# The engine state's layout (relmas.sim.kernels): column constants, job states, and the State arrays
+# they index. Private to relmas.sim: everything else reads the state through relmas.sim.access.
+STATE_ARRAYS = {"jf", "ji", "af", "ai", "sf", "si"}
+
+
+def _state_layout_names() -> set[str]:
+    from relmas.sim import kernels
+
+    layout = re.compile(r"^((JF|JI|AF|AI|SF|SI)_\w+|JOB_(FUTURE|READY|RUNNING|DONE)|\w+_COLUMNS)$")
+    return {name for name in vars(kernels) if layout.match(name)}
+
+
+def test_only_relmas_sim_reads_the_engine_states_layout() -> None:
+    """A module outside relmas/sim/ that names a state column (or indexes the State's arrays)
+    breaks when the layout changes: it must use relmas.sim.access (or the engine's methods)."""
+    names = _state_layout_names()
+    assert {"SI_RECORD", "SI_NEXT_ARRIVAL", "JF_DEADLINE", "JOB_READY", "SI_COLUMNS"} <= names
+    sources = sorted(PACKAGE.rglob("*.py")) + sorted((ROOT / "benchmarks").rglob("*.py"))
+    sources += sorted((ROOT / "workflow").rglob("*.py"))
+    found = []
+    for path in sources:
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("relmas/sim/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            used = [alias.name for alias in node.names] if isinstance(node, ast.ImportFrom) else []
+            used += [node.id] if isinstance(node, ast.Name) else []
+            used += [node.attr] if isinstance(node, ast.Attribute) else []
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):
+                used += [f".{node.value.attr}[]"] if node.value.attr in STATE_ARRAYS else []
+            found += [f"{relative}:{node.lineno} {name}" for name in used if name in names]
+            found += [f"{relative}:{node.lineno} {name}" for name in used if name.endswith("[]")]
+    assert not found, found

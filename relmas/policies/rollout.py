@@ -42,22 +42,6 @@ FEASIBLE, HOPELESS, ANY = 1, 0, -1  # which ready jobs a ranking looks at
 
 
 @njit(cache=True)
-def _copy_state(S: State, D: State) -> None:
-    """D ← S, array by array, without the timeline buffer (D records nothing)."""
-    D.jf[:] = S.jf
-    D.ji[:] = S.ji
-    D.af[:] = S.af
-    D.ai[:] = S.ai
-    D.sf[:] = S.sf
-    D.si[:] = S.si
-    D.ready[:] = S.ready
-    D.ready_pos[:] = S.ready_pos
-    D.newly_ready[:] = S.newly_ready
-    D.done_log[:] = S.done_log
-    D.si[engine_kernels.SI_RECORD] = 0
-
-
-@njit(cache=True)
 def _score(T: Tables, D: State, known: int) -> float:
     """Met deadlines minus certain misses among the first `known` jobs (by arrival)."""
     now = access.now(D)
@@ -87,10 +71,10 @@ def _rollout(
 ) -> float:
     """The score of starting `job` on `accelerator` (or waiting) and then following `rule` until
     `end`, simulated on D, a copy of S."""
-    _copy_state(S, D)
-    known = D.si[engine_kernels.SI_NEXT_ARRIVAL]
+    access.copy_state(S, D)
+    known = access.arrived_count(D)
     if not clairvoyant:
-        D.si[engine_kernels.SI_NEXT_ARRIVAL] = access.job_count(D)  # no more arrivals
+        access.stop_arrivals(D)
     out_job[0], out_acc[0] = job, accelerator
     apply(T, D, out_job, out_acc, 0 if job == WAIT else 1)
     while True:

@@ -1,4 +1,4 @@
-"""What a policy may read of the engine state, and the two things it may do besides starting work.
+"""What a policy may read of the engine state, and what it may do besides starting work.
 
 The engine's state arrays (`relmas.sim.kernels.State`) and their column layout are private to
 `relmas.sim`: policies, the agent's observation and the genetic algorithm's decoder read them only
@@ -49,16 +49,19 @@ from relmas.sim.kernels import (
     SI_RUNNING,
     SI_WAITING,
     State,
+    copy_state,
     refresh_rates,
 )
 
 __all__ = [
     "accelerator_count",
     "accelerator_type",
+    "arrived_count",
     "bandwidth_capacity",
     "bandwidth_in_use",
     "busy_left",
     "can_wait",
+    "copy_state",
     "count_decision",
     "decision_count",
     "finished_count",
@@ -93,6 +96,7 @@ __all__ = [
     "request_wait",
     "running_count",
     "running_job",
+    "stop_arrivals",
     "task_demand",
     "task_rate",
     "task_work_left",
@@ -134,6 +138,12 @@ def finished_count(state: State) -> int:
 def finished_job(state: State, i: int) -> int:
     """The `i`-th job to finish (0 <= i < finished_count)."""
     return state.done_log[i]
+
+
+@njit(cache=True)
+def arrived_count(state: State) -> int:
+    """Jobs arrived so far: the first `arrived_count` jobs (internal indices follow arrival)."""
+    return state.si[SI_NEXT_ARRIVAL]
 
 
 @njit(cache=True)
@@ -355,3 +365,13 @@ def count_decision(state: State) -> None:
 def request_wait(state: State) -> None:
     """Start nothing now: the next decision point comes after the next event."""
     state.si[SI_WAITING] = 1
+
+
+# ----------------------------------------------------------------------------- look-ahead
+
+
+@njit(cache=True)
+def stop_arrivals(state: State) -> None:
+    """No job arrives any more in `state`: a look-ahead on a copy (`copy_state`) that sees only
+    the jobs arrived so far."""
+    state.si[SI_NEXT_ARRIVAL] = state.jf.shape[0]
