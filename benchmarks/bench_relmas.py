@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from relmas.config import load_config
+from relmas.config import config_hash, load_config
 from relmas.evaluate import simulate
 from relmas.hw.spec import parse_spec
 from relmas.io import write_parquet
@@ -55,7 +55,8 @@ def ensure_costs(config: dict, costs: Path) -> None:
     for name in missing:
         spec = parse_spec(name, config["accelerators"][name], None)
         table, _ = profile_layers(layers, name, spec)
-        write_cost_table(table, costs / f"{name}.parquet", name, spec, digest)
+        path = costs / f"{name}.parquet"
+        write_cost_table(table, path, name, spec, digest, models_hash=config_hash(config["models"]))
 
 
 def ratio_interval(ours: np.ndarray, base: np.ndarray, rng: np.random.Generator) -> tuple:

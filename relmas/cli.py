@@ -69,7 +69,13 @@ def cmd_zoo(args: argparse.Namespace) -> None:
 def cmd_profile(args: argparse.Namespace) -> None:
     from relmas import tracking
     from relmas.hw.spec import load_spec_file, parse_spec, spec_hash, spec_json
-    from relmas.profile import layers_hash, profile_layers, profile_pieces, write_cost_table
+    from relmas.profile import (
+        layers_hash,
+        models_hash,
+        profile_layers,
+        profile_pieces,
+        write_cost_table,
+    )
     from relmas.schemas import LAYER_SCHEMA
 
     if args.spec is not None:
@@ -98,6 +104,7 @@ def cmd_profile(args: argparse.Namespace) -> None:
 
     layers = read_parquet(args.layers, LAYER_SCHEMA)
     digest = layers_hash(layers)
+    models = models_hash(args.layers, config)  # the layer table's models: config, checked
     with tracking.stage_run(
         "profile",
         config,
@@ -116,9 +123,8 @@ def cmd_profile(args: argparse.Namespace) -> None:
             )
         else:
             table, stats = profile_layers(layers, name, spec, objective, source=args.layers)
-        write_cost_table(
-            table, args.out, name, spec, digest, objective, resizing if args.pieces else None
-        )
+        resized = resizing if args.pieces else None
+        write_cost_table(table, args.out, name, spec, digest, objective, resized, models)
         run.log_dict(json.loads(spec_json(spec)), "spec.json")
         run.log_metrics(stats)
         run.log_artifact(args.out)

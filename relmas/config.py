@@ -9,8 +9,6 @@ the key and what was expected.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ import jsonschema
 
 from relmas import catalog
 from relmas.errors import InputError
+from relmas.hashing import config_hash as config_hash  # where the rules and stages import it
 from relmas.paths import CONFIG_SCHEMA
 from relmas.yaml_load import load_yaml
 
@@ -79,12 +78,6 @@ def merge_into(base: dict[str, Any], update: Mapping[str, Any]) -> None:
             merge_into(base[key], value)
         else:
             base[key] = value
-
-
-def config_hash(config: Mapping[str, Any]) -> str:
-    """A stable short hash of a (validated) configuration or of any slice of it."""
-    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def _check_references(config: Mapping[str, Any], source: str | Path | None) -> None:

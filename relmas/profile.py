@@ -1,9 +1,11 @@
 """Layers x accelerator -> cost table (COST_SCHEMA), with the metadata that keeps it honest.
 
 A cost table is the expensive, reusable artefact of the pipeline, so its file records what it was
-computed from: the accelerator spec (JSON and hash), the cost-model version, the mapping objective
-and the layer table's hash. `read_cost_table` rejects a table whose record differs from the inputs
-at hand instead of silently simulating with stale costs.
+computed from: the accelerator spec (JSON and hash), the cost-model version, the mapping objective,
+the layer table's hash and the hash of the `models:` config that layer table was extracted from
+(which `relmas zoo` records in it). `read_cost_table` rejects a table whose record differs from the
+inputs at hand, and `check_cost_tables` one that differs from a configuration's (what every stage
+that reads cost tables for a config checks), instead of silently simulating with stale costs.
 
 `profile_layers` takes any LAYER_SCHEMA frame, so it also costs pieces of layers (a layer cut along
 K or Y for operator resizing, `split_layers`) with the same search: `profile_pieces` writes the
@@ -23,11 +25,13 @@ import numpy as np
 import polars as pl
 
 from relmas.errors import InputError
+from relmas.hashing import config_hash
 from relmas.hw.common import OBJECTIVES
 from relmas.hw.problem import MACS, R, S, problem_array
 from relmas.hw.search import describe_mapping, search_layers
-from relmas.hw.spec import EyerissSpec, Spec, spec_hash, spec_json
+from relmas.hw.spec import EyerissSpec, Spec, parse_spec, spec_hash, spec_json
 from relmas.io import read_metadata, read_parquet, write_parquet
+from relmas.paths import cost_table
 from relmas.progress import progress
 from relmas.schemas import COST_SCHEMA, LAYER_SCHEMA
 from relmas.sim.costs import PIECE_SCHEMA, SPLIT_DIMS
@@ -41,6 +45,7 @@ META_SPEC_HASH = "relmas.spec_hash"
 META_VERSION = "relmas.cost_model_version"
 META_OBJECTIVE = "relmas.objective"
 META_LAYERS_HASH = "relmas.layers_hash"
+META_MODELS_HASH = "relmas.models_hash"  # in the layer table (relmas zoo) and the cost tables
 META_RESIZING = "relmas.resizing"
 
 
@@ -205,6 +210,21 @@ def layers_hash(layers: str | Path | pl.DataFrame) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def models_hash(layers: str | Path, config: Mapping[str, Any] | None) -> str | None:
+    """The models hash that a cost table profiled from the layer table `layers` records: the one
+    `relmas zoo` recorded in it (refused if it differs from `config`'s: a layer table of other
+    models), else `config`'s models (when profiling for a config), else None (a hand-made layer
+    table profiled for a spec file)."""
+    recorded = read_metadata(layers).get(META_MODELS_HASH)
+    if config is None:
+        return recorded
+    expected = config_hash(config["models"])
+    if recorded is not None and recorded != expected:
+        what = "the table was extracted for other `models:`: re-run relmas zoo"
+        raise InputError(layers, f"metadata.{META_MODELS_HASH}", f"{expected} ({what})", recorded)
+    return expected
+
+
 def write_cost_table(
     table: pl.DataFrame,
     path: str | Path,
@@ -213,13 +233,17 @@ def write_cost_table(
     layers_hash: str,
     objective: str = "latency",
     resizing: Mapping[str, Any] | None = None,
+    models_hash: str | None = None,
 ) -> None:
     """Write a cost table atomically with the metadata `read_cost_table` checks.
 
-    With `resizing` (the cuts profiled: splits, dims) it is a piece table (PIECE_SCHEMA).
+    With `resizing` (the cuts profiled: splits, dims) it is a piece table (PIECE_SCHEMA);
+    `models_hash` (`models_hash()`) ties it to the `models:` config of its layer table.
     """
     schema = COST_SCHEMA if resizing is None else PIECE_SCHEMA
     extra = {} if resizing is None else {META_RESIZING: json.dumps(resizing, sort_keys=True)}
+    if models_hash is not None:
+        extra[META_MODELS_HASH] = models_hash
     write_parquet(
         table.select(list(schema)),
         path,
@@ -246,7 +270,6 @@ def read_cost_table(
 
     The cost-model version is always checked; the spec, layer-table hash and objective when given.
     """
-    metadata = read_metadata(path)
     expected = {META_VERSION: COST_MODEL_VERSION}
     if spec is not None:
         expected[META_SPEC_HASH] = spec_hash(spec)
@@ -254,16 +277,60 @@ def read_cost_table(
         expected[META_LAYERS_HASH] = layers_hash
     if objective is not None:
         expected[META_OBJECTIVE] = objective
+    _check_metadata(path, read_metadata(path), expected)
+    return read_parquet(path, COST_SCHEMA)
+
+
+def check_cost_tables(
+    directory: str | Path,
+    accelerators: Sequence[str],
+    config: Mapping[str, Any],
+    source: str | Path | None = None,
+) -> None:
+    """Refuse a cost table of `directory` that was profiled for other inputs than `config`'s:
+    another cost model, spec of its accelerator, objective, or layer table (`models:`).
+
+    Tables that record no provenance at all (written by hand or by a script, as
+    examples/handwritten/) are the user's word and pass; missing tables are left to the loader.
+    """
+    for name in dict.fromkeys(accelerators):
+        path = cost_table(directory, name)
+        metadata = read_metadata(path) if path.is_file() else {}
+        if META_VERSION not in metadata:
+            continue
+        spec = parse_spec(name, config["accelerators"][name], source)
+        expected = {
+            META_VERSION: COST_MODEL_VERSION,
+            META_SPEC_HASH: spec_hash(spec),
+            META_OBJECTIVE: config["profile"]["objective"],
+            META_MODELS_HASH: config_hash(config["models"]),
+        }
+        _check_metadata(path, metadata, expected)
+
+
+# why a table whose metadata entry differs is stale, by entry
+_STALE = {
+    META_VERSION: "profiled by another cost model",
+    META_SPEC_HASH: "profiled for another spec of the accelerator",
+    META_OBJECTIVE: "profiled for another objective",
+    META_LAYERS_HASH: "profiled from another layer table",
+    META_MODELS_HASH: "profiled from the layer table of another `models:` config",
+}
+
+
+def _check_metadata(
+    path: str | Path, metadata: Mapping[str, str], expected: Mapping[str, str]
+) -> None:
+    """Refuse `path` if an entry of its `metadata` differs from `expected`, saying why."""
     for key, value in expected.items():
         stored = metadata.get(key)
         if stored != value:
             raise InputError(
                 path,
                 f"metadata.{key}",
-                f"{_short(value)} (the table is stale or for other inputs: re-run relmas profile)",
+                f"{_short(value)} (the table was {_STALE[key]}: re-run relmas profile)",
                 _short(stored) if stored is not None else "missing",
             )
-    return read_parquet(path, COST_SCHEMA)
 
 
 def _short(value: str) -> str:

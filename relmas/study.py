@@ -63,9 +63,14 @@ class Study:
         return parse_spec(accelerator, self.config["accelerators"][accelerator], self.source)
 
     def costs(self, name: str, costs_dir: str | Path | None = None) -> CostTables:
-        """The cost tables of scenario `name`'s accelerators (default: the study's costs dir)."""
+        """The cost tables of scenario `name`'s accelerators (default: the study's costs dir),
+        refused if they were profiled for other models, specs or objective than this config's."""
+        from relmas.profile import check_cost_tables  # loads Numba: not while planning the DAG
+
         directory = self.paths.costs_dir if costs_dir is None else costs_dir
-        return load_costs(directory, self.system(name), self.source, models=self.models)
+        system = self.system(name)
+        check_cost_tables(directory, system.accelerator_types, self.config, self.source)
+        return load_costs(directory, system, self.source, models=self.models)
 
     def traces(
         self,

@@ -208,9 +208,16 @@ def test_a_policy_in_the_catalog_alone_runs_through_relmas_evaluate(tmp_path, mo
     import yaml
 
     from relmas.cli import main
+    from relmas.config import config_hash, load_config
     from relmas.hw.spec import parse_spec, spec_hash
     from relmas.io import write_parquet
-    from relmas.profile import COST_MODEL_VERSION, META_SPEC_HASH, META_VERSION
+    from relmas.profile import (
+        COST_MODEL_VERSION,
+        META_MODELS_HASH,
+        META_OBJECTIVE,
+        META_SPEC_HASH,
+        META_VERSION,
+    )
     from relmas.schemas import JOB_SCHEMA
     from tests.synthetic import synthetic_costs
 
@@ -229,9 +236,11 @@ def test_a_policy_in_the_catalog_alone_runs_through_relmas_evaluate(tmp_path, mo
     config["evaluation"] = {"seeds": [1], "policies": ["fcfs", TOY.name]}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     costs = synthetic_costs({"a": 4, "b": 6}, list(quick["accelerators"]), seed=2)
+    models = config_hash(load_config(tmp_path / "config.yaml")["models"])
     for (name,), part in costs.group_by("accelerator"):
         spec = parse_spec(name, quick["accelerators"][name], None)
         stamp = {META_VERSION: COST_MODEL_VERSION, META_SPEC_HASH: spec_hash(spec)}
+        stamp |= {META_OBJECTIVE: "latency", META_MODELS_HASH: models}  # as relmas profile
         write_parquet(part, tmp_path / "costs" / f"{name}.parquet", metadata=stamp)
     jobs = {
         "job_id": [10, 11, 12],

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from relmas import cli
+from relmas.config import config_hash, load_config
 from relmas.hw.spec import parse_spec
 from relmas.profile import write_cost_table
 
@@ -44,10 +45,12 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     mixed = dict(QUICK["scenarios"]["mixed"], models={"cnn": 1, "mlp": 1}, jobs=5)
     config["scenarios"], config["sweeps"] = {"mixed": mixed}, {}
     (base / "config.yaml").write_text(yaml.safe_dump(config))
+    models = config_hash(load_config(base / "config.yaml")["models"])
     for name, spec in config["accelerators"].items():  # with the metadata evaluate checks
         table = pl.read_parquet(base / "costs" / f"{name}.parquet")
         parsed = parse_spec(name, spec, "config.yaml")
-        write_cost_table(table, base / "costs" / f"{name}.parquet", name, parsed, "handwritten")
+        path = base / "costs" / f"{name}.parquet"
+        write_cost_table(table, path, name, parsed, "handwritten", models_hash=models)
     return base
 
 

@@ -540,3 +540,38 @@ def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureF
     line = assert_refused([*argv, "--out", "edited.parquet"], work, capsys, "agent.json")
     assert "observation.candidates: expected 1 (best.pt's network was trained with" in line
     assert line.endswith("got 5")
+
+
+def test_cost_tables_profiled_for_other_models(work: Path, capsys: pytest.CaptureFixture) -> None:
+    """Cost tables profiled from the layer table of mobilenet_v2 at 96 px, read with a config
+    that now says 128 px: every stage that reads them for the config refuses them in one line,
+    naming the table (`relmas workload`, `relmas evaluate`), as `relmas profile` refuses the
+    layer table itself."""
+    from relmas.config import config_hash
+
+    models = cli.load_configs(["config.yaml"])["models"]
+    layers = pl.concat(
+        [one_layer_table().with_columns(model=pl.lit(name)) for name in QUICK["models"]]
+    )
+    io.write_parquet(layers, "layers.parquet", metadata={"relmas.models_hash": config_hash(models)})
+    for name in QUICK["accelerators"]:
+        argv = ["profile", "--layers", "layers.parquet", "--accelerator", name]
+        assert (
+            run_main([*argv, "--config", "config.yaml", "--out", f"q/{name}.parquet"], capsys)[0]
+            == 0
+        )
+    argv = ["workload", "--scenario", "mixed", "--seed", "1", "--costs", "q"]
+    assert run_main([*argv, "--config", "config.yaml", "--out", "w.parquet"], capsys)[0] == 0
+    larger = yaml.safe_load((work / "config.yaml").read_text())
+    larger["models"]["mobilenet_v2"]["image_size"] = 128
+    (work / "larger.yaml").write_text(yaml.safe_dump(larger))
+    line = assert_refused(
+        [*argv, "--config", "larger.yaml", "--out", "w2.parquet"], work, capsys, "eyeriss_168"
+    )
+    assert "metadata.relmas.models_hash" in line and "another `models:` config" in line
+    argv = ["evaluate", "--config", "larger.yaml", "--scenario", "mixed", "--policy", "fcfs"]
+    argv += ["--seed", "1", "--jobs", "w.parquet", "--costs", "q", "--out", "e.parquet"]
+    assert_refused(argv, work, capsys, "q/eyeriss_168.parquet", "models_hash")
+    argv = ["profile", "--layers", "layers.parquet", "--accelerator", "eyeriss_168"]
+    argv += ["--config", "larger.yaml", "--out", "c.parquet"]
+    assert_refused(argv, work, capsys, "layers.parquet", "models_hash", "re-run relmas zoo")
