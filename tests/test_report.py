@@ -38,6 +38,7 @@ from relmas.report import (
     split_generalisation,
     verdict,
 )
+from relmas.report.headline import headline_markdown
 from relmas.rl.checkpoint import load_checkpoint
 from relmas.rl.curve import CURVE, read_curve
 from relmas.rl.train import train
@@ -108,13 +109,13 @@ def test_the_best_baseline_is_chosen_on_validation_not_on_evaluation() -> None:
     assert row["ratio_ci_low"] == pytest.approx(1.1) == row["ratio_ci_high"]
     assert row["heuristic_ratio"] == pytest.approx(0.605 / 0.8)
     assert row["offline_ratio"] == pytest.approx(0.605)
-    line, offline = headline_sentences(headline_table(frame, chosen))
-    assert line.startswith(
-        "On mixed, the best baseline on validation is sjf (SLA rate 0.700 on validation, 0.550 on "
-        "evaluation); relmas meets 0.605 and beats it (ratio 1.100 [1.100, 1.100], paired 95% CI). "
-        "Against the best former heuristic on evaluation, edf (0.800), the ratio is 0.756 ["
-    )
-    assert offline.startswith("On mixed, relmas reaches 60% [55%, 66%] of ga_offline's SLA rate")
+    # one row, so no verdict differs from the common one; the former comparison does
+    assert headline_sentences(headline_table(frame, chosen)) == [
+        "On mixed, the only scenario, the best baseline on validation is sjf.",
+        "On mixed, relmas beats its best baseline but falls short of the best former heuristic "
+        "on evaluation, edf (0.800; ratio 0.756 [0.688, 0.825]).",
+        "Under 90% of ga_offline's SLA rate, the share aimed at: relmas on mixed (60% [55%, 66%]).",
+    ]
 
 
 def test_a_tie_on_validation_goes_to_the_first_baseline_in_catalog_order() -> None:
@@ -152,21 +153,55 @@ def test_headline_values_are_recomputed_from_the_summary_rows() -> None:
     assert table["offline_ratio"].to_list() == [None, None]
 
 
-def test_verdicts_follow_the_interval_and_one_seed_prints_none() -> None:
+def test_verdicts_follow_the_interval_and_one_seed_prints_none(quick_config) -> None:
     chosen = {"mixed": ("sjf", 0.6)}
     short = headline_table(summary({"sjf": [0.5, 0.6], "relmas": [0.45, 0.54]}), chosen)
-    (line,) = headline_sentences(short)
-    assert "relmas meets 0.495 and falls short of it (ratio 0.900 [0.900, 0.900], paired" in line
+    assert verdict(short.row(0, named=True)) == "falls short of"  # 0.900 [0.900, 0.900]
     one = headline_table(summary({"sjf": [0.5], "relmas": [0.6]}), chosen)
     (row,) = one.iter_rows(named=True)
     assert row["seeds"] == 1 and verdict(row) == "beats"
-    (line,) = headline_sentences(one)
-    assert "beats it (ratio 1.200; one evaluation seed, so no interval)" in line
-    assert "[" not in line and "n/a" not in line
+    section = "\n".join(headline_markdown(load_config(quick_config), one))
+    assert "Verdict by the ratio alone: one evaluation seed, so no interval (n = 1)." in section
+    assert "| mixed | relmas | sjf (0.600) | 0.500 | 0.600 | 1.200 (n = 1) | beats |" in section
+    assert "n/a" not in section
+    two = summary({"sjf": [0.5], "relmas": [0.6], "relmas_resize": [0.45], "ga_offline": [0.7]})
+    assert headline_sentences(headline_table(two, chosen))[1:] == [
+        "On mixed, relmas_resize falls short of sjf: 0.450 against 0.500 (ratio 0.900).",
+        "Under 90% of ga_offline's SLA rate, the share aimed at: relmas on mixed (86%), "
+        "relmas_resize on mixed (64%).",
+    ]
     assert interval(1.2, 1.2, 1.2, 1) == "1.200 (n = 1)"
     zero = headline_table(summary({"sjf": [0.0, 0.0], "relmas": [0.1, 0.0]}), chosen)
     assert verdict(zero.row(0, named=True)) == "beats"  # the baseline met no deadline
     assert headline_table(summary({"sjf": [0.5]}), chosen).height == 0  # nothing learned
+
+
+def test_the_headline_is_one_table_and_sentences_only_where_a_row_differs(quick_config) -> None:
+    """Issue 32, item 15: one bullet per scenario and policy repeated the same sentence."""
+    ties = {"sjf": [0.5, 0.6, 0.7], "edf": [0.4, 0.5, 0.6], "relmas": [0.5, 0.62, 0.68]}
+    frame = pl.concat(
+        [
+            summary(ties, scenario="light"),
+            summary(ties | {"edf": [0.1, 0.7, 0.5]}, scenario="bursty"),
+            summary({"sjf": [0.5, 0.6, 0.7], "relmas": [0.4, 0.48, 0.56]}, scenario="heavy"),
+        ]
+    )
+    chosen = {"light": ("sjf", 0.6), "bursty": ("edf", 0.55), "heavy": ("sjf", 0.6)}
+    table = headline_table(frame, chosen)
+    assert [verdict(row) for row in table.iter_rows(named=True)] == [
+        "ties",
+        "ties",
+        "falls short of",
+    ]
+    # two baselines, two rows that tie: only the one falling short is told
+    assert headline_sentences(table) == [
+        "On heavy, relmas falls short of sjf: 0.480 against 0.600 (ratio 0.800 [0.800, 0.800])."
+    ]
+    section = headline_markdown(load_config(quick_config), table)
+    rows = [line for line in section if line.startswith("| ")]
+    assert len(rows) == 1 and rows[0].count("\n") == 1 + table.height  # header, rule, rows
+    assert section.index(rows[0]) > next(i for i, x in enumerate(section) if "- **relmas" in x)
+    assert sum(line.startswith("- ") for text in section for line in text.splitlines()) == 2
 
 
 def test_the_tally_counts_each_verdict_and_names_where_it_beats_or_falls_short() -> None:

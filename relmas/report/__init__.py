@@ -5,9 +5,10 @@ confidence intervals (none with one seed: n = 1 is said, not drawn as an interva
 headline: for each scenario the ratio of every learned policy's mean SLA
 rate to the best baseline's — the online non-learned policy with the best SLA rate on the
 validation traces (`relmas validate`), so that evaluation only measures it — with a paired
-bootstrap 95% interval (seeds resampled together, since all policies ran on the same traces), and
-beside it the former ratio to the best heuristic picked on the evaluation traces. Nothing is tuned
-or filtered: every policy evaluated is shown.
+bootstrap 95% interval (seeds resampled together, since all policies ran on the same traces), in
+one table after a one-line tally per learned policy; the former ratio to the best heuristic picked
+on the evaluation traces is told where its verdict differs. Nothing is tuned or filtered: every
+policy evaluated is shown.
 
 Besides the per-scenario evaluation: generalisation runs (a learned policy deployed with the agent
 of another scenario: rows whose `agent_scenario` is not their scenario), sweeps (SLA rate against
