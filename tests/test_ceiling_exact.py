@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from relmas import catalog
-from relmas.ceiling.exact import solve_exact
+from relmas.ceiling.exact import Plan, default_seed_policies, solve_exact
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.replay import PlanReplay, replay
 from relmas.errors import InputError
@@ -104,7 +104,7 @@ def _case(draw_seed: int, jobs: int, layers: int, types: int, dram_gbps, pieces:
 )
 def test_the_bounds_hold_against_every_policy(seed, jobs, layers, types, dram_gbps, pieces, slack):
     system, tables, trace = _case(seed, jobs, layers, types, dram_gbps, pieces, slack)
-    result = solve_exact(system, tables, trace, time_limit_s=5.0)
+    result = solve_exact(system, tables, trace, time_limit_s=5.0, seed_policies=())
     assert 0 <= result.plan.count <= result.lower <= result.upper <= jobs
     assert replay(system, tables, trace, result.plan) == result.lower
     if dram_gbps is None and not pieces:  # tiny job shops: always proven within the limit
@@ -174,3 +174,30 @@ def test_the_instance_is_the_engines_view_of_the_trace():
     )
     with pytest.raises(ValueError, match="another bandwidth"):
         Instance.of(scarce, loose, trace)
+
+
+@pytest.mark.parametrize("pieces", [False, True])
+def test_a_policys_run_as_a_timed_plan_replays_to_the_same_schedule(pieces):
+    # Work-conserving or not (herald, the patient rules hold work back), with bandwidth contention
+    # and split layers (gacer): the timed replay is the run again.
+    system, tables, trace = _case(13, 6, 3, 2, 3.0, pieces, (0.9, 1.6))
+    instance = Instance.of(system, tables, trace)
+    for name in (*default_seed_policies(), "gacer"):
+        engine = Engine(system, tables, trace, record=True)
+        run = engine.run(make_policy(name)).jobs.sort("job_id")
+        plan = Plan.of_run(instance, engine, name)
+        assert plan.count == int(run["met"].sum())
+        again = Engine(system, tables, trace).run(PlanReplay(plan)).jobs.sort("job_id")
+        np.testing.assert_allclose(again["finish_s"], run["finish_s"], rtol=1e-12, err_msg=name)
+
+
+def test_seed_runs_give_the_lower_bound_only_when_they_beat_the_restriction():
+    system, tables, trace = _case(2, 6, 3, 2, 3.0, False, (0.9, 1.6))
+    seeded = solve_exact(system, tables, trace, time_limit_s=5.0)
+    alone = solve_exact(system, tables, trace, time_limit_s=5.0, seed_policies=())
+    assert alone.plan.source == "restriction"
+    assert seeded.lower >= max(alone.plan.count, seeded.plan.count)
+    if seeded.exact and alone.exact:
+        assert seeded.upper == alone.upper
+    best = max(_met(system, tables, trace, make_policy(n)) for n in default_seed_policies())
+    assert seeded.lower >= best

@@ -23,15 +23,20 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 from ortools.sat.python import cp_model
 
+from relmas import catalog
 from relmas.ceiling.instance import Instance, alone_latency
+from relmas.ceiling.replay import replay
 from relmas.errors import InputError
+from relmas.policies import make_policy
 from relmas.sim.costs import CostTables
+from relmas.sim.engine import Engine
 from relmas.sim.kernels import TIME_TOL
 from relmas.sim.system import System
 
@@ -41,35 +46,60 @@ BANDWIDTH_UNITS = 1_000_000  # the cumulative's capacity: the bandwidth in milli
 @dataclass(frozen=True)
 class Task:
     """One planned task: piece `piece` of split variant `split` (0 = the whole layer) of layer
-    `op` (an Instance operation) of internal job `job`, on engine instance `instance`, over ticks
-    [start, end) of the restriction's grid."""
+    `op` (an Instance operation) of internal job `job`, on engine instance `instance`, planned
+    over [start_s, end_s) (seconds after the first arrival)."""
 
     job: int
     op: int
     split: int
     piece: int
     instance: int
-    start: int
-    end: int
+    start_s: float
+    end_s: float
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The restriction's schedule of its on-time jobs, tasks by start (then job, layer, piece)."""
+    """A schedule of the on-time jobs, tasks by start (then job, layer, piece): the restriction's,
+    or (`timed`) an engine run of a policy, every job's tasks at their recorded times."""
 
     tasks: tuple[Task, ...]
-    on_time: np.ndarray  # bool[jobs]: jobs the restriction schedules by their deadline
+    on_time: np.ndarray  # bool[jobs]: jobs the plan meets the deadline of
     job_id: np.ndarray  # int64[jobs]: the trace's ids in the engine's internal order
+    origin_s: float  # the first arrival (absolute)
+    source: str  # "restriction", or the policy whose run this is
+    timed: bool = False  # the replay starts no task before its start_s (an engine run's times)
 
     @property
     def count(self) -> int:
         return int(self.on_time.sum())
 
+    @classmethod
+    def of_run(cls, instance: Instance, engine: Engine, policy: str) -> Plan:
+        """The finished `engine`'s run (recorded) as a timed plan of all its jobs."""
+        rows = (
+            engine.timeline()
+            .group_by("accelerator", "job_id", "layer", "split", "piece")
+            .agg(pl.col("start_s").min(), pl.col("end_s").max())
+            .sort("start_s", "job_id", "layer", "piece")
+        )
+        internal = {int(j): k for k, j in enumerate(instance.job_id)}
+        result = engine.result(policy).jobs
+        met = dict(zip(result["job_id"].to_list(), result["met"].to_list(), strict=True))
+        tasks = []
+        for accelerator, job_id, layer, split, piece, start, end in rows.iter_rows():
+            job = internal[job_id]
+            op = int(instance.first_op[job]) + layer
+            start, end = start - instance.origin_s, end - instance.origin_s
+            tasks.append(Task(job, op, split, piece, accelerator, start, end))
+        on_time = np.array([bool(met[int(j)]) for j in instance.job_id])
+        return cls(tuple(tasks), on_time, instance.job_id.copy(), instance.origin_s, policy, True)
+
 
 @dataclass(frozen=True)
 class ExactResult:
-    """Proven bounds on the deadlines met: `lower` by a schedule replayed in the engine, `upper`
-    by the relaxation; `exact` when they are equal. `status` says which, in one line."""
+    """Proven bounds on the deadlines met: `lower` by `plan`, replayed in the engine, `upper` by
+    the relaxation; `exact` when they are equal. `status` says which, in one line."""
 
     lower: int
     upper: int
@@ -77,8 +107,8 @@ class ExactResult:
     exact: bool
     status: str
     relaxation: str  # CP-SAT's status name on the relaxation
-    restriction: str  # ... and on the restriction
-    plan: Plan
+    restriction: str  # ... and on the restriction (SKIPPED: a seed's run meets the bound)
+    plan: Plan  # the schedule that meets `lower`: the restriction's or a seed policy's run
     solve_s: float
     tick_s: float
 
@@ -92,6 +122,14 @@ class _Grid:
     deadline: np.ndarray  # int64[jobs]
     duration: list[list[np.ndarray]]  # [op][variant] -> int64[pieces, types]
     usage: list[list[np.ndarray]] | None  # same shape: bandwidth units, restriction only
+    tick_s: float
+    relaxed: bool
+
+
+def default_seed_policies() -> tuple[str, ...]:
+    """The online policies whose runs seed the search: the fixed heuristics and the rule
+    baselines (jitted, quick), without the random floor."""
+    return tuple(n for n in catalog.of_kind("heuristic", "rule") if n not in catalog.floors())
 
 
 def solve_exact(
@@ -104,12 +142,16 @@ def solve_exact(
     max_jobs: int = 30,
     max_operations: int = 300,
     tick_s: float = 1e-8,
+    seed_policies: Sequence[str] | None = None,
     trace: str = "trace",
 ) -> ExactResult:
     """The most deadlines any engine schedule of `jobs` can meet, or proven bounds on it.
 
-    Each of the two CP-SAT models gets `time_limit_s` seconds and `threads` workers. A trace of
-    more than `max_jobs` jobs or `max_operations` layers is refused (InputError naming `trace`).
+    Each of the two CP-SAT models gets `time_limit_s` seconds and `threads` workers. The runs of
+    `seed_policies` (default `default_seed_policies()`; () for none) give both models a first
+    solution to improve, and the lower bound when one meets more than the restriction's plan.
+    A trace of more than `max_jobs` jobs or `max_operations` layers is refused (InputError naming
+    `trace`).
     """
     _check_options(time_limit_s, threads, tick_s)
     instance = Instance.of(system, tables, jobs)
@@ -120,17 +162,25 @@ def solve_exact(
         expected = f"at most {max_operations} layers for the exact search (max_operations)"
         raise InputError(trace, "layers", expected, instance.n_ops)
     started = time.perf_counter()
+    names = default_seed_policies() if seed_policies is None else tuple(seed_policies)
+    seeds = [_seed_plan(system, tables, jobs, instance, name) for name in names]
+    hint = max(seeds, key=lambda plan: plan.count, default=None)
     eps = 64.0 * TIME_TOL * max(1.0, abs(instance.origin_s) + float(instance.deadline_s.max()))
-    upper, relaxation = _solve_relaxation(instance, tick_s, eps, time_limit_s, threads)
-    plan, restriction = _solve_restriction(instance, tick_s, eps, time_limit_s, threads, upper)
+    upper, relaxation = _solve_relaxation(instance, tick_s, eps, time_limit_s, threads, hint)
+    if hint is not None and hint.count >= upper:  # a seed's run already meets the bound
+        plan, restriction = hint, "SKIPPED"
+    else:
+        plan, restriction = _solve_restriction(
+            instance, tick_s, eps, time_limit_s, threads, upper, hint
+        )
+        if hint is not None and hint.count > plan.count:
+            plan = hint
     solve_s = time.perf_counter() - started
-    from relmas.ceiling.replay import replay
-
     lower = replay(system, tables, jobs, plan)
     if lower < plan.count or lower > upper:
         raise RuntimeError(
-            f"replay met {lower} deadlines, the restriction planned {plan.count} and the "
-            f"relaxation bounds {upper}: the exact search is wrong"
+            f"the replay of {plan.source}'s plan met {lower} deadlines, the plan {plan.count} "
+            f"and the relaxation bounds {upper}: the exact search is wrong"
         )
     exact = lower == upper
     status = "optimal" if exact else f"bounds: relaxation {relaxation}, restriction {restriction}"
@@ -146,6 +196,14 @@ def solve_exact(
         solve_s=solve_s,
         tick_s=tick_s,
     )
+
+
+def _seed_plan(
+    system: System, tables: CostTables, jobs: pl.DataFrame, instance: Instance, name: str
+) -> Plan:
+    engine = Engine(system, tables, jobs, record=True)
+    engine.run(make_policy(name))
+    return Plan.of_run(instance, engine, name)
 
 
 def _check_options(time_limit_s: float, threads: int, tick_s: float) -> None:
@@ -217,6 +275,8 @@ def _grid(instance: Instance, tick_s: float, eps: float, relaxed: bool) -> _Grid
         deadline=deadline.astype(np.int64),
         duration=[[d.astype(np.int64) for d in op] for op in duration],
         usage=_usage(instance) if limited else None,
+        tick_s=tick_s,
+        relaxed=relaxed,
     )
 
 
@@ -230,6 +290,8 @@ class _Model:
     # (job, op, variant, piece) -> (start, end, {type: presence})
     tasks: dict[tuple[int, int, int, int], tuple[cp_model.IntVar, cp_model.IntVar, dict]]
     possible: int  # jobs whose shortest chain fits between release and deadline
+    # op -> (layer start, layer end, one literal per split variant)
+    layers: dict[int, tuple[cp_model.IntVar, cp_model.IntVar, list[cp_model.IntVar]]]
 
 
 def _shortest_chain(instance: Instance, grid: _Grid, job: int) -> int:
@@ -242,6 +304,7 @@ def _build(instance: Instance, grid: _Grid) -> _Model:
     model = cp_model.CpModel()
     on_time: list[cp_model.IntVar] = []
     tasks: dict = {}
+    layers: dict = {}
     by_type: list[list[cp_model.IntervalVar]] = [[] for _ in instance.types]
     bandwidth: list[tuple[cp_model.IntervalVar, int]] = []
     possible = 0
@@ -285,6 +348,7 @@ def _build(instance: Instance, grid: _Grid) -> _Model:
                     model.Add(sum(present.values()) == use)
                     tasks[(job, op, variant, piece)] = (start, end, present)
             model.Add(sum(chosen) == on)
+            layers[op] = (layer_start, layer_end, chosen)
             previous_end = layer_end
     for t, intervals in enumerate(by_type):
         if int(instance.count[t]) == 1:
@@ -295,7 +359,7 @@ def _build(instance: Instance, grid: _Grid) -> _Model:
         intervals, demands = zip(*bandwidth, strict=True)
         model.AddCumulative(list(intervals), list(demands), BANDWIDTH_UNITS)
     model.Maximize(sum(on_time))
-    return _Model(model, on_time, tasks, possible)
+    return _Model(model, on_time, tasks, possible, layers)
 
 
 def _solver(time_limit_s: float, threads: int) -> cp_model.CpSolver:
@@ -305,13 +369,53 @@ def _solver(time_limit_s: float, threads: int) -> cp_model.CpSolver:
     return solver
 
 
+def _hint(instance: Instance, grid: _Grid, built: _Model, plan: Plan | None) -> None:
+    """Give CP-SAT `plan` (a seed policy's run) as a first solution, on the model's grid."""
+    if plan is None:
+        return
+    rounding = np.floor if grid.relaxed else np.ceil
+    on_time = [
+        bool(plan.on_time[job]) and op in built.layers
+        for job, op in enumerate(instance.first_op[:-1])
+    ]
+    for job, on in enumerate(built.on_time):
+        built.model.AddHint(on, on_time[job])
+    spans: dict[int, list[int]] = {}
+    for task in plan.tasks:
+        if not on_time[task.job]:
+            continue
+        start, end, present = built.tasks[(task.job, task.op, task.split, task.piece)]
+        t = int(instance.instance_type[task.instance])
+        tick = int(rounding(task.start_s / grid.tick_s))
+        size = int(grid.duration[task.op][task.split][task.piece, t])
+        built.model.AddHint(start, tick)
+        built.model.AddHint(end, tick + size)
+        for other, here in present.items():
+            built.model.AddHint(here, other == t)
+        span = spans.setdefault(task.op, [tick, tick + size, task.split])
+        span[0], span[1] = min(span[0], tick), max(span[1], tick + size)
+    for op, (first, last, split) in spans.items():
+        layer_start, layer_end, chosen = built.layers[op]
+        built.model.AddHint(layer_start, first)
+        built.model.AddHint(layer_end, last)
+        for variant, use in enumerate(chosen):
+            built.model.AddHint(use, variant == split)
+
+
 def _solve_relaxation(
-    instance: Instance, tick_s: float, eps: float, time_limit_s: float, threads: int
+    instance: Instance,
+    tick_s: float,
+    eps: float,
+    time_limit_s: float,
+    threads: int,
+    hint: Plan | None,
 ) -> tuple[int, str]:
     """The relaxation's proven upper bound and CP-SAT's status name: its optimum, or CP-SAT's
     bound when time ran out after a first solution; without one (UNKNOWN, whose bound means
     nothing) or when the solver failed, the jobs that fit between arrival and deadline alone."""
-    built = _build(instance, _grid(instance, tick_s, eps, relaxed=True))
+    grid = _grid(instance, tick_s, eps, relaxed=True)
+    built = _build(instance, grid)
+    _hint(instance, grid, built, hint)
     solver = _solver(time_limit_s, threads)
     status = solver.Solve(built.model)
     name = solver.StatusName(status)
@@ -328,21 +432,24 @@ def _solve_restriction(
     time_limit_s: float,
     threads: int,
     upper: int,
+    hint: Plan | None,
 ) -> tuple[Plan, str]:
     """The restriction's best schedule found (none when the solver found none) and its status;
     capped at the relaxation's bound, so that reaching it ends the search."""
-    built = _build(instance, _grid(instance, tick_s, eps, relaxed=False))
+    grid = _grid(instance, tick_s, eps, relaxed=False)
+    built = _build(instance, grid)
+    _hint(instance, grid, built, hint)
     built.model.Add(sum(built.on_time) <= upper)
     solver = _solver(time_limit_s, threads)
     status = solver.Solve(built.model)
     name = solver.StatusName(status)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         empty = np.zeros(instance.n_jobs, dtype=bool)
-        return Plan(tasks=(), on_time=empty, job_id=instance.job_id.copy()), name
-    return _plan(instance, built, solver), name
+        return Plan((), empty, instance.job_id.copy(), instance.origin_s, "restriction"), name
+    return _plan(instance, grid, built, solver), name
 
 
-def _plan(instance: Instance, built: _Model, solver: cp_model.CpSolver) -> Plan:
+def _plan(instance: Instance, grid: _Grid, built: _Model, solver: cp_model.CpSolver) -> Plan:
     """The solution as tasks on engine instances: CP-SAT places tasks on types (at most `count`
     at a time); each gets the instance of its type that has been free longest (interval
     colouring in order of start, which never needs more instances than the overlap)."""
@@ -361,5 +468,6 @@ def _plan(instance: Instance, built: _Model, solver: cp_model.CpSolver) -> Plan:
         candidates = np.flatnonzero((instance.instance_type == t) & (free_at <= start))
         chosen = int(candidates[np.argmin(free_at[candidates])])
         free_at[chosen] = end
-        tasks.append(Task(job, op, variant, piece, chosen, start, end))
-    return Plan(tasks=tuple(tasks), on_time=on_time, job_id=instance.job_id.copy())
+        start_s, end_s = start * grid.tick_s, end * grid.tick_s
+        tasks.append(Task(job, op, variant, piece, chosen, start_s, end_s))
+    return Plan(tuple(tasks), on_time, instance.job_id.copy(), instance.origin_s, "restriction")

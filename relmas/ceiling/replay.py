@@ -24,6 +24,7 @@ import polars as pl
 
 from relmas.policies.base import Policy
 from relmas.sim.engine import DecisionView, Engine
+from relmas.sim.kernels import TIME_TOL
 
 if TYPE_CHECKING:
     from relmas.ceiling.exact import Plan
@@ -33,15 +34,16 @@ if TYPE_CHECKING:
 
 class PlanReplay(Policy):
     """Starts the plan's tasks in order of planned start, each once the tasks that end by its
-    planned start have completed; then the late jobs, greedily."""
+    planned start have completed (and, for a timed plan, an engine run's, not before its start
+    time: the replay is then that run again); then the late jobs, greedily."""
 
     name = "exact_replay"
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         tasks = plan.tasks
-        starts = np.array([t.start for t in tasks], dtype=np.int64)
-        ends = np.array([t.end for t in tasks], dtype=np.int64)
+        starts = np.array([t.start_s for t in tasks], dtype=np.float64)
+        ends = np.array([t.end_s for t in tasks], dtype=np.float64)
         # Tasks in order of end; task k waits for the first waits[k] of them.
         self._by_end = np.argsort(ends, kind="stable")
         self._waits = np.searchsorted(ends[self._by_end], starts, side="right")
@@ -53,6 +55,11 @@ class PlanReplay(Policy):
         self._done = np.zeros(len(self.plan.tasks), dtype=bool)
         self._running = np.full(len(engine.system.instance_types), -1, dtype=np.int64)
         self._next = 0
+
+    def _at(self, start_s: float) -> float:
+        """The engine time of a timed plan's start, less the engine's tolerance of event times."""
+        at = self.plan.origin_s + start_s
+        return at - TIME_TOL * max(1.0, abs(at))
 
     def decide(self, view: DecisionView) -> list[tuple[int, ...]]:
         idle = set(view.idle_accelerators.tolist())
@@ -69,6 +76,8 @@ class PlanReplay(Policy):
             if task.instance not in idle or task.job not in ready:
                 break
             if not self._done[waits_for].all():
+                break
+            if self.plan.timed and view.now < self._at(task.start_s):
                 break
             out.append((task.job, task.instance, task.split))
             idle.discard(task.instance)
