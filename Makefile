@@ -7,11 +7,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= all
+# the study's config file: `make run CONFIG=my.yaml` runs another one (`quick` is config/quick.yaml)
+CONFIG ?= config/config.yaml
+quick: CONFIG = config/quick.yaml
 
 # After an interrupted run (Ctrl-C, kill -9, a lost node) the same target just continues:
-# `relmas recover` removes Snakemake's stale lock and the temporary files of killed writes (only
-# when no other snakemake or relmas process works in this directory), and --rerun-incomplete redoes
-# the jobs that were cut short. README "Recovering from an interrupted run" explains it.
+# `relmas recover` removes Snakemake's stale lock and relmas's temporary files of killed writes under
+# the study's results directory (only when no other snakemake or relmas process works in this
+# directory), and --rerun-incomplete redoes the jobs that were cut short. README "Recovering from an
+# interrupted run" explains it. Reading the config first, it also refuses a bad one in one line
+# before Snakemake (which would evaluate a YTE config, or print a traceback) reads it.
 SNAKEMAKE := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --rerun-incomplete
 RECOVER := $(BIN)/python -m relmas recover
 
@@ -24,13 +29,9 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-run: $(STAMP)  ## the whole study on config/config.yaml
-	$(RECOVER)
-	$(SNAKEMAKE) --cores $(CORES)
-
-quick: $(STAMP)  ## the whole DAG on the tiny config/quick.yaml
-	$(RECOVER)
-	$(SNAKEMAKE) --cores $(CORES) --configfile config/quick.yaml
+run quick: $(STAMP)  ## the whole study of $(CONFIG) (run), the whole DAG on the tiny config/quick.yaml (quick)
+	$(RECOVER) --config '$(CONFIG)'
+	$(SNAKEMAKE) --cores $(CORES) --configfile '$(CONFIG)'
 
 test: $(STAMP)  ## lint and the test suite
 	$(BIN)/ruff check .

@@ -572,16 +572,21 @@ def _checked_static_power(
 
 
 def cmd_recover(args: argparse.Namespace) -> None:
-    """Unlock the workflow and sweep stale temporary files after a kill, unless another runs."""
-    from relmas.recover import recover
+    """Unlock the workflow and sweep the stale temporary files of the study's results after a
+    kill, unless another instance runs. Loading the config first also checks it in one line before
+    Snakemake reads it (`make run` and `make quick` call this first)."""
+    from relmas.recover import DEFAULT_CONFIG, recover
 
-    done = recover(args.dir)
+    if not args.dir.is_dir():
+        raise InputError(args.dir, "--dir", "an existing project directory")
+    results = ResultPaths.of(load_configs(args.config or [str(args.dir / DEFAULT_CONFIG)])).root
+    done = recover(args.dir, [results])
     if done.busy:
         pids = ", ".join(map(str, done.busy))
         print(f"recover: another instance works in {args.dir} (pid {pids}): nothing touched")
         return
     lock_note = "removed the stale Snakemake lock" if done.unlocked else "no Snakemake lock"
-    print(f"recover: {lock_note}, swept {len(done.swept)} stale temporary file(s)")
+    print(f"recover: {lock_note}, swept {len(done.swept)} stale temporary file(s) in {results}")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -795,6 +800,7 @@ def _add_run_commands(sub: Any) -> None:
 
     recover = _command(sub, "recover", cmd_recover, "unlock and sweep temporary files after a kill")
     recover.add_argument("--dir", type=Path, default=Path("."), help="the project directory")
+    _config_arg(recover, required=False)  # default: the Snakefile's, config/config.yaml in --dir
 
 
 def main(argv: Sequence[str] | None = None) -> int:

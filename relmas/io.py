@@ -18,9 +18,13 @@ import pyarrow.parquet as pq
 
 from relmas.errors import InputError
 
-# The temporary name of an atomic write: `.{target}.{8 random characters}{suffix}` (tempfile's
-# mkstemp). One pattern, so that `relmas recover` sweeps the leftovers of killed writes, no more.
-TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.(?P<random>[a-z0-9_]{8})(?P<suffix>\.[A-Za-z0-9]+)$")
+# The temporary name of an atomic write: `.relmas-tmp.{target}.{8 random characters}{suffix}`
+# (tempfile's mkstemp). The prefix is this writer's mark: `relmas recover` removes the leftovers of
+# killed writes by it, and never a user's file that merely looks like a temporary one.
+TEMP_PREFIX = ".relmas-tmp."
+TEMP_NAME = re.compile(
+    rf"^{re.escape(TEMP_PREFIX)}(?P<target>.+)\.(?P<random>[a-z0-9_]{{8}})(?P<suffix>\.[A-Za-z0-9]+)$"
+)
 
 # What this process wrote (files) and created (directories) through atomic_path, in order: the
 # command line removes them when the command fails, so a failed command leaves no output behind.
@@ -38,7 +42,7 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     with _naming(target, None):
         _make_dirs(target.parent)
         fd, tmp = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent
+            prefix=f"{TEMP_PREFIX}{target.name}.", suffix=suffix or ".tmp", dir=target.parent
         )
     os.close(fd)
     tmp_path = Path(tmp)

@@ -2,11 +2,13 @@
 first.
 
 A killed Snakemake leaves its lock directory (`.snakemake/locks`), so the next invocation refuses to
-start, and a killed write leaves its hidden temporary file (relmas.io.TEMP_NAME). Both may be
-removed only when no other Snakemake or relmas process works in the same directory: Snakemake's lock
-files record no process, so this module looks for such processes itself (Linux /proc: a process
-whose working directory is inside the project and whose command line runs snakemake or relmas, other
-than this process and its ancestors). Incomplete outputs are left to Snakemake's
+start, and a killed write leaves its hidden temporary file (relmas.io.TEMP_NAME, with relmas's own
+prefix `.relmas-tmp.`). Both may be removed only when no other Snakemake or relmas process works in
+the same directory: Snakemake's lock files record no process, so this module looks for such
+processes itself (Linux /proc: a process whose working directory is inside the project and whose
+command line runs snakemake or relmas, other than this process and its ancestors). Temporary files
+are swept only under the study's results directory, where the pipeline writes: a file elsewhere
+that merely looks like one is a user's. Incomplete outputs are left to Snakemake's
 `--rerun-incomplete`, and runs left RUNNING in MLflow to relmas.tracking, which closes them when the
 next stage starts.
 """
@@ -15,12 +17,14 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from relmas.io import TEMP_NAME
 
 LOCKS = Path(".snakemake") / "locks"
+DEFAULT_CONFIG = Path("config") / "config.yaml"  # the Snakefile's when no --configfile is given
 
 
 @dataclass
@@ -30,8 +34,10 @@ class Recovery:
     swept: list[Path] = field(default_factory=list)
 
 
-def recover(root: str | Path = ".") -> Recovery:
-    """Unlock the workflow in `root` and sweep stale temporary files, unless another one runs."""
+def recover(root: str | Path, results: Iterable[str | Path]) -> Recovery:
+    """Unlock the workflow in the project directory `root` and sweep the stale temporary files of
+    relmas's writer under the results directories `results` (relative to `root`: Snakemake's
+    working directory), unless another instance runs."""
     root = Path(root).resolve()
     busy = other_instances(root)
     if busy:
@@ -40,19 +46,21 @@ def recover(root: str | Path = ".") -> Recovery:
     unlocked = locks.is_dir()
     if unlocked:
         shutil.rmtree(locks)  # what `snakemake --unlock` does
-    return Recovery(unlocked=unlocked, swept=sweep_temp_files(root))
+    return Recovery(unlocked=unlocked, swept=sweep_temp_files(root / d for d in results))
 
 
-def sweep_temp_files(root: Path) -> list[Path]:
-    """Remove the hidden temporary files of atomic writes under `root` (dot directories skipped)."""
+def sweep_temp_files(directories: Iterable[Path]) -> list[Path]:
+    """Remove the temporary files of relmas's atomic writes under `directories` (symbolic links
+    and dot directories not followed: the pipeline writes into neither)."""
     swept = []
-    for directory, subdirs, files in os.walk(root):
-        subdirs[:] = [d for d in subdirs if not d.startswith(".") and d != "__pycache__"]
-        for name in files:
-            if TEMP_NAME.match(name):
-                path = Path(directory) / name
-                path.unlink(missing_ok=True)
-                swept.append(path)
+    for top in directories:
+        for directory, subdirs, files in os.walk(top):
+            subdirs[:] = [d for d in subdirs if not d.startswith(".")]
+            for name in files:
+                if TEMP_NAME.match(name):
+                    path = Path(directory) / name
+                    path.unlink(missing_ok=True)
+                    swept.append(path)
     return swept
 
 

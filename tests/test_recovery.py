@@ -1,8 +1,9 @@
 """kill -9 at a bad moment, then the same command again: Snakemake (from a checkout path with a
-space and a config named `q$(touch PWNED).yaml`), profiling and training recover with no manual
-step, and the MLflow store keeps no run RUNNING.
+space and a config named `q$(touch PWNED).yaml`), `make quick`, profiling and training recover with
+no manual step, the MLflow store keeps no run RUNNING, and recovery removes only the temporary
+files of relmas's own writer under the study's results, never a user's file that looks like one.
 
-Small on purpose (one tiny model, two jobs of the DAG, a 1500-step training): the full quick DAG
+Small on purpose (one tiny model, a few jobs of the DAG, a 1500-step training): the full quick DAG
 is exercised by tests/test_pipeline.py; what is tested here is the recovery, which is the same for
 any job.
 """
@@ -18,18 +19,29 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from relmas import cli
 from relmas.paths import ResultPaths
 from relmas.recover import other_instances, recover
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+VENV = Path(sys.executable).parents[1]
 QUICK = yaml.safe_load((ROOT / "config" / "quick.yaml").read_text())
-
-pytestmark = pytest.mark.slow
+# Files of a user that look like temporary files (the pattern of relmas < 2 included), anywhere in
+# a checkout: recovery never removes them.
+LOOK_ALIKES = (
+    ".eslintrc.override.json",
+    "docs/.notes.personal.md",
+    ".relmas-tmp.notes.txt.abcd1234.txt",  # relmas's prefix, but outside the results
+    "results/quick/.layers.parquet.k3j9x0a1.parquet",
+    "results/quick/costs/.eyeriss_168.parquet.draft_01.parquet",
+    "results/quick/report/.report.md.personal.md",
+)
 
 
 def tiny_config() -> dict:
@@ -79,6 +91,130 @@ def assert_killed_and_none_running(store: Path, stage: str) -> None:
     assert killed and "ended without closing the run" in killed[0]["relmas.killed_reason"]
 
 
+def plant_look_alikes(project: Path) -> dict[Path, str]:
+    """The user's files of LOOK_ALIKES, each with its own content."""
+    planted = {}
+    for name in LOOK_ALIKES:
+        path = project / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"the user's {name}\n")
+        planted[path] = path.read_text()
+    return planted
+
+
+def assert_intact(planted: dict[Path, str]) -> None:
+    assert {p: p.read_text() if p.exists() else None for p in planted} == planted
+
+
+def run_main(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_recover_sweeps_only_its_own_temporary_files_under_the_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    (tmp_path / "config").mkdir()
+    shutil.copy2(ROOT / "config" / "quick.yaml", tmp_path / "config" / "config.yaml")
+    planted = plant_look_alikes(tmp_path)
+    killed = [
+        tmp_path / "results/quick/.relmas-tmp.layers.parquet.k3j9x0a1.parquet",
+        tmp_path / "results/quick/agents/mixed/relmas/.relmas-tmp.replay-0.npz.a_b1c2d3.npz",
+    ]
+    for path in killed:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"PAR1")
+    code, out, err = run_main(["recover", "--dir", str(tmp_path)], capsys)  # config/config.yaml
+    assert code == 0 and not err, err
+    assert out == "recover: no Snakemake lock, swept 2 stale temporary file(s) in results/quick\n"
+    assert not any(path.exists() for path in killed)
+    assert_intact(planted)
+
+
+def test_recover_refuses_a_missing_directory_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    missing = tmp_path / "nonexistent"
+    code, out, err = run_main(["recover", "--dir", str(missing)], capsys)
+    assert code == 2 and not out
+    expected = "--dir: expected an existing project directory"
+    assert err == f"relmas recover: error: {missing}: {expected}\n"
+
+
+def make_argv(*args: str) -> list[str]:
+    """`make ARGS` with this interpreter's venv (never rebuilt: `-o` its stamp)."""
+    return ["make", "--no-print-directory", "-o", str(VENV / ".installed"), *args, f"VENV={VENV}"]
+
+
+def make(project: Path, *args: str, **kwargs: Any) -> subprocess.CompletedProcess:
+    return subprocess.run(make_argv(*args), cwd=project, capture_output=True, text=True, **kwargs)
+
+
+def copy_checkout(project: Path) -> None:
+    for name in ("Makefile", "Snakefile", "workflow", "config"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy2)(ROOT / name, project / name)
+
+
+def test_make_refuses_a_config_snakemake_would_fail_on_or_evaluate_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """A config that is not UTF-8 (Snakemake's loader prints a traceback) and one asking for YTE
+    (Snakemake would evaluate its expressions) are refused by the recover step in one line, before
+    Snakemake starts (here it would only say so)."""
+    copy_checkout(tmp_path)
+    (tmp_path / "latin1.yaml").write_bytes("experiment: caf\u00e9\n".encode("latin-1"))
+    yte = "__use_yte__: true\nexperiment: ?__import__('pathlib').Path('PWNED').touch()\n"
+    (tmp_path / "yte.yaml").write_text(yte)
+    for config, expected in (
+        ("latin1.yaml", "latin1.yaml: byte 15: expected UTF-8 text"),
+        ("yte.yaml", "yte.yaml: __use_yte__: expected a known key"),
+    ):
+        done = make(tmp_path, "run", f"CONFIG={config}", "SNAKEMAKE=echo snakemake started")
+        assert done.returncode == 2 and "snakemake started" not in done.stdout, done.stdout
+        relmas_lines = [line for line in done.stderr.splitlines() if not line.startswith("make")]
+        assert len(relmas_lines) == 1 and relmas_lines[0].startswith(
+            f"relmas recover: error: {expected}"
+        ), done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / ".snakemake").exists()
+
+
+@pytest.mark.slow
+def test_make_quick_after_a_kill_leaves_the_users_look_alike_files(tmp_path: Path) -> None:
+    """`make quick` killed (-9) while it profiles, a temporary file of a write cut short, then
+    `make quick` again: it finishes, and only that temporary file is gone."""
+    copy_checkout(tmp_path)
+    config = dict(tiny_config(), evaluation={"seeds": [1000], "policies": ["fcfs", "edf"]})
+    config |= {"sweeps": {}, "training": {"validation_seeds": [100]}}
+    (tmp_path / "config" / "quick.yaml").write_text(yaml.safe_dump(config))
+    planted = plant_look_alikes(tmp_path)
+    store = tmp_path / "mlflow.db"
+    env = environment(store)
+    proc = subprocess.Popen(
+        make_argv("quick", "CORES=2"),
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    kill_when_running(proc, store, "profile")
+    paths = ResultPaths(tmp_path / config["results"])
+    cut_short = paths.costs_dir / ".relmas-tmp.eyeriss_168.parquet.k3j9x0a1.parquet"
+    cut_short.parent.mkdir(parents=True, exist_ok=True)
+    cut_short.write_bytes(b"PAR1")
+
+    rerun = make(tmp_path, "quick", "CORES=2", env=env)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    expected = "recover: removed the stale Snakemake lock, swept 1 stale temporary file(s) in "
+    assert expected + config["results"] in rerun.stdout
+    assert not cut_short.exists() and (paths.report_dir / "report.md").is_file()
+    assert_intact(planted)
+    assert_killed_and_none_running(store, "profile")
+
+
+@pytest.mark.slow
 def test_a_killed_dag_reruns_from_a_path_with_a_space_and_a_dollar_config(tmp_path: Path) -> None:
     project = tmp_path / "my checkout"
     project.mkdir()
@@ -102,11 +238,12 @@ def test_a_killed_dag_reruns_from_a_path_with_a_space_and_a_dollar_config(tmp_pa
     )
     kill_when_running(proc, store, "profile")
     assert (project / ".snakemake" / "locks").is_dir()  # what made the next run refuse to start
-    (project / paths.costs_dir / ".eyeriss_168.parquet.k3j9x0a1.parquet").write_bytes(b"")
+    cut_short = project / paths.costs_dir / ".relmas-tmp.eyeriss_168.parquet.k3j9x0a1.parquet"
+    cut_short.write_bytes(b"")
 
-    done = recover(project)
+    done = recover(project, [paths.root])
     assert done.unlocked and [p.name for p in done.swept] == [
-        ".eyeriss_168.parquet.k3j9x0a1.parquet"
+        ".relmas-tmp.eyeriss_168.parquet.k3j9x0a1.parquet"
     ]
     rerun = subprocess.run(
         [*command, "--rerun-incomplete"], cwd=project, env=env, capture_output=True, text=True
@@ -122,7 +259,7 @@ def test_recover_touches_nothing_while_another_instance_runs(tmp_path: Path) -> 
     locks = tmp_path / ".snakemake" / "locks"
     locks.mkdir(parents=True)
     (locks / "0.input.lock").write_text("x\n")
-    stale = tmp_path / "results" / ".layers.parquet.abcd1234.parquet"
+    stale = tmp_path / "results" / ".relmas-tmp.layers.parquet.abcd1234.parquet"
     stale.parent.mkdir()
     stale.write_bytes(b"")
     other = tmp_path / "results" / ".keep.txt"
@@ -133,16 +270,17 @@ def test_recover_touches_nothing_while_another_instance_runs(tmp_path: Path) -> 
             if other_instances(tmp_path):
                 break
             time.sleep(0.05)
-        done = recover(tmp_path)
+        done = recover(tmp_path, ["results"])
         assert done.busy == [busy.pid] and not done.unlocked and not done.swept
         assert stale.exists() and (locks / "0.input.lock").exists()
     finally:
         busy.kill()
         busy.wait()
-    done = recover(tmp_path)
+    done = recover(tmp_path, ["results"])
     assert done.unlocked and done.swept == [stale] and other.exists() and not locks.exists()
 
 
+@pytest.mark.slow
 def test_a_killed_training_resumes_and_says_from_which_step(tmp_path: Path) -> None:
     """Hand-written cost tables (examples/handwritten) for a scenario of two accelerator types."""
     for name in ("make_inputs.py",):
