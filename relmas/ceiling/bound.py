@@ -1,0 +1,362 @@
+"""A proven upper bound on the deadlines any schedule meets: the engine relaxed to an LP (HiGHS).
+
+Every schedule the engine can produce gives a feasible point of this LP (docs/ceiling.md argues
+each rule), so the LP's optimum bounds the deadlines met from above. Per job j: x_j in [0, 1], the
+job counted as met; per class c of its identical layers (same costs, same pieces), how many run
+whole on type k (w_ck) or cut by split variant v (s_cv), and how many of those pieces run on type k
+(p_cvk). Rules kept, for the jobs counted as met:
+
+- each layer runs whole on one type or as the pieces of one variant, each piece on one type;
+- the chain: one layer at a time, inside [arrival, deadline]; a whole layer takes at least its
+  alone latency on its type, a cut one at least its longest piece's fastest alone latency (the
+  pieces in parallel at best);
+- capacity of a type over any window W = [t1, t2]: the jobs met whose [arrival, deadline] lies
+  inside W run inside W, so their time on type k (a piece: at least the cheapest piece of its
+  variant there) is at most count_k |W|;
+- bandwidth over any window: the bytes those jobs move are at most dram_gbps |W|.
+
+Windows are added by separation (the most violated ones of the current solution, rounds until none
+is violated or the time limit); every LP solved along the way is a relaxation, so each round's
+optimum is a bound. The bound reported is not the solver's objective but a certificate computed
+from its duals by weak duality (any row prices of the right signs give a bound), so that solver
+tolerances can only loosen it, never make it wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from relmas.ceiling.instance import Instance, alone_latency
+from relmas.sim.metrics import TIME_TOL
+
+_INF = highspy.kHighsInf
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The proven bound of one trace: `met` deadlines at most (of `jobs`)."""
+
+    met: int
+    value: float  # the certified LP value (met is its floor)
+    jobs: int
+    # converged: no window violated; time_limit: stopped early; "solver: ..." a round HiGHS did
+    # not solve. All are proven: the bound is the last finished round's certificate (the jobs
+    # that can meet their deadline alone when no round finished).
+    status: str
+    rounds: int
+    windows: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One model's columns and rows, in time units (bytes: the time the bandwidth takes).
+
+    Local columns: per class c, w_ck for each type k, then per split variant v, s_cv and p_cvk.
+    """
+
+    columns: int
+    upper: np.ndarray  # float64[columns]
+    # Equality rows `coef . cols - x_coef x_j = 0`: each class is placed, each cut is in pieces.
+    equality: list[tuple[np.ndarray, np.ndarray, float]]
+    chain: tuple[np.ndarray, np.ndarray]  # the job's least time: coef . cols
+    use: list[tuple[np.ndarray, np.ndarray]]  # per resource: coef . cols
+    shortest: float  # the chain's least time, layers at their fastest
+
+
+def _layer_options(
+    instance: Instance, op: int, unit: float, per_byte: float
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The whole layer and each split variant: (alone time float[pieces, types], bytes likewise)."""
+    options = [(instance.alone_s[op][None, :] / unit, instance.dram_bytes[op][None, :] * per_byte)]
+    pieces = instance.pieces
+    if pieces is not None:
+        row = int(instance.op_row[op])
+        for v in range(1, len(pieces.variants)):
+            columns = pieces.offset[v] + np.arange(pieces.count[row, v])
+            latency = pieces.latency_s[row, columns]
+            alone = alone_latency(latency, pieces.demand_bps[row, columns], instance.bandwidth_bps)
+            options.append((alone / unit, pieces.dram_bytes[row, columns] * per_byte))
+    return options
+
+
+def _block(instance: Instance, job: int, unit: float, resources: int) -> _Block:
+    """The LP block of `job`'s model (every job of a model shares it)."""
+    types = len(instance.types)
+    per_byte = 1.0 / (instance.bandwidth_bps * unit) if resources > types else 0.0
+    classes: dict[bytes, tuple[list[tuple[np.ndarray, np.ndarray]], int]] = {}
+    for op in instance.ops(job):
+        options = _layer_options(instance, op, unit, per_byte)
+        key = b"".join(np.ascontiguousarray(a).tobytes() + b"|" for o in options for a in o)
+        _, count = classes.get(key, (options, 0))
+        classes[key] = (options, count + 1)
+    upper: list[float] = []
+    equality: list[tuple[np.ndarray, np.ndarray, float]] = []
+    chain_cols: list[int] = []
+    chain_coef: list[float] = []
+    use_cols: list[list[int]] = [[] for _ in range(resources)]
+    use_coef: list[list[float]] = [[] for _ in range(resources)]
+    shortest = 0.0
+    for options, size in classes.values():
+        placed: list[int] = []
+        fastest = []
+        for v, (alone, dram) in enumerate(options):
+            if v == 0:
+                whole = list(range(len(upper), len(upper) + types))
+                upper += [float(size)] * types
+                placed += whole
+                chain_cols += whole
+                chain_coef += alone[0].tolist()
+                parts, cost, moved = whole, alone[0], dram[0]
+                fastest.append(float(alone[0].min()))
+            else:
+                cut = len(upper)
+                pieces = alone.shape[0]
+                upper.append(float(size))
+                placed.append(cut)
+                elapsed = float(alone.min(axis=1).max())
+                chain_cols.append(cut)
+                chain_coef.append(elapsed)
+                fastest.append(elapsed)
+                parts = list(range(len(upper), len(upper) + types))
+                upper += [float(size * pieces)] * types
+                equality.append(
+                    (np.array(parts + [cut]), np.array([1.0] * types + [-float(pieces)]), 0.0)
+                )
+                cost, moved = alone.min(axis=0), dram.min(axis=0)
+            for k in range(types):
+                use_cols[k].append(parts[k])
+                use_coef[k].append(float(cost[k]))
+            for r in range(types, resources):
+                use_cols[r] += parts
+                use_coef[r] += moved.tolist()
+        equality.append((np.array(placed), np.ones(len(placed)), float(size)))
+        shortest += size * min(fastest)
+    return _Block(
+        columns=len(upper),
+        upper=np.array(upper),
+        equality=equality,
+        chain=(np.array(chain_cols), np.array(chain_coef)),
+        use=[(np.array(c), np.array(f)) for c, f in zip(use_cols, use_coef, strict=True)],
+        shortest=shortest,
+    )
+
+
+class _Relaxation:
+    """The LP, its rows kept as a sparse matrix beside HiGHS's copy for the certificate.
+
+    Columns: x_j; u_jr (job j's use of resource r: its time on type r, or its bytes); the blocks.
+    """
+
+    def __init__(self, instance: Instance, threads: int) -> None:
+        n, types = instance.n_jobs, len(instance.types)
+        self.n = n
+        self.resources = types + (1 if np.isfinite(instance.bandwidth_bps) else 0)
+        # The LP in seconds and bytes is badly conditioned: times in units of a typical layer's.
+        unit = float(np.median(instance.alone_s.min(axis=1)))
+        first_job = {int(m): j for j, m in reversed(list(enumerate(instance.model)))}
+        by_model = {m: _block(instance, j, unit, self.resources) for m, j in first_job.items()}
+        self.blocks = [by_model[int(m)] for m in instance.model]
+        sizes = np.array([b.columns for b in self.blocks])
+        self.u_start = n
+        self.block_start = n + n * self.resources + np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        self.columns = n + n * self.resources + int(sizes.sum())
+        slack = TIME_TOL * np.maximum(1.0, np.abs(instance.deadline_s + instance.origin_s))
+        self.arrival = instance.arrival_s / unit
+        self.deadline = (instance.deadline_s + slack) / unit
+        self.capacity = np.concatenate(
+            [instance.count.astype(np.float64), [1.0] * (self.resources - types)]
+        )
+        upper = np.empty(self.columns)
+        fits = np.array([b.shortest for b in self.blocks]) <= self.deadline - self.arrival
+        upper[:n] = fits  # a job that cannot meet its deadline alone is never met
+        for j, b in enumerate(self.blocks):
+            upper[self.block_start[j] : self.block_start[j] + b.columns] = b.upper
+            for r, (cols, coef) in enumerate(b.use):
+                upper[self.u(j, r)] = float(coef @ b.upper[cols])
+        self.upper = upper
+        self.cost = np.zeros(self.columns)
+        self.cost[:n] = -1.0  # HiGHS minimises: -(jobs met)
+        self.highs = _highs(threads)
+        self.highs.addVars(self.columns, np.zeros(self.columns), upper)
+        self.highs.changeColsCost(self.columns, np.arange(self.columns, dtype=np.int32), self.cost)
+        self.rows: list[sp.csr_matrix] = []
+        self.row_lower: list[np.ndarray] = []
+        self.row_upper: list[np.ndarray] = []
+        self.windows: set[tuple[float, float, int]] = set()
+        self._structure_rows()
+
+    def u(self, job: int, resource: int) -> int:
+        """The column of u_jr."""
+        return self.u_start + job * self.resources + resource
+
+    def _add(
+        self, lower: list[float], upper: list[float], cols: list[np.ndarray], vals: list[np.ndarray]
+    ) -> None:
+        starts = np.concatenate(([0], np.cumsum([len(c) for c in cols])))
+        matrix = sp.csr_matrix(
+            (np.concatenate(vals), np.concatenate(cols), starts), shape=(len(cols), self.columns)
+        )
+        lo, up = np.array(lower, dtype=np.float64), np.array(upper, dtype=np.float64)
+        self.highs.addRows(
+            matrix.shape[0],
+            np.where(np.isinf(lo), -_INF, lo),
+            np.where(np.isinf(up), _INF, up),
+            matrix.nnz,
+            matrix.indptr.astype(np.int32),
+            matrix.indices.astype(np.int32),
+            matrix.data,
+        )
+        self.rows.append(matrix)
+        self.row_lower.append(lo)
+        self.row_upper.append(up)
+
+    def _structure_rows(self) -> None:
+        lower: list[float] = []
+        upper: list[float] = []
+        cols: list[np.ndarray] = []
+        vals: list[np.ndarray] = []
+
+        def row(lo: float, up: float, c: np.ndarray, v: np.ndarray) -> None:
+            lower.append(lo)
+            upper.append(up)
+            cols.append(c)
+            vals.append(v)
+
+        for j, b in enumerate(self.blocks):
+            start = self.block_start[j]
+            for c, v, x_coef in b.equality:
+                row(0.0, 0.0, np.append(start + c, j), np.append(v, -x_coef))
+            c, v = b.chain
+            row(
+                -np.inf,
+                0.0,
+                np.append(start + c, j),
+                np.append(v, -(self.deadline[j] - self.arrival[j])),
+            )
+            for r, (c, v) in enumerate(b.use):
+                row(0.0, 0.0, np.append(start + c, self.u(j, r)), np.append(v, -1.0))
+        self._add(lower, upper, cols, vals)
+
+    def usage(self, solution: np.ndarray) -> np.ndarray:
+        """float64[jobs, resources]: u_jr in `solution`."""
+        return solution[self.u_start : self.u_start + self.n * self.resources].reshape(self.n, -1)
+
+    def add_windows(self, windows: list[tuple[float, float, int]]) -> None:
+        """Capacity rows of `windows` (t1, t2, resource) over the jobs whose window lies inside."""
+        lower, upper, cols, vals = [], [], [], []
+        for t1, t2, resource in windows:
+            inside = (self.arrival >= t1) & (self.deadline <= t2) & (self.upper[: self.n] > 0)
+            jobs = np.nonzero(inside)[0]
+            if jobs.size == 0:
+                continue
+            lower.append(-np.inf)
+            upper.append(self.capacity[resource] * (t2 - t1))
+            cols.append(self.u_start + jobs * self.resources + resource)
+            vals.append(np.ones(jobs.size))
+            self.windows.add((t1, t2, resource))
+        if cols:
+            self._add(lower, upper, cols, vals)
+
+    def certificate(self) -> float:
+        """An upper bound on the jobs met from HiGHS's row duals, by weak duality."""
+        matrix = sp.vstack(self.rows).tocsr()
+        lower, upper = np.concatenate(self.row_lower), np.concatenate(self.row_upper)
+        duals = np.asarray(self.highs.getSolution().row_dual)
+        # For min c'v s.t. lower <= Av <= upper, 0 <= v <= u: any y with y_i > 0 only where
+        # lower_i is finite and y_i < 0 only where upper_i is finite gives
+        # c'v >= sum_i y_i (lower_i if y_i > 0 else upper_i) + sum_j min(0, (c - A'y)_j) u_j.
+        y = np.where((duals > 0) & ~np.isfinite(lower), 0.0, duals)
+        y = np.where((y < 0) & ~np.isfinite(upper), 0.0, y)
+        side = np.where(
+            y > 0,
+            np.where(np.isfinite(lower), lower, 0.0),
+            np.where(np.isfinite(upper), upper, 0.0),
+        )
+        reduced = self.cost - matrix.T @ y
+        return -(float(y @ side) + float(np.minimum(reduced, 0.0) @ self.upper))
+
+    def separate(self, solution: np.ndarray, limit: int) -> list[tuple[float, float, int]]:
+        """The `limit` windows [arrival_i, deadline_j] most violated by `solution`: the work of
+        the jobs inside each, by prefix sums over the jobs in deadline order."""
+        use = self.usage(solution)
+        order = np.argsort(self.deadline, kind="stable")
+        arrival, deadline, use = self.arrival[order], self.deadline[order], use[order]
+        excess_of: list[np.ndarray] = []
+        keys: list[tuple[float, float, int]] = []
+        for t1 in np.unique(arrival):
+            inside = np.cumsum(np.where((arrival >= t1)[:, None], use, 0.0), axis=0)
+            length = deadline - t1
+            scale = length[:, None] * self.capacity[None, :]
+            excess = inside - scale
+            rows, resources = np.nonzero((length[:, None] > 0) & (excess > 1e-6 * scale))
+            for i, r in zip(rows.tolist(), resources.tolist(), strict=True):
+                key = (float(t1), float(deadline[i]), r)
+                if key not in self.windows:
+                    keys.append(key)
+                    excess_of.append(excess[i, r] / self.capacity[r])
+        if not keys:
+            return []
+        top = np.argsort(-np.array(excess_of), kind="stable")[:limit]
+        return [keys[i] for i in top]
+
+
+def _highs(threads: int) -> highspy.Highs:
+    """A silent HiGHS: the first one of a process prints a banner on the C-level stdout, which
+    would mix with what a command prints there (a report's Markdown, a benchmark's table)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open(os.devnull, "wb") as devnull:
+        os.dup2(devnull.fileno(), 1)
+        try:
+            highs = highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("threads", threads)
+    return highs
+
+
+def relaxation_bound(
+    instance: Instance, *, time_limit_s: float, threads: int = 1, per_round: int = 200
+) -> Bound:
+    """The proven upper bound on the deadlines met of `instance` (docs/ceiling.md)."""
+    if not time_limit_s > 0:
+        raise ValueError(f"the bound's time limit must be positive, got {time_limit_s}")
+    started = time.perf_counter()
+    lp = _Relaxation(instance, threads)
+    best = float(np.count_nonzero(lp.upper[: instance.n_jobs]))
+    rounds = 0
+    status = "time_limit"
+    while (left := time_limit_s - (time.perf_counter() - started)) > 0:
+        lp.highs.setOptionValue("time_limit", left)
+        lp.highs.run()
+        model_status = lp.highs.getModelStatus()
+        if model_status != highspy.HighsModelStatus.kOptimal:
+            if model_status != highspy.HighsModelStatus.kTimeLimit:
+                status = f"solver: {lp.highs.modelStatusToString(model_status)}"
+            break
+        rounds += 1
+        best = min(best, lp.certificate())
+        windows = lp.separate(np.asarray(lp.highs.getSolution().col_value), per_round)
+        if not windows:
+            status = "converged"
+            break
+        lp.add_windows(windows)
+    return Bound(
+        met=int(np.floor(best + 1e-6)),
+        value=best,
+        jobs=instance.n_jobs,
+        status=status,
+        rounds=rounds,
+        windows=len(lp.windows),
+        seconds=time.perf_counter() - started,
+    )

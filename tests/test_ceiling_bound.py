@@ -1,0 +1,95 @@
+"""The relaxation bound (relmas.ceiling.bound): cases counted by hand, a certificate that agrees
+with the solver, and a ceiling that no policy, search or exact optimum ever exceeds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from relmas.ceiling.bound import _Relaxation, relaxation_bound
+from relmas.ceiling.exact import solve_exact
+from relmas.ceiling.instance import Instance
+from relmas.policies import make_policy
+from relmas.sim import CostTables, load_system
+from tests.synthetic import cost_frame
+from tests.test_ceiling_exact import ONLINE, _case, _met, _trace
+
+
+def _bound(system, tables, jobs, time_limit_s: float = 10.0):
+    return relaxation_bound(Instance.of(system, tables, jobs), time_limit_s=time_limit_s)
+
+
+def _one_type(models: dict[str, list[tuple[float, int]]], count: int, dram_gbps=None):
+    """Models of (latency_s, dram_bytes) layers on `count` instances of one type `x`."""
+    system = load_system({"instances": [{"name": "x", "count": count}], "dram_gbps": dram_gbps})
+    frame = cost_frame(
+        {m: {"x": [(lat, b, 0.0) for lat, b in layers]} for m, layers in models.items()}
+    )
+    tables = CostTables.from_frame(frame, ["x"], bandwidth_bps=system.bandwidth_bytes_per_s)
+    return system, tables
+
+
+def test_two_jobs_that_cannot_share_a_window_count_once():
+    # One instance; two 1 s jobs at 0 due at 1.5: the window [0, 1.5] holds 1.5 s of work, so
+    # x0 + x1 <= 1.5 and the bound is 1 (what every schedule meets). A third job due at 3 fits
+    # after either: bound 2. A job of 2 s due at 1 cannot meet even alone: never counted.
+    system, tables = _one_type({"one": [(1.0, 0)], "two": [(2.0, 0)]}, count=1)
+    jobs = _trace([("one", 0.0, 1.5), ("one", 0.0, 1.5), ("one", 0.0, 3.0), ("two", 0.0, 1.0)])
+    bound = _bound(system, tables, jobs)
+    assert (bound.met, bound.jobs, bound.status) == (2, 4, "converged")
+    assert _met(system, tables, jobs, make_policy("sjf")) == 2
+
+
+def test_bandwidth_windows_bound_memory_bound_jobs():
+    # Two instances but 1 GB/s: each job moves 1 GB in a layer of 0.1 s (alone it takes 1 s).
+    # Due at 1.5, two such jobs need 2 s of the bandwidth inside [0, 1.5]: only one is met.
+    system, tables = _one_type({"m": [(0.1, 1_000_000_000)]}, count=2, dram_gbps=1.0)
+    jobs = _trace([("m", 0.0, 1.5), ("m", 0.0, 1.5)])
+    assert _bound(system, tables, jobs).met == 1
+    unlimited, free_tables = _one_type({"m": [(0.1, 1_000_000_000)]}, count=2)
+    assert _bound(unlimited, free_tables, jobs).met == 2
+
+
+def test_the_certificate_is_the_lp_optimum():
+    system, tables, jobs = _case(7, 12, 3, 2, 3.0, True, (1.0, 3.0))
+    lp = _Relaxation(Instance.of(system, tables, jobs), threads=1)
+    for _ in range(3):
+        lp.highs.run()
+        objective = -lp.highs.getInfo().objective_function_value
+        assert lp.certificate() == pytest.approx(objective, rel=1e-6, abs=1e-6)
+        lp.add_windows(lp.separate(np.asarray(lp.highs.getSolution().col_value), 50))
+
+
+def test_a_time_limit_must_be_positive():
+    system, tables = _one_type({"one": [(1.0, 0)]}, count=1)
+    with pytest.raises(ValueError, match="time limit must be positive"):
+        _bound(system, tables, _trace([("one", 0.0, 2.0)]), time_limit_s=0.0)
+
+
+@settings(
+    max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(
+    seed=st.integers(0, 10_000),
+    jobs=st.integers(2, 6),
+    layers=st.integers(1, 3),
+    types=st.integers(1, 2),
+    dram_gbps=st.sampled_from([None, 3.0, 8.0]),
+    pieces=st.booleans(),
+    slack=st.sampled_from([(0.9, 1.6), (1.0, 3.0)]),
+)
+def test_no_schedule_meets_more_than_the_ceiling(
+    seed, jobs, layers, types, dram_gbps, pieces, slack
+):
+    system, tables, trace = _case(seed, jobs, layers, types, dram_gbps, pieces, slack)
+    bound = _bound(system, tables, trace)
+    assert bound.status == "converged"
+    exact = solve_exact(system, tables, trace, time_limit_s=5.0, seed_policies=())
+    assert exact.lower <= bound.met <= jobs  # the exact search's replayed schedule
+    met = {name: _met(system, tables, trace, make_policy(name, seed=seed)) for name in ONLINE}
+    met["ga_offline"] = _met(
+        system, tables, trace, make_policy("ga_offline", seed=seed, population=4, generations=2)
+    )
+    assert max(met.values()) <= bound.met, (met, bound)
