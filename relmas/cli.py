@@ -798,9 +798,15 @@ def _add_run_commands(sub: Any) -> None:
     simulate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
     simulate.add_argument("--out", required=True, type=Path, help="per-job results Parquet")
 
-    recover = _command(sub, "recover", cmd_recover, "unlock and sweep temporary files after a kill")
+    recover = _command(
+        sub,
+        "recover",
+        cmd_recover,
+        "after a kill: check the study's config, unlock the workflow and sweep relmas's temporary"
+        " files under the study's results (--config: config/config.yaml in --dir, like snakemake)",
+    )
     recover.add_argument("--dir", type=Path, default=Path("."), help="the project directory")
-    _config_arg(recover, required=False)  # default: the Snakefile's, config/config.yaml in --dir
+    _config_arg(recover, required=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
