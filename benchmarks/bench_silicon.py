@@ -25,7 +25,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objective", choices=OBJECTIVES, default="latency")
     args = parser.parse_args()
-    eyeriss = compare_eyeriss(objective=args.objective)
+    eyeriss = compare_eyeriss(objective=args.objective, progress=True)  # a bar on a terminal
     percent = [pl.col("processing_gap", "total_gap") * 100]
     print(f"## Eyeriss (JSSC 2017), objective {args.objective}\n")
     print(markdown_table(eyeriss.drop("mapping").with_columns(percent), digits=3))
@@ -34,7 +34,7 @@ def main() -> None:
     print("\nMappings:\n")
     print(markdown_table(eyeriss.select("network", "name", "mapping")))
     print("\n## Simba package, ResNet-50 at batch 1\n")
-    print(markdown_table(compare_simba(), digits=3))
+    print(markdown_table(compare_simba(progress=True), digits=3))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from relmas.hw.spec import Spec, parse_spec
+from relmas.progress import hidden
 from relmas.schemas import LAYER_SCHEMA
 
 REFERENCE = Path(__file__).with_name("silicon.yaml")
@@ -57,9 +58,10 @@ def network_layers(network: str, batch: int, layers: list[dict[str, Any]]) -> pl
 
 
 def compare_eyeriss(
-    reference: dict[str, Any] | None = None, objective: str = "latency"
+    reference: dict[str, Any] | None = None, objective: str = "latency", *, progress: bool = False
 ) -> pl.DataFrame:
-    """Model against chip per layer of every Eyeriss reference network (ms, MB, relative gaps)."""
+    """Model against chip per layer of every Eyeriss reference network (ms, MB, relative gaps);
+    the profiling's progress (`relmas.progress`) only if asked."""
     from relmas.profile import profile_layers
 
     reference = reference or load_reference()
@@ -69,7 +71,8 @@ def compare_eyeriss(
     frames = []
     for network, entry in chip["networks"].items():
         layers = network_layers(network, entry["batch"], entry["layers"])
-        costs, _ = profile_layers(layers, "eyeriss", spec, objective=objective)
+        with hidden(not progress):
+            costs, _ = profile_layers(layers, "eyeriss", spec, objective=objective)
         fmap_bytes = (layers["in_elems"] + layers["out_elems"]) * (spec.word_bits // 8)
         measured = pl.DataFrame(entry["layers"]).select(
             "name", "processing_ms", "total_ms", "active_pes", "dram_mb"
@@ -116,15 +119,19 @@ def network_totals(table: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def compare_simba(reference: dict[str, Any] | None = None) -> pl.DataFrame:
-    """The zoo's ResNet-50 at batch 1 on the Simba package against each published figure."""
+def compare_simba(
+    reference: dict[str, Any] | None = None, *, progress: bool = False
+) -> pl.DataFrame:
+    """The zoo's ResNet-50 at batch 1 on the Simba package against each published figure; the
+    profiling's progress only if asked."""
     from relmas.profile import profile_layers
     from relmas.zoo import layer_table
 
     reference = reference or load_reference()
     chip = reference["simba"]
     spec = chip_spec(reference, "simba")
-    costs, _ = profile_layers(layer_table({"resnet50": {}}), "simba", spec)
+    with hidden(not progress):
+        costs, _ = profile_layers(layer_table({"resnet50": {}}), "simba", spec)
     latency_s = float(costs["latency_s"].sum())
     rows = [
         {
