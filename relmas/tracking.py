@@ -147,8 +147,18 @@ class StageRun:
         """Record a Parquet table (layer table, trace) as an MLflow dataset input of this run."""
         import mlflow
 
-        dataset = mlflow.data.from_polars(frame, source=str(source), name=name)
+        dataset = mlflow.data.from_polars(frame, source=_file_source(source), name=name)
         _retry(lambda: mlflow.log_input(dataset, context=context))
+
+
+def _file_source(path: str | Path) -> Any:
+    """The dataset source of a local file, as MLflow's own local source class and an absolute
+    file URI. Named explicitly because MLflow registers that class twice (for the schemes "" and
+    "file"), so resolving a path warns that it "can be interpreted in multiple ways"."""
+    from mlflow.data.dataset_source_registry import get_registered_sources
+
+    local = [source for source in get_registered_sources() if source._get_source_type() == "local"]
+    return local[-1](Path(path).resolve().as_uri())  # the one MLflow's resolution would pick
 
 
 @contextlib.contextmanager
@@ -176,7 +186,7 @@ def stage_run(
     all_tags.update({k: str(v) for k, v in (tags or {}).items()})
     all_tags.update(_process_tags())
     with _store_errors():
-        mlflow.set_tracking_uri(tracking_uri())
+        _use_store()
         experiment_id = _ensure_experiment(experiment)
         close_dead_runs(experiment_id)
         run = _retry(
@@ -196,6 +206,17 @@ def stage_run(
     finally:
         with _store_errors():
             _retry(lambda: mlflow.end_run(status=status))
+
+
+def _use_store() -> None:
+    """Point MLflow at the store. Creating one, MLflow logs two INFO lines ("Creating initial
+    MLflow database tables...") to stderr, which carries nothing but errors: they are left out."""
+    import logging
+
+    import mlflow
+
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+    mlflow.set_tracking_uri(tracking_uri())
 
 
 def close_dead_runs(experiment_id: str) -> list[str]:
@@ -256,7 +277,7 @@ def start_pipeline_run(config: Mapping[str, Any]) -> str:
     import mlflow
 
     with _store_errors():
-        mlflow.set_tracking_uri(tracking_uri())
+        _use_store()
         experiment_id = _ensure_experiment(config.get("experiment", "relmas"))
         close_dead_runs(experiment_id)
         client = mlflow.MlflowClient()

@@ -4,13 +4,71 @@ errors, and progress never lands in a script's output."""
 from __future__ import annotations
 
 import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from relmas import progress as progress_module
 from relmas.hw import silicon
 from relmas.progress import hidden, progress
-from relmas.tracking import PIPELINE_ID_ENV
+from relmas.tracking import PIPELINE_ID_ENV, PIPELINE_RUN_ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = ROOT / "config" / "quick.yaml"
+
+# A new user's first commands on the quick config, in one process (one start-up), into a new store.
+FIRST_COMMANDS = f"""
+import sys
+from relmas.cli import main
+quick = {str(QUICK)!r}
+for argv in (
+    ["zoo", "--config", quick, "--out", "layers.parquet"],
+    *(
+        ["profile", "--layers", "layers.parquet", "--accelerator", name, "--config", quick,
+         "--out", f"costs/{{name}}.parquet"]
+        for name in ("eyeriss_168", "simba_chiplet")
+    ),
+    ["workload", "--config", quick, "--scenario", "mixed", "--seed", "1000", "--costs", "costs",
+     "--out", "trace.parquet"],
+    ["evaluate", "--config", quick, "--scenario", "mixed", "--policy", "edf", "--seed", "1000",
+     "--jobs", "trace.parquet", "--costs", "costs", "--out", "edf.parquet"],
+):
+    if main(argv) != 0:
+        sys.exit(argv[0])
+"""
+
+
+def test_relmas_evaluate_on_the_quick_config_writes_nothing_to_stderr(tmp_path: Path) -> None:
+    """zoo, profile, workload and evaluate, run by hand into a new MLflow store: no warning about
+    the datasets' sources, no log line of the store's creation, no progress on stderr; the
+    datasets' sources name their files."""
+    env = {k: v for k, v in os.environ.items() if k not in (PIPELINE_ID_ENV, PIPELINE_RUN_ENV)}
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env["MLFLOW_TRACKING_URI"] = store
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_COMMANDS],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert "sla_rate" in done.stdout and "ETA" not in done.stdout  # no progress off a terminal
+
+    import mlflow
+
+    client = mlflow.MlflowClient(store)
+    runs = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()], "tags.stage = 'workload'"
+    )
+    (dataset,) = [entry.dataset for entry in runs[0].inputs.dataset_inputs]
+    assert dataset.source_type == "local"
+    assert json.loads(dataset.source) == {"uri": (tmp_path / "trace.parquet").as_uri()}
 
 
 def test_progress_is_drawn_only_where_someone_watches(
