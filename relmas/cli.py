@@ -16,13 +16,13 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from relmas import catalog
 from relmas.errors import InputError
-from relmas.paths import ResultPaths, cost_table, summary_of
+from relmas.paths import ResultPaths, cost_table, piece_table, summary_of
 
 POLICY_HELP = 'a policy name of relmas.catalog (docs/design.md, "Policies")'
 
@@ -41,12 +41,54 @@ def load_configs(paths: Sequence[str]) -> dict[str, Any]:
     return validate_config(merged, ", ".join(paths))
 
 
+def check_distinct_outputs(
+    inputs: Mapping[str, Iterable[str | Path | None]],
+    outputs: Mapping[str, Iterable[str | Path | None]],
+) -> None:
+    """Refuse an output path that is one of the command's inputs or another of its outputs.
+
+    Writing it would replace a file the command reads or writes, and the command would still
+    succeed: a layer table replaced by its cost table, a trace by its results, results by a chart.
+    Paths compare resolved (relative spellings, `..` and symbolic links lead to the same file),
+    before anything is read or written. Both mappings go from the option that gave the paths (or
+    what they are) to the paths; None stands for an option left out.
+    """
+    owners: dict[str, str] = {}
+    for option, paths in inputs.items():
+        for path in paths:
+            if path is not None:
+                owners.setdefault(os.path.realpath(path), option)
+    for option, paths in outputs.items():
+        for path in paths:
+            if path is None:
+                continue
+            resolved = os.path.realpath(path)
+            if resolved in owners:
+                expected = f"a path that is not also {owners[resolved]} ({resolved})"
+                raise InputError(path, option, expected)
+            owners[resolved] = option
+
+
+def _cost_inputs(costs: Path, accelerators: Iterable[str]) -> list[Path]:
+    """A --costs directory and the tables a command may read in it (cost and piece tables)."""
+    names = list(accelerators)
+    return [costs, *(cost_table(costs, n) for n in names), *(piece_table(costs, n) for n in names)]
+
+
+def _directory_inputs(directory: Path | None) -> list[Path]:
+    """A directory read as a whole (a trained agent) and the files in it."""
+    if directory is None or not directory.is_dir():
+        return [directory] if directory is not None else []
+    return [directory, *sorted(directory.iterdir())]
+
+
 def cmd_zoo(args: argparse.Namespace) -> None:
     from relmas import tracking
     from relmas.config import config_hash
     from relmas.io import write_parquet
 
     config = load_configs(args.config)
+    check_distinct_outputs({"--config": args.config}, {"--out": [args.out]})
     from relmas.zoo import layer_table, model_summary
 
     models = config["models"]
@@ -100,6 +142,10 @@ def cmd_profile(args: argparse.Namespace) -> None:
         spec = parse_spec(name, config["accelerators"][name], source)
         objective = args.objective or config["profile"]["objective"]
         resizing = config["resizing"]
+    check_distinct_outputs(
+        {"--layers": [args.layers], "--spec": [args.spec], "--config": args.config or []},
+        {"--out": [args.out]},
+    )
     from relmas.io import read_parquet
 
     layers = read_parquet(args.layers, LAYER_SCHEMA)
@@ -145,6 +191,15 @@ def cmd_workload(args: argparse.Namespace) -> None:
     config = load_configs(args.config)
     study = Study(config, ", ".join(args.config))
     scenario = config["scenarios"][study.check_scenario(args.scenario)]
+    replay = f"scenarios.{args.scenario}.arrival.path"
+    check_distinct_outputs(
+        {
+            "--config": args.config,
+            "--costs": _cost_inputs(args.costs, study.system(args.scenario).accelerator_types),
+            replay: [scenario["arrival"].get("path")],
+        },
+        {"--out": [args.out]},
+    )
     with tracking.stage_run(
         "workload",
         config,
@@ -180,7 +235,12 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     config = load_configs(args.config)
     source = ", ".join(args.config)
-    Study(config, source).check_scenario(args.scenario)
+    study = Study(config, source)
+    system = study.system(study.check_scenario(args.scenario))
+    check_distinct_outputs(
+        {"--config": args.config, "--costs": _cost_inputs(args.costs, system.accelerator_types)},
+        {"--out": [args.out]},
+    )
     settings = parse_training(config, source)
     bar = progress(settings.dqn.total_steps, f"train {args.scenario} {args.policy}", "step")
     with tracking.stage_run(
@@ -272,6 +332,16 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     _fill("--out", str(args.out), seed=0)
     _fill("--jobs", args.jobs, scenario=args.scenario, seed=0)
     system = study.system(args.scenario)
+    outs = [_fill("--out", str(args.out), seed=seed) for seed in seeds]
+    check_distinct_outputs(
+        {
+            "--config": args.config,
+            "--jobs": [_fill("--jobs", args.jobs, scenario=args.scenario, seed=s) for s in seeds],
+            "--costs": _cost_inputs(args.costs, system.accelerator_types),
+            "--agent": _directory_inputs(args.agent),
+        },
+        {"--out": outs, "the summary of --out": map(summary_of, outs), "--gantt": [args.gantt]},
+    )
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
     options = policy_options(config, args.policy)
     if args.agent:
@@ -391,7 +461,12 @@ def cmd_validate(args: argparse.Namespace) -> None:
 
     config = load_configs(args.config)
     source = ", ".join(args.config)
-    Study(config, source).check_scenario(args.scenario)
+    study = Study(config, source)
+    system = study.system(study.check_scenario(args.scenario))
+    check_distinct_outputs(
+        {"--config": args.config, "--costs": _cost_inputs(args.costs, system.accelerator_types)},
+        {"--out": [args.out]},
+    )
     policies = baseline_policies(config)
     seeds = config["training"]["validation_seeds"]
     tags = {
@@ -438,6 +513,18 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     changed = point_config(config, args.sweep, args.value, source)
     spec = config["sweeps"][args.sweep]
     system = Study(changed, source).system(spec["scenario"])
+    agents = [] if args.agents is None else [args.agents]
+    agents += [
+        path for agent in agents for p in catalog.learned() for path in _directory_inputs(agent / p)
+    ]
+    check_distinct_outputs(
+        {
+            "--config": args.config,
+            "--costs": _cost_inputs(args.costs, system.accelerator_types),
+            "--agents": agents,
+        },
+        {"--out": [args.out]},
+    )
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
     policies = sweep_policies(config)
     label = point_label(args.value)
@@ -495,6 +582,15 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     from relmas.sim.system import load_system
 
     system = load_system(args.system)
+    check_distinct_outputs(
+        {
+            "--system": [args.system],
+            "--jobs": [args.jobs],
+            "--costs": _cost_inputs(args.costs, system.accelerator_types),
+            "--agent": _directory_inputs(args.agent),
+        },
+        {"--out": [args.out]},
+    )
     static_w = _static_power(args.costs, system.accelerator_types)
     options = {"agent": str(args.agent)} if args.agent else {}
     result = simulate_files(
@@ -520,6 +616,11 @@ def cmd_report(args: argparse.Namespace) -> None:
 
     config = load_configs(args.config)
     source = ", ".join(args.config)
+    directories = ("eval", "costs", "workloads", "validation", "sweeps", "agents")
+    check_distinct_outputs(
+        {"--config": args.config} | {f"--{name}": [getattr(args, name)] for name in directories},
+        {"--out": [args.out]},
+    )
     with tracking.stage_run("report", config, params={"evaluation": config["evaluation"]}) as run:
         made = write_report(
             config,

@@ -25,7 +25,13 @@ import pytest
 import yaml
 
 from relmas import cli, io
+from relmas.config import config_hash, load_config
+from relmas.hw.spec import parse_spec
+from relmas.paths import cost_table
+from relmas.profile import write_cost_table
+from relmas.study import Study
 from relmas.yaml_load import MAX_BYTES
+from tests.synthetic import synthetic_costs
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "handwritten"
@@ -39,7 +45,8 @@ PROGRESS_LOG = re.compile(r"^.+: \d+/\d+ \S+ \(\d+%\) in [\d:]+, ETA ")
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The README's hand-written inputs (system, trace, two cost tables), a one-layer layer table,
-    an accelerator spec and the quick config, made once."""
+    an accelerator spec, the quick config with cost tables of its accelerators (`qcosts`, made
+    up, not profiled) and a trace of its scenario (`trace.parquet`), made once."""
     base = tmp_path_factory.mktemp("inputs")
     for name in ("system.yaml", "make_inputs.py"):
         shutil.copy2(EXAMPLE / name, base / name)
@@ -49,7 +56,23 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     spec = dict(QUICK["accelerators"]["simba_chiplet"], name="my_simba")
     (base / "spec.yaml").write_text(yaml.safe_dump(spec))
     (base / "config.yaml").write_text(yaml.safe_dump(QUICK))
+    config = load_config(base / "config.yaml")
+    quick_costs(base / "qcosts", config)
+    trace = Study(config).trace("mixed", 1, base / "qcosts")
+    trace.write_parquet(base / "trace.parquet")
     return base
+
+
+def quick_costs(directory: Path, config: dict[str, Any]) -> None:
+    """Cost tables of the quick config's accelerators for its models, with the provenance that
+    `relmas profile` records (spec, cost model, objective, the `models:` config's hash)."""
+    layers = {"mobilenet_v2": 6, "alexnet": 4, "bert_base": 5}
+    table = synthetic_costs(layers, list(config["accelerators"]), mean_latency_s=1e-3)
+    models = config_hash(config["models"])
+    for name, raw in config["accelerators"].items():
+        rows = table.filter(pl.col("accelerator") == name)
+        path = cost_table(directory, name)
+        write_cost_table(rows, path, name, parse_spec(name, raw, None), "-", models_hash=models)
 
 
 @pytest.fixture
@@ -163,6 +186,15 @@ CONFIG_CASES = {
         "training.dqn.total_steps",
     ),
     "no tenants": (edit("scenarios.mixed.tenants", []), "scenarios.mixed.tenants"),
+    "3-bit words": (
+        edit("accelerators.eyeriss_168.word_bits", 3),
+        "accelerators.eyeriss_168.word_bits",
+    ),
+    "sweep of an unknown scenario": (edit("sweeps.load.scenario", "nope"), "sweeps.load.scenario"),
+    "generalisation from an unknown scenario": (
+        edit("evaluation.generalisation", [{"agent": "nope", "scenario": "mixed"}]),
+        "evaluation.generalisation[0].agent",
+    ),
 }
 
 
@@ -219,6 +251,8 @@ SPEC_CASES = {
     "negative clock": (lambda s: s | {"clock_ghz": -1.0}, "clock_ghz"),
     "empty name": (lambda s: s | {"name": ""}, "name"),
     "a list": (lambda s: [s], "mapping"),
+    "3-bit words": (lambda s: s | {"word_bits": 3}, "word_bits"),
+    "12-bit words": (lambda s: s | {"word_bits": 12}, "word_bits"),
 }
 
 
@@ -283,6 +317,7 @@ TRACE_CASES = {
     "unknown model": (lambda f: f.with_columns(model=pl.lit("gpt5")), "model"),
     "a missing column": (lambda f: f.drop("tenant"), "tenant"),
     "text for a time": (lambda f: f.with_columns(pl.col("arrival_s").cast(pl.String)), "arrival"),
+    "priority 5": (lambda f: f.with_columns(priority=pl.lit(5, pl.Int32)), "priority"),
 }
 
 
@@ -326,6 +361,133 @@ def test_an_over_long_replay_trace_is_refused_before_loading(
     pl.DataFrame({"arrival_s": [0.0, 0.1, 0.2, 0.3]}).write_parquet(work / "replay.parquet")
     with pytest.raises(Exception, match=r"replay.parquet: expected at most 3 rows, got 4"):
         io.read_parquet(work / "replay.parquet", {"arrival_s": pl.Float64()}, max_rows=3)
+
+
+def evaluate_argv(*extra: str) -> list[str]:
+    """`relmas evaluate` of fcfs on the quick config's scenario with the made-up cost tables."""
+    argv = ["evaluate", "--config", "config.yaml", "--scenario", "mixed", "--policy", "fcfs"]
+    return [*argv, "--seed", "1", "--costs", "qcosts", *extra]
+
+
+def test_the_scenarios_traces_are_checked_against_it(
+    work: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A trace evaluated on a scenario holds only its tenants and the priorities 1, 3, 9 (a trace
+    run with `relmas simulate`, outside any scenario, may name any tenant)."""
+    trace = pl.read_parquet(work / "trace.parquet")
+    assert run_main(evaluate_argv("--jobs", "trace.parquet", "--out", "r.parquet"), capsys)[0] == 0
+    (work / "r.parquet").unlink()
+    (work / "r.summary.parquet").unlink()
+    trace.with_columns(tenant=pl.lit("nobody")).write_parquet(work / "bad.parquet")
+    argv = evaluate_argv("--jobs", "bad.parquet", "--out", "r.parquet")
+    line = assert_refused(argv, work, capsys, "bad.parquet", "tenant", "nobody")
+    assert "['interactive', 'batch']" in line
+    trace.with_columns(priority=pl.lit(5, pl.Int32)).write_parquet(work / "bad.parquet")
+    assert_refused(argv, work, capsys, "bad.parquet", "priority", "1, 3, 9")
+    jobs = pl.read_parquet(work / "jobs.parquet")
+    jobs.with_columns(tenant=pl.lit("nobody")).write_parquet(work / "free.parquet")
+    assert run_main(simulate_argv("free.parquet"), capsys)[0] == 0
+
+
+# ----------------------------------------------------------------------------- outputs over inputs
+
+OVERWRITE_CASES = {
+    "profile over its layer table": (
+        profile_argv("layers.parquet", "layers.parquet"),
+        "layers.parquet",
+        "--out",
+        "--layers",
+    ),
+    "profile over a link to its layer table": (
+        profile_argv("layers.parquet", "link.parquet"),
+        "link.parquet",
+        "--out",
+        "--layers",
+    ),
+    "profile over its spec": (profile_argv("layers.parquet", "spec.yaml"), "spec.yaml", "--spec"),
+    "zoo over its config": (
+        ["zoo", "--config", "config.yaml", "--out", "./config.yaml"],
+        "config.yaml",
+        "--config",
+    ),
+    "workload over a cost table": (
+        ["workload", "--config", "config.yaml", "--scenario", "mixed", "--seed", "1"]
+        + ["--costs", "qcosts", "--out", "qcosts/eyeriss_168.parquet"],
+        "eyeriss_168.parquet",
+        "--costs",
+    ),
+    "evaluate over its trace": (
+        evaluate_argv("--jobs", "trace.parquet", "--out", "trace.parquet"),
+        "trace.parquet",
+        "--out",
+        "--jobs",
+    ),
+    "evaluate's chart over its results": (
+        evaluate_argv("--jobs", "trace.parquet", "--gantt", "r.parquet", "--out", "r.parquet"),
+        "r.parquet",
+        "--gantt",
+        "--out",
+    ),
+    "evaluate's chart over its summary": (
+        evaluate_argv(
+            "--jobs", "trace.parquet", "--gantt", "r.summary.parquet", "--out", "r.parquet"
+        ),
+        "r.summary.parquet",
+        "--gantt",
+    ),
+    "evaluate's seeds over each other's traces": (
+        evaluate_argv("--seed", "2", "--jobs", "t{seed}.parquet", "--out", "t{seed}.parquet"),
+        "t1.parquet",
+        "--jobs",
+    ),
+    "train into its cost tables' directory": (
+        ["train", "--config", "config.yaml", "--scenario", "mixed", "--costs", "qcosts"]
+        + ["--out", "qcosts"],
+        "qcosts",
+        "--out",
+        "--costs",
+    ),
+    "validate over a cost table": (
+        ["validate", "--config", "config.yaml", "--scenario", "mixed", "--costs", "qcosts"]
+        + ["--out", "qcosts/simba_chiplet.parquet"],
+        "simba_chiplet.parquet",
+        "--costs",
+    ),
+    "sweep over a cost table": (
+        ["sweep", "--config", "config.yaml", "--sweep", "load", "--value", "0.5"]
+        + ["--costs", "qcosts", "--out", "qcosts/simba_chiplet.parquet"],
+        "simba_chiplet.parquet",
+        "--costs",
+    ),
+    "report into its results": (
+        ["report", "--config", "config.yaml", "--eval", "ev", "--out", "ev/"],
+        "ev",
+        "--out",
+        "--eval",
+    ),
+    "simulate over its trace": (
+        simulate_argv() + ["--out", "jobs.parquet"],
+        "jobs.parquet",
+        "--out",
+        "--jobs",
+    ),
+    "simulate over a cost table": (
+        simulate_argv() + ["--out", "costs/big.parquet"],
+        "big.parquet",
+        "--costs",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OVERWRITE_CASES))
+def test_outputs_over_inputs(case: str, work: Path, capsys: pytest.CaptureFixture) -> None:
+    """An output path that is one of the command's inputs (or another of its outputs, or a link
+    to one) is refused before anything is read or written: every file keeps its bytes."""
+    argv, *names = OVERWRITE_CASES[case]
+    (work / "link.parquet").symlink_to("layers.parquet")
+    before = {path: path.read_bytes() for path in files(work) if path.is_file()}
+    assert_refused(argv, work, capsys, *names)
+    assert {path: path.read_bytes() for path in files(work) if path.is_file()} == before
 
 
 # ----------------------------------------------------------------------------- agents
@@ -458,6 +620,7 @@ def test_the_corpus_is_large() -> None:
     cases = len(CONFIG_CASES) + len(YAML_TEXT_CASES) + 2 + len(SPEC_CASES) + 2
     cases += len(LAYER_CASES) + 3 + len(TRACE_CASES) + len(COST_CASES) + 2 + 4
     cases += len(USAGE_CASES) + 3 + 2 + 3 + 1 + 1 + 2 + 2
+    cases += 1 + len(OVERWRITE_CASES)
     assert cases >= 60
 
 
