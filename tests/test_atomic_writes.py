@@ -46,6 +46,12 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config["scenarios"], config["sweeps"] = {"mixed": mixed}, {}
     (base / "config.yaml").write_text(yaml.safe_dump(config))
     models = config_hash(load_config(base / "config.yaml")["models"])
+    jobs = pl.read_parquet(base / "jobs.parquet")  # the tenants of the scenario, not the example's
+    tenant = (
+        pl.when(pl.col("tenant") == "camera").then(pl.lit("interactive")).otherwise(pl.lit("batch"))
+    )
+    priority = pl.when(tenant == "interactive").then(9).otherwise(1).cast(pl.Int32)
+    jobs.with_columns(tenant=tenant, priority=priority).write_parquet(base / "jobs.parquet")
     for name, spec in config["accelerators"].items():  # with the metadata evaluate checks
         table = pl.read_parquet(base / "costs" / f"{name}.parquet")
         parsed = parse_spec(name, spec, "config.yaml")
@@ -83,9 +89,9 @@ def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
     """An 8 KiB tmpfs: too small for a Gantt chart."""
     mount = tmp_path / "full"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(mount)])
-    if done.returncode != 0:
-        pytest.skip("mounting a tmpfs needs root")
+    command = ["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(mount)]
+    if shutil.which("mount") is None or subprocess.run(command, capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs needs root (and the mount command)")
     try:
         yield mount
     finally:
@@ -127,7 +133,7 @@ class _FullDisk:
 def test_a_gantt_chart_on_a_simulated_full_disk(
     work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    full = work / "full"
+    full = (work / "full").resolve()
     full.mkdir()
     real_open = builtins.open
 
