@@ -205,3 +205,31 @@ def test_left_out_paths_default_under_the_configs_results(quick_config: Path) ->
     args = build_parser().parse_args([*argv, "--seed", "1", "--out", "x.parquet"])
     _fill_result_defaults(args)
     assert args.jobs == str(root / "workloads" / "{scenario}" / "seed{seed}.parquet")
+
+
+def test_an_output_over_an_input_is_refused_however_spelled(handwritten: Path) -> None:
+    """`--out` naming the trace through a symbolic link and `..`: one line, exit 2, and the trace
+    and the link are as they were (an atomic write would have replaced the link by results)."""
+    (handwritten / "sub").mkdir()
+    (handwritten / "sub" / "link.parquet").symlink_to(handwritten / "jobs.parquet")
+    trace = (handwritten / "jobs.parquet").read_bytes()
+    proc = relmas(
+        "simulate",
+        "--system",
+        "system.yaml",
+        "--jobs",
+        "jobs.parquet",
+        "--costs",
+        "costs",
+        "--policy",
+        "edf",
+        "--out",
+        "costs/../sub/link.parquet",
+        cwd=handwritten,
+    )
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert (
+        "costs/../sub/link.parquet: --out: expected a path that is not also --jobs" in proc.stderr
+    )
+    assert (handwritten / "jobs.parquet").read_bytes() == trace
+    assert (handwritten / "sub" / "link.parquet").is_symlink()
