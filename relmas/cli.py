@@ -28,8 +28,13 @@ POLICY_HELP = 'a policy name of relmas.catalog (docs/design.md, "Policies")'
 
 
 def load_configs(paths: Sequence[str]) -> dict[str, Any]:
-    """Load one or several config files, merged left to right like Snakemake's `--configfile`."""
+    """Load one or several config files, merged left to right like Snakemake's `--configfile`.
+
+    Also checks the scenarios that sweeps and generalisation pairs name, which relmas.config
+    cannot (relmas.study, which plans them, may not import it): every command and the Snakefile
+    refuse an unknown one alike, not only the stages that run them."""
     from relmas.config import merge_into, validate_config
+    from relmas.study import generalisation_runs, sweep_points
     from relmas.yaml_load import load_yaml
 
     merged: dict[str, Any] = {}
@@ -38,7 +43,11 @@ def load_configs(paths: Sequence[str]) -> dict[str, Any]:
         if not isinstance(raw, Mapping):
             raise InputError(path, None, "a mapping of configuration keys", type(raw).__name__)
         merge_into(merged, raw)
-    return validate_config(merged, ", ".join(paths))
+    source = ", ".join(paths)
+    config = validate_config(merged, source)
+    generalisation_runs(config, source)
+    sweep_points(config, source)
+    return config
 
 
 def check_distinct_outputs(

@@ -100,7 +100,6 @@ def _check_references(config: Mapping[str, Any], source: str | Path | None) -> N
     if "instances" not in config["system"]:
         raise InputError(source, "system.instances", "a list of accelerator instances", "missing")
     from relmas.hw.spec import parse_spec
-    from relmas.study import generalisation_runs, sweep_points
     from relmas.workload import parse_scenario, scenario_system
 
     for name, spec in accelerators.items():
@@ -109,9 +108,6 @@ def _check_references(config: Mapping[str, Any], source: str | Path | None) -> N
     for name, scenario in config["scenarios"].items():
         parse_scenario(name, scenario, list(config["models"]), source)
         scenario_system(config, name, source)
-    # the scenarios that sweeps and generalisation pairs name: refused by every command alike
-    generalisation_runs(config, source)
-    sweep_points(config, source)
 
 
 def _validator_with_defaults(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
