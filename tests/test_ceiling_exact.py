@@ -130,6 +130,8 @@ def test_bad_input_is_refused_in_one_line():
         solve_exact(system, tables, trace, max_operations=3)
     with pytest.raises(InputError, match="threads"):
         solve_exact(system, tables, trace, threads=0)
+    with pytest.raises(InputError, match="tick_s: expected a positive number"):
+        solve_exact(system, tables, trace, tick_s=0.0)
 
 
 def test_a_failed_solve_keeps_proven_bounds_only():

@@ -109,8 +109,8 @@ class ExactResult:
     relaxation: str  # CP-SAT's status name on the relaxation
     restriction: str  # ... and on the restriction (SKIPPED: a seed's run meets the bound)
     plan: Plan  # the schedule that meets `lower`: the restriction's or a seed policy's run
-    solve_s: float
-    tick_s: float
+    solve_s: float  # seeds, solves and replays
+    tick_s: float  # the last grid solved
 
 
 @dataclass(frozen=True)
@@ -141,15 +141,17 @@ def solve_exact(
     threads: int = 1,
     max_jobs: int = 30,
     max_operations: int = 300,
-    tick_s: float = 1e-8,
+    tick_s: float | None = None,
     seed_policies: Sequence[str] | None = None,
     trace: str = "trace",
 ) -> ExactResult:
     """The most deadlines any engine schedule of `jobs` can meet, or proven bounds on it.
 
-    Each of the two CP-SAT models gets `time_limit_s` seconds and `threads` workers. The runs of
-    `seed_policies` (default `default_seed_policies()`; () for none) give both models a first
-    solution to improve, and the lower bound when one meets more than the restriction's plan.
+    Each CP-SAT solve gets `time_limit_s` seconds and `threads` workers. The grid is `tick_s`, or
+    by default ~10^3 ticks over the horizon, refined twice tenfold while both models solve to
+    OPTIMAL and are still apart (coarse grids solve much faster; only rounding can part them
+    then). The runs of `seed_policies` (default `default_seed_policies()`; () for none) give the
+    models a first solution, and the lower bound when one meets more than the restriction's plan.
     A trace of more than `max_jobs` jobs or `max_operations` layers is refused (InputError naming
     `trace`).
     """
@@ -164,24 +166,31 @@ def solve_exact(
     started = time.perf_counter()
     names = default_seed_policies() if seed_policies is None else tuple(seed_policies)
     seeds = [_seed_plan(system, tables, jobs, instance, name) for name in names]
-    hint = max(seeds, key=lambda plan: plan.count, default=None)
+    plan = max(seeds, key=lambda seed: seed.count, default=None)
+    lower = -1 if plan is None else replay(system, tables, jobs, plan)
     eps = 64.0 * TIME_TOL * max(1.0, abs(instance.origin_s) + float(instance.deadline_s.max()))
-    upper, relaxation = _solve_relaxation(instance, tick_s, eps, time_limit_s, threads, hint)
-    if hint is not None and hint.count >= upper:  # a seed's run already meets the bound
-        plan, restriction = hint, "SKIPPED"
-    else:
-        plan, restriction = _solve_restriction(
-            instance, tick_s, eps, time_limit_s, threads, upper, hint
+    upper = instance.n_jobs
+    for tick in _ticks(instance, tick_s):
+        bound, relaxation = _solve_relaxation(instance, tick, eps, time_limit_s, threads, plan)
+        upper = min(upper, bound)
+        if lower >= upper:  # a plan already meets the bound
+            restriction = "SKIPPED"
+            break
+        found, restriction = _solve_restriction(
+            instance, tick, eps, time_limit_s, threads, upper, plan
         )
-        if hint is not None and hint.count > plan.count:
-            plan = hint
-    solve_s = time.perf_counter() - started
-    lower = replay(system, tables, jobs, plan)
-    if lower < plan.count or lower > upper:
-        raise RuntimeError(
-            f"the replay of {plan.source}'s plan met {lower} deadlines, the plan {plan.count} "
-            f"and the relaxation bounds {upper}: the exact search is wrong"
-        )
+        met = replay(system, tables, jobs, found)
+        if met < found.count or met > upper:
+            raise RuntimeError(
+                f"the replay of the restriction's plan met {met} deadlines, the plan "
+                f"{found.count} and the relaxation bounds {upper}: the exact search is wrong"
+            )
+        if met > lower:
+            lower, plan = met, found
+        if lower >= upper or not relaxation == restriction == "OPTIMAL":
+            break
+    if lower > upper:
+        raise RuntimeError(f"{plan.source}'s plan met {lower} deadlines, above the bound {upper}")
     exact = lower == upper
     status = "optimal" if exact else f"bounds: relaxation {relaxation}, restriction {restriction}"
     return ExactResult(
@@ -193,9 +202,18 @@ def solve_exact(
         relaxation=relaxation,
         restriction=restriction,
         plan=plan,
-        solve_s=solve_s,
-        tick_s=tick_s,
+        solve_s=time.perf_counter() - started,
+        tick_s=tick,
     )
+
+
+def _ticks(instance: Instance, tick_s: float | None) -> list[float]:
+    """The grids to try: `tick_s` alone, or ~10^3 ticks over the horizon, then finer."""
+    if tick_s is not None:
+        return [tick_s]
+    horizon = max(float(instance.deadline_s.max()), 1e-9)
+    first = 10.0 ** math.ceil(math.log10(horizon / 1e3))
+    return [first, first / 10, first / 100]
 
 
 def _seed_plan(
@@ -206,8 +224,11 @@ def _seed_plan(
     return Plan.of_run(instance, engine, name)
 
 
-def _check_options(time_limit_s: float, threads: int, tick_s: float) -> None:
-    for key, value in (("time_limit_s", time_limit_s), ("tick_s", tick_s)):
+def _check_options(time_limit_s: float, threads: int, tick_s: float | None) -> None:
+    checked = [("time_limit_s", time_limit_s)] + (
+        [("tick_s", tick_s)] if tick_s is not None else []
+    )
+    for key, value in checked:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InputError(None, key, "a positive number of seconds", value)
         if not math.isfinite(value) or value <= 0:
