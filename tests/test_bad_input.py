@@ -435,7 +435,7 @@ OVERWRITE_CASES = {
         "r.summary.parquet",
         "--gantt",
     ),
-    "evaluate's seeds over each other's traces": (
+    "evaluate over its trace, per seed": (
         evaluate_argv("--seed", "2", "--jobs", "t{seed}.parquet", "--out", "t{seed}.parquet"),
         "t1.parquet",
         "--jobs",
