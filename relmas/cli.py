@@ -502,6 +502,50 @@ def cmd_validate(args: argparse.Namespace) -> None:
     print(f"validate {args.scenario}: {frame.height} runs -> {args.out}")
 
 
+def cmd_bound(args: argparse.Namespace) -> None:
+    """The ceiling of one evaluation trace (relmas.ceiling): one row, one MLflow run."""
+    from relmas import tracking
+    from relmas.ceiling.stage import trace_ceiling
+    from relmas.io import write_parquet
+    from relmas.study import Study
+
+    config = load_configs(args.config)
+    source = ", ".join(args.config)
+    study = Study(config, source)
+    study.check_scenario(args.scenario)
+    jobs = _fill("--jobs", args.jobs, scenario=args.scenario, seed=args.seed)
+    check_distinct_outputs(
+        {
+            "--config": args.config,
+            "--jobs": [jobs],
+            "--costs": _cost_inputs(args.costs, study.system(args.scenario).accelerator_types),
+        },
+        {"--out": [args.out]},
+    )
+    options = config["evaluation"]["ceiling"]
+    tags = {"scenario": args.scenario, "seed": str(args.seed)}
+    with tracking.stage_run(
+        "bound",
+        config,
+        tags=tags,
+        params=tags | {f"ceiling.{key}": value for key, value in options.items()},
+        run_name=f"bound-{args.scenario}-{args.seed}",
+    ) as run:
+        row = trace_ceiling(config, args.scenario, args.seed, jobs, args.costs, source=source)
+        write_parquet(row, args.out)
+        values = row.row(0, named=True)
+        run.log_params({"solver": values["solver"], "status": values["relaxation_status"]})
+        run.log_metrics(
+            {k: float(v) for k, v in values.items() if isinstance(v, int | float) and k != "seed"}
+        )
+        run.log_artifact(args.out)
+    print(
+        f"bound {args.scenario} seed {args.seed}: at most {values['ceiling_met']} of "
+        f"{values['jobs']} deadlines ({values['relaxation_status']}, "
+        f"{values['relaxation_s']:.1f} s) -> {args.out}"
+    )
+
+
 def cmd_sweep(args: argparse.Namespace) -> None:
     """One point of a sweep: every policy but ga_offline on the evaluation seeds, one MLflow run.
 
@@ -625,7 +669,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
     config = load_configs(args.config)
     source = ", ".join(args.config)
-    directories = ("eval", "costs", "workloads", "validation", "sweeps", "agents")
+    directories = ("eval", "costs", "workloads", "validation", "sweeps", "agents", "bounds")
     check_distinct_outputs(
         {"--config": args.config} | {f"--{name}": [getattr(args, name)] for name in directories},
         {"--out": [args.out]},
@@ -641,6 +685,7 @@ def cmd_report(args: argparse.Namespace) -> None:
             sweeps_dir=args.sweeps,
             agents_dir=args.agents,
             validation_dir=args.validation,
+            bounds_dir=args.bounds,
         )
         for path in made["figures"].values():
             run.log_artifact(path, "figures")
@@ -746,6 +791,10 @@ RESULT_DEFAULTS: dict[str, dict[str, Callable[[ResultPaths], Any]]] = {
         "costs": lambda paths: paths.costs_dir,
         "jobs": lambda paths: str(paths.workload("{scenario}", "{seed}")),
     },
+    "bound": {
+        "costs": lambda paths: paths.costs_dir,
+        "jobs": lambda paths: str(paths.workload("{scenario}", "{seed}")),
+    },
     "sweep": {"costs": lambda paths: paths.costs_dir},
     "validate": {"costs": lambda paths: paths.costs_dir},
     "report": {
@@ -755,6 +804,7 @@ RESULT_DEFAULTS: dict[str, dict[str, Callable[[ResultPaths], Any]]] = {
         "validation": lambda paths: paths.validation_dir,
         "sweeps": lambda paths: paths.sweeps_dir,
         "agents": lambda paths: paths.agents_dir,
+        "bounds": lambda paths: paths.bounds_dir,
         "out": lambda paths: paths.report_dir,
     },
 }
@@ -870,6 +920,16 @@ def _add_run_commands(sub: Any) -> None:
         "--out", required=True, type=Path, help="summary rows Parquet to write (one per run)"
     )
 
+    bound = _command(
+        sub, "bound", cmd_bound, "a proven upper bound on the deadlines met of one trace"
+    )
+    _config_arg(bound)
+    bound.add_argument("--scenario", required=True, help="a scenario of the config")
+    bound.add_argument("--seed", required=True, type=_seed, help="the trace's seed")
+    bound.add_argument("--jobs", help="the trace (default: the study's trace of scenario, seed)")
+    bound.add_argument("--costs", type=Path, help=COSTS_HELP)
+    bound.add_argument("--out", required=True, type=Path, help="the row's Parquet file to write")
+
     sweep = _command(sub, "sweep", cmd_sweep, "every policy but ga_offline at one point of a sweep")
     _config_arg(sweep)
     sweep.add_argument("--sweep", required=True, help="a sweep of the config (sweeps:)")
@@ -895,6 +955,7 @@ def _add_run_commands(sub: Any) -> None:
     )
     report.add_argument("--sweeps", type=Path, help="sweeps dir")
     report.add_argument("--agents", type=Path, help="agents dir (learning curves)")
+    report.add_argument("--bounds", type=Path, help="the traces' ceilings dir (relmas bound)")
     report.add_argument("--out", type=Path, help="report dir")
 
     simulate = _command(

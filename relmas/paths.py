@@ -56,6 +56,11 @@ def validation_file(validation_dir: str | Path, scenario: str) -> Path:
     return Path(validation_dir) / f"{scenario}.parquet"
 
 
+def bound_file(bounds_dir: str | Path, scenario: str, seed: int | str) -> Path:
+    """The ceiling of one evaluation trace (`relmas bound`)."""
+    return Path(bounds_dir) / scenario / f"seed{seed}.parquet"
+
+
 def sweep_file(sweeps_dir: str | Path, sweep: str, label: str) -> Path:
     """The summary rows of one sweep point (`label`: the value as in file names)."""
     return Path(sweeps_dir) / sweep / f"{label}.parquet"
@@ -121,6 +126,13 @@ class ResultPaths:
 
     def validation(self, scenario: str) -> Path:
         return validation_file(self.validation_dir, scenario)
+
+    @property
+    def bounds_dir(self) -> Path:
+        return self.root / "bounds"
+
+    def bound(self, scenario: str, seed: int | str) -> Path:
+        return bound_file(self.bounds_dir, scenario, seed)
 
     @property
     def sweeps_dir(self) -> Path:

@@ -45,6 +45,7 @@ STAGES = (
     "train",
     "validate",
     "evaluate",
+    "bound",
     "sweep",
     "report",
 )

@@ -24,6 +24,10 @@ rule report:
             if policy in catalog.learned()
             for name in ("agent.json", "curve.parquet", "best.pt")
         ],
+        # the ceiling of every evaluation trace (the report's "how much was left to win")
+        bounds=expand(
+            rules.bound.output[0], scenario=CONFIG["scenarios"], seed=EVAL_SEEDS
+        ),
         costs=expand(str(PATHS.costs("{accelerator}")), accelerator=CONFIG["accelerators"]),
         traces=expand(
             str(PATHS.workload("{scenario}", "{seed}")),
@@ -60,6 +64,7 @@ rule report:
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
         workloads=lambda wildcards, input: Path(input.traces[0]).parents[1],
         validation=lambda wildcards, input: Path(input.validation[0]).parent,
+        bounds=lambda wildcards, input: Path(input.bounds[0]).parents[1],
         # results/sweeps/{sweep}/{value}.parquet, results/agents/{scenario}/{policy}/... (if any)
         sweeps=lambda wildcards, input: (
             f"--sweeps {shlex.quote(str(Path(input.sweeps[0]).parents[1]))}"
@@ -79,5 +84,6 @@ rule report:
     shell:
         "{RELMAS} report {CONFIG_ARGS} --eval {params.eval:q} --costs {params.costs:q}"
         " --workloads {params.workloads:q} --validation {params.validation:q}"
+        " --bounds {params.bounds:q}"
         " {params.sweeps} {params.agents}"
         " --out {params.out:q} > {log:q} 2>&1"
