@@ -123,6 +123,7 @@ def test_every_figure_gives_a_policy_the_same_colour_and_one_seed_no_interval(
         sweeps_dir=paths.sweeps_dir,
         agents_dir=paths.agents_dir,
         validation_dir=paths.validation_dir,
+        bounds_dir=paths.bounds_dir,
     )
     assert set(made["figures"]) == {figure.name for figure in report_figures(config)}
     colours: dict[str, set[str]] = {}

@@ -20,12 +20,14 @@ import polars as pl
 import pytest
 
 from relmas import catalog
+from relmas.ceiling.stage import BOUND_SCHEMA
 from relmas.config import load_config, validate_config
 from relmas.evaluate import SUMMARY_EXTRA
 from relmas.io import write_parquet
 from relmas.paths import (
     ResultPaths,
     agent_dir,
+    bound_file,
     cost_table,
     evaluation_file,
     summary_of,
@@ -151,6 +153,7 @@ def write_inputs(config: dict[str, Any], root: Path) -> ResultPaths:
                 {"tenant": [tenants[i % 2] for i in range(40)], "met": rng.random(40) < rate}
             )
             write_parquet(jobs, path)
+    write_bounds(config, paths)
     baselines = [p for p in config["evaluation"]["policies"] if p in catalog.online_baselines()]
     for scenario, evaluated in EVALUATION.items():
         frames = [
@@ -191,6 +194,37 @@ def write_inputs(config: dict[str, Any], root: Path) -> ResultPaths:
     return paths
 
 
+def write_bounds(config: dict[str, Any], paths: ResultPaths) -> None:
+    """A ceiling per evaluation trace three deadlines above its best policy's (at most all)."""
+    for scenario in config["scenarios"]:
+        for seed in SEEDS:
+            met = [
+                pl.read_parquet(summary_of(evaluation_file(paths.eval_dir, scenario, p, seed)))
+                .select(pl.col("sla_rate") * pl.col("jobs"))
+                .item()
+                for p in config["evaluation"]["policies"]
+            ]
+            ceiling = min(40, round(max(met)) + 3)
+            row = {
+                "scenario": scenario,
+                "seed": seed,
+                "jobs": 40,
+                "ceiling_met": ceiling,
+                "ceiling_sla": ceiling / 40,
+                "relaxation_met": ceiling,
+                "relaxation_value": ceiling + 0.5,
+                "relaxation_status": "converged",
+                "relaxation_rounds": 3,
+                "relaxation_windows": 100,
+                "relaxation_s": 0.5,
+                "solver": "HiGHS x; OR-Tools CP-SAT y",
+            }
+            write_parquet(
+                pl.DataFrame([row], schema=BOUND_SCHEMA),
+                bound_file(paths.bounds_dir, scenario, seed),
+            )
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = golden_config()
@@ -206,6 +240,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
         sweeps_dir=paths.sweeps_dir,
         agents_dir=paths.agents_dir,
         validation_dir=paths.validation_dir,
+        bounds_dir=paths.bounds_dir,
     )
     return paths.report_dir
 

@@ -11,6 +11,13 @@ import polars as pl
 
 from relmas.figures import palette
 from relmas.paths import ResultPaths, evaluation_file, summary_of
+from relmas.report.ceiling import (
+    ceiling_markdown,
+    ceiling_table,
+    read_bounds,
+    reference_rows,
+    with_kinds,
+)
 from relmas.report.figures import draw_figures
 from relmas.report.headline import headline_markdown, headline_table
 from relmas.report.load import collect_summaries, collect_sweeps, read_learning, read_validation
@@ -46,6 +53,7 @@ def write_report(
     sweeps_dir: Path | None = None,
     agents_dir: Path | None = None,
     validation_dir: Path | None = None,
+    bounds_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Write summary.parquet, sweeps.parquet, the figures and report.md into `out_dir`; return
     what was made.
@@ -54,7 +62,8 @@ def write_report(
     policies and evaluation seeds, `{eval_dir}/{scenario}/{policy}/from-{agent}/...` for the
     generalisation runs, `{validation_dir}/{scenario}.parquet` (the baselines on the validation
     traces: the best baseline's choice), `{sweeps_dir}/{sweep}/{value}.parquet` for the sweeps and
-    `{agents_dir}/{scenario}/{policy}/curve.parquet` (+ agent.json) for every evaluated agent.
+    `{agents_dir}/{scenario}/{policy}/curve.parquet` (+ agent.json) for every evaluated agent and
+    `{bounds_dir}/{scenario}/seed{n}.parquet` (`relmas bound`: the ceiling of each trace).
     Returns the paths of the figures and tables, for MLflow.
     """
     from relmas.io import write_parquet
@@ -74,8 +83,10 @@ def write_report(
     summary = collect_summaries([summary_of(path) for path in base.values()] + moved)
     validation = read_validation(validation_dir or paths.validation_dir, scenarios)
     sweeps = collect_sweeps(config, sweeps_dir or paths.sweeps_dir)
+    bounds = read_bounds(bounds_dir or paths.bounds_dir, scenarios, seeds)
+    references = reference_rows(summary, bounds)
     results = {run: pl.read_parquet(path) for run, path in base.items()}
-    write_parquet(summary, out_dir / "summary.parquet")
+    write_parquet(with_kinds(summary, references), out_dir / "summary.parquet")
     tables = [out_dir / "summary.parquet"]
 
     own, _ = split_generalisation(summary)
@@ -101,7 +112,8 @@ def write_report(
         dirs=(workloads_dir, costs_dir, agents_dir),
     )
 
-    sections = _markdown(config, aggregated, headline, tenants, figures, out_dir)
+    ceiling = ceiling_markdown(ceiling_table(summary, references, baselines), bounds)
+    sections = _markdown(config, aggregated, headline, ceiling, tenants, figures, out_dir)
     sections += generalisation_markdown(config, generalisation)
     sections += resizing_markdown(resizing, learning)
     sections += sweeps_markdown(config, sweeps, figures, out_dir)
@@ -114,6 +126,7 @@ def _markdown(
     config: Mapping[str, Any],
     aggregated: pl.DataFrame,
     headline: pl.DataFrame,
+    ceiling: list[str],
     tenants: pl.DataFrame,
     figures: Mapping[str, Path],
     out_dir: Path,
@@ -135,6 +148,7 @@ def _markdown(
         f"Evaluation seeds {seeds} (traces no agent was trained or validated on). {intervals} "
         "Policies are grouped by kind: " + ", ".join(g.title for g in palette.GROUPS) + ".\n",
         *headline_markdown(config, headline),
+        *ceiling,
         "## SLA satisfaction rate\n",
         markdown_table(sla),
         "",

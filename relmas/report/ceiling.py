@@ -1,0 +1,220 @@
+"""The ceiling section: per scenario, the best baseline, the learned policies, the best schedule
+known and the proven ceiling (`relmas bound`) on the same evaluation traces, in SLA points.
+
+How much any schedule could win above the rule is at most ceiling − rule; how much is known to be
+winnable, best known − rule; the width ceiling − best known is what nobody knows yet. Each is a
+mean over the evaluation seeds of per-trace differences, with a Student-t 95% interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from relmas import catalog
+from relmas.ceiling.stage import BOUND_SCHEMA
+from relmas.errors import InputError
+from relmas.io import read_parquet
+from relmas.paths import bound_file
+from relmas.report.markdown import markdown_table
+from relmas.report.stats import mean_ci
+
+# The kinds of summary.parquet's reference rows, beside the catalog's kinds of policies.
+CEILING, BEST_KNOWN = "ceiling", "best_known"
+
+
+def read_bounds(bounds_dir: Path, scenarios: Sequence[str], seeds: Sequence[int]) -> pl.DataFrame:
+    """The ceiling row of every evaluation trace (`relmas bound`), each checked."""
+    frames = []
+    for scenario in scenarios:
+        for seed in seeds:
+            path = bound_file(bounds_dir, scenario, seed)
+            frame = read_parquet(path, BOUND_SCHEMA)
+            row = frame.row(0, named=True)
+            if frame.height != 1 or (row["scenario"], row["seed"]) != (scenario, seed):
+                raise InputError(path, "scenario, seed", f"one row of {scenario}, seed {seed}")
+            if not 0 <= row["ceiling_met"] <= row["jobs"]:
+                raise InputError(path, "ceiling_met", f"0 to {row['jobs']}", row["ceiling_met"])
+            frames.append(frame.select(list(BOUND_SCHEMA)))
+    return pl.concat(frames)
+
+
+def met_counts(summary: pl.DataFrame) -> pl.DataFrame:
+    """Deadlines met per summary row (the SLA rate is met / jobs)."""
+    return summary.with_columns(met=(pl.col("sla_rate") * pl.col("jobs")).round().cast(pl.Int64))
+
+
+def reference_rows(summary: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
+    """summary.parquet's rows of kind `ceiling` and `best_known` per evaluation trace; refuses a
+    ceiling below a policy's count (a wrong bound must never pass as a proven one).
+
+    The best known is the most deadlines met on the trace by any evaluated policy, on its own
+    scenario's agent or another's, or by the exact search's replayed schedule.
+    """
+    counted = met_counts(summary)
+    rows = []
+    for bound in bounds.iter_rows(named=True):
+        key = (pl.col("scenario") == bound["scenario"]) & (pl.col("seed") == bound["seed"])
+        runs = counted.filter(key)
+        stale = runs.filter(pl.col("jobs") != bound["jobs"])
+        if stale.height:
+            raise InputError(
+                f"bounds of {bound['scenario']}, seed {bound['seed']}",
+                "jobs",
+                f"the {stale['jobs'][0]} jobs its policies ran (a bound of another trace)",
+                bound["jobs"],
+            )
+        best = runs.sort("met", descending=True).row(0, named=True) if runs.height else None
+        if best is not None and best["met"] > bound["ceiling_met"]:
+            raise RuntimeError(
+                f"{best['policy']} meets {best['met']} deadlines on {bound['scenario']}, seed "
+                f"{bound['seed']}, above the ceiling {bound['ceiling_met']}: the bound is wrong"
+            )
+        known, by = (best["met"], best["policy"]) if best is not None else (0, None)
+        if bound["exact_lower"] is not None and bound["exact_lower"] > known:
+            known, by = bound["exact_lower"], "exact search"
+        for kind, met in ((CEILING, bound["ceiling_met"]), (BEST_KNOWN, known)):
+            rows.append(
+                {
+                    "scenario": bound["scenario"],
+                    "policy": kind,
+                    "seed": bound["seed"],
+                    "jobs": bound["jobs"],
+                    "sla_rate": met / bound["jobs"],
+                    "kind": kind,
+                    "best_known_by": by if kind == BEST_KNOWN else None,
+                }
+            )
+    return pl.DataFrame(rows)
+
+
+def with_kinds(summary: pl.DataFrame, references: pl.DataFrame) -> pl.DataFrame:
+    """summary.parquet: the policies' rows with their catalog kind, then the reference rows."""
+    kinds = {name: catalog.entry(name).kind for name in summary["policy"].unique()}
+    rows = summary.with_columns(kind=pl.col("policy").replace_strict(kinds, return_dtype=pl.String))
+    return pl.concat([rows, references], how="diagonal_relaxed")
+
+
+def ceiling_table(
+    summary: pl.DataFrame, references: pl.DataFrame, baselines: Mapping[str, tuple[str, float]]
+) -> pl.DataFrame:
+    """Per scenario (with a best baseline): mean SLA rates of the baseline, of each learned
+    policy, of the best known and of the ceiling, and the per-trace differences in points."""
+    rows = []
+    own = summary.filter(
+        pl.col("agent_scenario").is_null() | (pl.col("agent_scenario") == pl.col("scenario"))
+    )
+    for (scenario,), refs in references.group_by(["scenario"], maintain_order=True):
+        if scenario not in baselines:
+            continue
+        rule = baselines[scenario][0]
+        rates = (
+            pl.concat(
+                [
+                    own.filter(pl.col("scenario") == scenario).select("policy", "seed", "sla_rate"),
+                    refs.select("policy", "seed", "sla_rate"),
+                ]
+            )
+            .pivot(on="policy", index="seed", values="sla_rate")
+            .sort("seed")
+        )
+        if rule not in rates.columns:
+            continue
+        points = {name: 100 * rates[name].to_numpy() for name in rates.columns if name != "seed"}
+        row: dict[str, Any] = {"scenario": scenario, "rule": rule, "seeds": rates.height}
+        for name in (rule, BEST_KNOWN, CEILING):
+            row[f"{_label(name, rule)}_sla"] = float(points[name].mean()) / 100
+        for label, (high, low) in {
+            "headroom": (CEILING, rule),
+            "known_gain": (BEST_KNOWN, rule),
+            "width": (CEILING, BEST_KNOWN),
+        }.items():
+            row[label], row[f"{label}_ci95"] = mean_ci(points[high] - points[low])
+        for policy in [p for p in catalog.learned() if p in points]:
+            gain, half = mean_ci(points[policy] - points[rule])
+            headroom = row["headroom"]
+            rows.append(
+                row
+                | {
+                    "policy": policy,
+                    "policy_sla": float(points[policy].mean()) / 100,
+                    "gain": gain,
+                    "gain_ci95": half,
+                    "taken": gain / headroom if headroom > 0 else math.nan,
+                }
+            )
+        if not any(p in points for p in catalog.learned()):
+            rows.append(row | {"policy": None})
+    return pl.DataFrame(rows)
+
+
+def _label(name: str, rule: str) -> str:
+    return "rule" if name == rule else name
+
+
+def _points(mean: float, half: float) -> str:
+    text = f"{mean:+.1f}"
+    return text if math.isnan(half) else f"{text} ± {half:.1f}"
+
+
+def _taken(row: Mapping[str, Any]) -> str:
+    """What a learned policy takes of its scenario's headroom, in words."""
+    gain = _points(row["gain"], row["gain_ci95"])
+    if row["gain"] < 0:
+        return f"{row['policy']} falls below the baseline instead ({gain})"
+    if math.isnan(row["taken"]):
+        return f"{row['policy']} gains {gain}"
+    return f"{row['policy']} takes {100 * row['taken']:.0f} % of it ({gain})"
+
+
+def ceiling_markdown(table: pl.DataFrame, bounds: pl.DataFrame) -> list[str]:
+    """The section: the table, one sentence per scenario, and how the bounds were proven."""
+    header = "## How much was left to win: the proven ceiling\n"
+    if not table.height:
+        return [header, "No scenario has both a best baseline and its ceiling.\n"]
+    shown = [
+        {
+            "scenario": row["scenario"],
+            "best baseline": row["rule"],
+            "its SLA rate": f"{row['rule_sla']:.3f}",
+            "learned": row["policy"] or "—",
+            "SLA rate": "—" if row["policy"] is None else f"{row['policy_sla']:.3f}",
+            "best known": f"{row['best_known_sla']:.3f}",
+            "ceiling": f"{row['ceiling_sla']:.3f}",
+            "ceiling − rule (points)": _points(row["headroom"], row["headroom_ci95"]),
+            "width (points)": _points(row["width"], row["width_ci95"]),
+        }
+        for row in table.iter_rows(named=True)
+    ]
+    sentences = []
+    for (scenario,), group in table.group_by(["scenario"], maintain_order=True):
+        first = group.row(0, named=True)
+        text = (
+            f"{scenario}: at most {first['headroom']:.1f} points above {first['rule']} can be "
+            "won on these traces by any schedule"
+        )
+        takes = [_taken(row) for row in group.iter_rows(named=True) if row["policy"] is not None]
+        sentences.append(text + (f"; {', '.join(takes)}." if takes else "."))
+    statuses = bounds.group_by("relaxation_status").len().sort("relaxation_status")
+    proven = ", ".join(f"{n} {s}" for s, n in statuses.iter_rows())
+    exact = bounds.filter(pl.col("exact_status") == "optimal").height
+    return [
+        header,
+        "Per scenario, the best baseline (chosen on validation, as in the headline), the learned "
+        "policies, the *best known* schedule (the most deadlines met on each trace by any "
+        "evaluated policy or the exact search's replayed schedule) and the *ceiling*: a proven "
+        "upper bound on the deadlines any schedule the engine allows can meet (`relmas bound`, "
+        "docs/ceiling.md). Differences are means over the evaluation seeds of per-trace "
+        "differences in SLA points, ± their 95% interval; `width` = ceiling − best known, what "
+        "is not known either way.\n",
+        markdown_table(pl.DataFrame(shown)),
+        "",
+        "\n".join(f"- {line}" for line in sentences),
+        "",
+        f"Bounds of {bounds.height} traces (relaxation: {proven}; exact optimum proven on "
+        f"{exact}), solvers {bounds['solver'][0]}.\n",
+    ]
