@@ -1,9 +1,20 @@
+def bound_costs(wildcards):
+    """The scenario's cost tables, and its piece tables when a resizing policy is evaluated: the
+    ceiling must bound the schedules that cut layers too (and must not depend on whether the
+    piece tables happen to exist yet)."""
+    names = scenario_accelerators(wildcards.scenario)
+    tables = [str(PATHS.costs(name)) for name in names]
+    if set(CONFIG["evaluation"]["policies"]) & set(catalog.resizing()):
+        tables += [str(PATHS.pieces(name)) for name in names]
+    return tables
+
+
 rule bound:
     """The ceiling of one evaluation trace: a proven upper bound on the deadlines any schedule
     meets (the relaxation of every trace; the exact search on small ones), docs/ceiling.md."""
     input:
         trace=PATHS.workload("{scenario}", "{seed}"),
-        costs=scenario_costs,
+        costs=bound_costs,
     output:
         PATHS.bound("{scenario}", "{seed}"),
     params:
