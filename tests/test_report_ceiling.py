@@ -1,0 +1,95 @@
+"""The report's ceiling section: the reference rows (best known, ceiling), the refusal of a bound
+below a policy, and the headroom arithmetic."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from relmas.ceiling.stage import BOUND_SCHEMA
+from relmas.errors import InputError
+from relmas.report.ceiling import ceiling_table, reference_rows, with_kinds
+
+
+def _summary(rows: list[tuple[str, int, float]], jobs: int = 100) -> pl.DataFrame:
+    """Summary rows (policy, seed, sla_rate) of scenario `s`."""
+    return pl.DataFrame(
+        {
+            "scenario": ["s"] * len(rows),
+            "policy": [r[0] for r in rows],
+            "seed": [r[1] for r in rows],
+            "jobs": [jobs] * len(rows),
+            "sla_rate": [r[2] for r in rows],
+            "agent_scenario": [None] * len(rows),
+        },
+        schema_overrides={"agent_scenario": pl.String},
+    )
+
+
+def _bounds(ceilings: dict[int, int], exact: dict[int, int] | None = None) -> pl.DataFrame:
+    rows = [
+        {
+            "scenario": "s",
+            "seed": seed,
+            "jobs": 100,
+            "ceiling_met": met,
+            "ceiling_sla": met / 100,
+            "relaxation_met": met,
+            "relaxation_value": met + 0.4,
+            "relaxation_status": "converged",
+            "relaxation_rounds": 2,
+            "relaxation_windows": 10,
+            "relaxation_s": 1.0,
+            "exact_lower": (exact or {}).get(seed),
+            "solver": "test",
+        }
+        for seed, met in ceilings.items()
+    ]
+    return pl.DataFrame(rows, schema=BOUND_SCHEMA)
+
+
+def test_best_known_is_the_best_count_of_any_policy_or_the_exact_schedule():
+    summary = _summary(
+        [("sjf", 1, 0.70), ("relmas", 1, 0.74), ("sjf", 2, 0.60), ("relmas", 2, 0.5)]
+    )
+    refs = reference_rows(summary, _bounds({1: 80, 2: 90}, exact={2: 66}))
+    known = refs.filter(pl.col("kind") == "best_known").sort("seed")
+    assert known["sla_rate"].to_list() == [0.74, 0.66]
+    assert known["best_known_by"].to_list() == ["relmas", "exact search"]
+    ceiling = refs.filter(pl.col("kind") == "ceiling").sort("seed")
+    assert ceiling["sla_rate"].to_list() == [0.80, 0.90]
+    kinds = with_kinds(summary, refs)
+    assert kinds.filter(pl.col("policy") == "sjf")["kind"].unique().to_list() == ["heuristic"]
+    assert kinds.height == summary.height + 4
+
+
+def test_a_ceiling_below_a_policy_is_refused_as_wrong():
+    summary = _summary([("sjf", 1, 0.81)])
+    with pytest.raises(RuntimeError, match="sjf meets 81 deadlines .* above the ceiling 80"):
+        reference_rows(summary, _bounds({1: 80}))
+
+
+def test_a_bound_of_another_trace_is_refused():
+    summary = _summary([("sjf", 1, 0.5)], jobs=40)
+    with pytest.raises(InputError, match="jobs: expected the 40 jobs its policies ran"):
+        reference_rows(summary, _bounds({1: 80}))
+
+
+def test_headroom_and_what_a_learned_policy_takes_of_it_in_points():
+    # Per seed: rule 0.60 / 0.70, relmas 0.62 / 0.74, ceiling 0.70 / 0.80.
+    summary = _summary(
+        [
+            ("sjf_feasible", 1, 0.60),
+            ("sjf_feasible", 2, 0.70),
+            ("relmas", 1, 0.62),
+            ("relmas", 2, 0.74),
+        ]
+    )
+    refs = reference_rows(summary, _bounds({1: 70, 2: 80}))
+    table = ceiling_table(summary, refs, {"s": ("sjf_feasible", 0.65)})
+    row = table.row(0, named=True)
+    assert row["policy"] == "relmas"
+    assert row["headroom"] == pytest.approx(10.0)  # ceiling − rule: 10 and 10 points
+    assert row["gain"] == pytest.approx(3.0)  # 2 and 4 points
+    assert row["taken"] == pytest.approx(0.3)
+    assert row["width"] == pytest.approx(7.0)  # ceiling − best known (relmas): 8 and 6
