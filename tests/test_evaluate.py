@@ -98,7 +98,7 @@ def rewrite_jobs(tmp_path, jobs):
         (pl.lit("resnet").alias("model"), "model", "one of ['a', 'b']"),
         (pl.lit(-1.0).alias("arrival_s"), "arrival_s", "finite non-negative arrival times"),
         ((pl.col("arrival_s") - 1.0).alias("deadline_s"), "deadline_s", "deadlines not before"),
-        (pl.lit(0).cast(pl.Int32).alias("priority"), "priority", "priorities >= 1"),
+        (pl.lit(0).cast(pl.Int32).alias("priority"), "priority", "one of the priorities [1, 3, 9]"),
         (pl.lit(7).cast(pl.Int64).alias("job_id"), "job_id", "unique job ids"),
         (pl.lit("x").alias("arrival_s"), "arrival_s", "type Float64"),
     ],
