@@ -110,7 +110,17 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
         for seed in config["evaluation"]["seeds"]
     }
     assert {policy for _, policy, _ in expected} == set(config["evaluation"]["policies"])
+    references = summary.filter(pl.col("kind").is_in(["ceiling", "best_known"]))
+    summary = summary.filter(~pl.col("kind").is_in(["ceiling", "best_known"]))
     assert set(summary.select("scenario", "policy", "seed").iter_rows()) == expected
+    # the ceiling of every trace is at least every policy's count there, the best known its best
+    met = summary.group_by("scenario", "seed").agg(best=(pl.col("sla_rate") * pl.col("jobs")).max())
+    per_trace = references.pivot(on="kind", index=["scenario", "seed", "jobs"], values="sla_rate")
+    checked = per_trace.join(met, on=["scenario", "seed"])
+    assert checked.height == len(scenarios) * len(config["evaluation"]["seeds"])
+    for row in checked.iter_rows(named=True):
+        assert round(row["best_known"] * row["jobs"]) >= round(row["best"])
+        assert row["ceiling"] >= row["best_known"]
     assert summary["sla_rate"].is_between(0, 1).all()
     learned = summary.filter(pl.col("policy").is_in(["relmas", "relmas_resize"]))
     assert learned.height == 2 * len(config["evaluation"]["seeds"])
@@ -152,6 +162,7 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
     assert "- **relmas beats its best baseline on " in report  # the tally before the table
     assert "(n = 1)" in report and "one evaluation seed, so no interval" in report  # [1000]
     sections = (
+        "## How much was left to win: the proven ceiling",
         "## SLA rate vs load and bandwidth",
         "## RELMAS learning curves",
         "## Operator resizing",
@@ -174,6 +185,7 @@ RULE_STAGES = {
     "validate": "validate",
     "evaluate": "evaluate",
     "evaluate_generalisation": "evaluate",
+    "bound": "bound",
     "sweep": "sweep",
     "report": "report",
 }
