@@ -1,0 +1,163 @@
+"""The relaxation bound (relmas.ceiling.bound): how tight on small traces, how fast on large ones.
+
+`small`: per scenario, `--traces` traces of `--jobs` jobs drawn like the scenario's (its models,
+tenants, load, system; `--unlimited` without the DRAM limit): the relaxation's bound, the exact
+search's proven bounds and the strongest rule (the best of the rule baselines on each trace);
+`--load` replaces the scenario's load, since a short trace that starts on an idle system is rarely
+contended at the scenario's own.
+Prints ceiling − optimum and optimum − rule (median, max) where the optimum is proven.
+
+`traces`: the evaluation traces of a finished study (`snakemake` or `make run` first): per trace
+the relaxation's bound, its status and seconds (one thread) and the strongest rule's count.
+
+    python benchmarks/bench_ceiling.py small --scenarios vision_heavy --jobs 8 --load 4 --traces 100
+    python benchmarks/bench_ceiling.py traces --scenarios vision_heavy,bursty
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from dataclasses import replace
+
+import polars as pl
+
+from relmas import catalog
+from relmas.ceiling.bound import relaxation_bound
+from relmas.ceiling.exact import solve_exact
+from relmas.ceiling.instance import Instance
+from relmas.config import load_config
+from relmas.errors import InputError
+from relmas.evaluate import load_job_trace
+from relmas.policies import make_policy
+from relmas.report import markdown_table
+from relmas.sim import Engine
+from relmas.sim.costs import load_costs
+from relmas.study import Study
+from relmas.workload import generate_trace
+
+
+def strongest_rule(system, tables, jobs) -> tuple[str, int]:
+    """The rule baseline meeting the most deadlines on `jobs`, and how many."""
+    met = {
+        name: int(Engine(system, tables, jobs).run(make_policy(name)).jobs["met"].sum())
+        for name in catalog.of_kind("rule")
+    }
+    best = max(met, key=met.__getitem__)
+    return best, met[best]
+
+
+def small(args: argparse.Namespace, study: Study, scenario: str) -> dict:
+    system = study.system(scenario)
+    study.costs(scenario)  # the study's own tables, checked against the config
+    if args.unlimited:
+        system = replace(system, dram_gbps=None)
+    tables = load_costs(study.paths.costs_dir, system, args.config, models=study.models)
+    parsed = study.scenario(scenario, jobs=args.jobs)
+    if args.load is not None:
+        parsed = replace(parsed, arrival=replace(parsed.arrival, load=args.load))
+    above, below, seconds, proven = [], [], [], 0
+    for seed in range(args.traces):
+        jobs = generate_trace(scenario, parsed, system, tables, seed)
+        bound = relaxation_bound(Instance.of(system, tables, jobs), time_limit_s=args.time_limit)
+        exact = solve_exact(
+            system,
+            tables,
+            jobs,
+            time_limit_s=args.time_limit,
+            threads=1,
+            max_jobs=args.jobs,
+            max_operations=10**6,
+            trace=f"{scenario} seed {seed}",
+        )
+        seconds.append(bound.seconds)
+        if exact.exact:
+            proven += 1
+            above.append(bound.met - exact.lower)
+            below.append(exact.lower - strongest_rule(system, tables, jobs)[1])
+    return {
+        "scenario": scenario,
+        "jobs": args.jobs,
+        "traces": args.traces,
+        "proven": proven,
+        "ceiling-optimum median": statistics.median(above) if above else None,
+        "ceiling-optimum max": max(above, default=None),
+        "optimum-rule median": statistics.median(below) if below else None,
+        "optimum-rule max": max(below, default=None),
+        "bound median_s": round(statistics.median(seconds), 3),
+    }
+
+
+def traces(args: argparse.Namespace, study: Study, scenario: str) -> list[dict]:
+    system = study.system(scenario)
+    tables = study.costs(scenario)
+    rows = []
+    for seed in study.config["evaluation"]["seeds"]:
+        jobs = load_job_trace(study.paths.workload(scenario, seed), tables)
+        bound = relaxation_bound(Instance.of(system, tables, jobs), time_limit_s=args.time_limit)
+        rule, met = strongest_rule(system, tables, jobs)
+        rows.append(
+            {
+                "scenario": scenario,
+                "seed": seed,
+                "jobs": jobs.height,
+                "strongest rule": rule,
+                "rule met": met,
+                "ceiling": bound.met,
+                "ceiling-rule (points)": round(100 * (bound.met - met) / jobs.height, 1),
+                "status": bound.status,
+                "rounds": bound.rounds,
+                "seconds": round(bound.seconds, 1),
+            }
+        )
+        print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mode", choices=["small", "traces"])
+    parser.add_argument("--config", default="config/config.yaml")
+    parser.add_argument("--scenarios", default=None, help="comma-separated (default: all)")
+    parser.add_argument("--jobs", type=int, default=6, help="small: jobs per trace")
+    parser.add_argument("--traces", type=int, default=100, help="small: traces per scenario")
+    parser.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve")
+    parser.add_argument("--unlimited", action="store_true", help="small: no DRAM limit")
+    parser.add_argument(
+        "--load",
+        type=float,
+        default=None,
+        help="small: this arrival load (a short trace that "
+        "starts idle needs a higher one to be contended)",
+    )
+    args = parser.parse_args()
+    try:
+        study = Study(load_config(args.config), args.config)
+        names = args.scenarios.split(",") if args.scenarios else list(study.config["scenarios"])
+        rows = []
+        for name in names:
+            study.check_scenario(name)
+            if args.mode == "small":
+                rows.append(small(args, study, name))
+                print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
+            else:
+                rows += traces(args, study, name)
+    except InputError as error:
+        print(error, file=sys.stderr)
+        return 2
+    print(" ".join(f"{key} {value}" for key, value in vars(args).items()))
+    table = pl.DataFrame(rows)
+    print(markdown_table(table))
+    if args.mode == "traces":
+        summary = table.group_by("scenario", maintain_order=True).agg(
+            pl.col("ceiling-rule (points)").mean().round(1).alias("mean ceiling-rule (points)"),
+            pl.col("seconds").median().alias("median s"),
+            pl.col("seconds").max().alias("max s"),
+        )
+        print(markdown_table(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
