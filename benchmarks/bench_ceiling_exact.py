@@ -8,6 +8,11 @@ OPTIMAL, and the mean bounds. Needs the study's cost tables (`--costs`, default 
 
     python benchmarks/bench_ceiling_exact.py                       # default config, 5/10/20 jobs
     python benchmarks/bench_ceiling_exact.py --unlimited --sizes 5 10 --traces 5
+    python benchmarks/bench_ceiling_exact.py --synthetic --sizes 6 10 --traces 8
+
+`--synthetic` solves the property test's generated traces instead (tests/test_ceiling_exact.py:
+3-layer synthetic models on 2 + 1 instances of two types, deadlines 0.9-1.6 x the isolated
+latency), with and without a 3 GB/s bandwidth limit and piece tables.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import argparse
 import statistics
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import polars as pl
 
@@ -55,24 +61,47 @@ def measure(args: argparse.Namespace, study: Study, scenario: str) -> list[dict]
                     trace=f"{scenario} seed {seed}",
                 )
             )
-        seconds = [r.solve_s for r in results]
-        rows.append(
-            {
-                "scenario": scenario,
-                "jobs": size,
-                "layers": round(statistics.mean(layers), 1),
-                "traces": len(results),
-                "median_s": round(statistics.median(seconds), 2),
-                "max_s": round(max(seconds), 2),
-                "proven": sum(r.exact for r in results),
-                "relaxation_optimal": sum(r.relaxation == "OPTIMAL" for r in results),
-                "restriction_optimal": sum(r.restriction == "OPTIMAL" for r in results),
-                "lower": round(statistics.mean(r.lower for r in results), 2),
-                "upper": round(statistics.mean(r.upper for r in results), 2),
-            }
-        )
+        layers_mean = round(statistics.mean(layers), 1)
+        rows.append({"scenario": scenario, "jobs": size, "layers": layers_mean} | _row(results))
         print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
     return rows
+
+
+def synthetic(args: argparse.Namespace) -> list[dict]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.test_ceiling_exact import _case
+
+    rows = []
+    for size in args.sizes:
+        for dram_gbps in (None, 3.0):
+            for pieces in (False, True):
+                results = [
+                    solve_exact(
+                        *_case(100 + k, size, 3, 2, dram_gbps, pieces, (0.9, 1.6)),
+                        time_limit_s=args.time_limit,
+                        max_jobs=size,
+                        max_operations=10**6,
+                    )
+                    for k in range(args.traces)
+                ]
+                rows.append(
+                    _row(results) | {"jobs": size, "dram_gbps": dram_gbps, "pieces": pieces}
+                )
+                print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
+    return rows
+
+
+def _row(results: list) -> dict:
+    seconds = [r.solve_s for r in results]
+    return {
+        "traces": len(results),
+        "median_s": round(statistics.median(seconds), 2),
+        "max_s": round(max(seconds), 2),
+        "proven": sum(r.exact for r in results),
+        "relaxation_optimal": sum(r.relaxation == "OPTIMAL" for r in results),
+        "lower": round(statistics.mean(r.lower for r in results), 2),
+        "upper": round(statistics.mean(r.upper for r in results), 2),
+    }
 
 
 def main() -> int:
@@ -88,11 +117,17 @@ def main() -> int:
     parser.add_argument("--traces", type=int, default=3, help="traces per scenario and size")
     parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per CP-SAT model")
     parser.add_argument("--unlimited", action="store_true", help="the systems without a DRAM limit")
+    parser.add_argument("--synthetic", action="store_true", help="the property test's traces")
     args = parser.parse_args()
     try:
+        if args.synthetic:
+            rows = synthetic(args)
+            print(markdown_table(pl.DataFrame(rows)))
+            return 0
         study = Study(load_config(args.config), args.config)
         names = args.scenarios.split(",") if args.scenarios else list(study.config["scenarios"])
-        rows = [row for name in names for row in measure(args, study, study.check_scenario(name))]
+        checked = [study.check_scenario(name, "--scenarios") for name in names]
+        rows = [row for name in checked for row in measure(args, study, name)]
     except InputError as error:
         print(error, file=sys.stderr)
         return 2

@@ -59,9 +59,24 @@ def test_a_case_solved_by_hand_where_edf_and_sjf_meet_fewer():
     result = solve_exact(system, tables, jobs, time_limit_s=10.0)
     assert (result.lower, result.upper, result.exact, result.status) == (3, 3, True, "optimal")
     assert result.plan.on_time.tolist() == [False, True, True, True]
-    assert _met(system, tables, jobs, make_policy("edf")) == 1
+    assert _met(system, tables, jobs, make_policy("edf")) == 0
     assert _met(system, tables, jobs, make_policy("sjf")) == 2
     assert replay(system, tables, jobs, result.plan) == 3
+
+
+def test_a_bandwidth_bound_case_is_proven_by_the_byte_windows():
+    # Two jobs at t = 0 on two instances, one layer each: 0.1 s of work moving 1 GB over a 1 GB/s
+    # memory, so 1 s alone, due at 1.5 s. Side by side they share the bandwidth and both end at
+    # 2 s; one after the other the second ends at 2 s: the optimum is 1. Without the bandwidth
+    # two would fit (two instances); 2 GB cannot cross 1 GB/s in 1.5 s, which bounds it at 1.
+    # EDF fills both idle instances at once: none met.
+    frame = cost_frame({"big": {"x": [(0.1, 10**9, 0.0)]}})
+    system = load_system({"instances": [{"name": "x", "count": 2}], "dram_gbps": 1.0})
+    tables = CostTables.from_frame(frame, ["x"], bandwidth_bps=system.bandwidth_bytes_per_s)
+    jobs = _trace([("big", 0.0, 1.5), ("big", 0.0, 1.5)])
+    result = solve_exact(system, tables, jobs, seed_policies=())
+    assert (result.lower, result.upper, result.status) == (1, 1, "optimal")
+    assert _met(system, tables, jobs, make_policy("edf")) == 0
 
 
 def _case(draw_seed: int, jobs: int, layers: int, types: int, dram_gbps, pieces: bool, slack):

@@ -15,8 +15,10 @@ CP-SAT needs integer times, so the problem is solved twice on a grid of `tick_s`
   schedules, replayed in the engine by `relmas.ceiling.replay.PlanReplay`, finish every task no
   later than planned, so the replay meets at least its count.
 
-The lower bound is the count the replay meets in the engine, the upper bound the relaxation's; the
-optimum is proven when they are equal. docs/ceiling.md has the arguments and sizes.
+The lower bound is the count a replayed plan meets in the engine (the restriction's, or the best
+run of the seed policies, which also hints both models), the upper bound the relaxation's; the
+optimum is proven when they are equal. Coarse grids solve much faster, so the grid starts coarse
+and is refined while only rounding parts the two. docs/ceiling.md has the arguments and sizes.
 """
 
 from __future__ import annotations
@@ -379,8 +381,41 @@ def _build(instance: Instance, grid: _Grid) -> _Model:
     if bandwidth:
         intervals, demands = zip(*bandwidth, strict=True)
         model.AddCumulative(list(intervals), list(demands), BANDWIDTH_UNITS)
+    if grid.relaxed and instance.dram_gbps is not None:
+        _byte_windows(instance, grid, model, on_time)
     model.Maximize(sum(on_time))
     return _Model(model, on_time, tasks, possible, layers)
+
+
+def _least_bytes(instance: Instance) -> np.ndarray:
+    """Per job, the fewest DRAM bytes its layers move (each on its thriftiest type and cut)."""
+    pieces = instance.pieces
+    least = instance.dram_bytes.min(axis=1)
+    if pieces is not None:
+        for v in range(1, len(pieces.variants)):
+            columns = pieces.offset[v] + np.arange(int(pieces.count.max(axis=0)[v]))
+            rows = instance.op_row
+            inside = np.arange(columns.size)[None, :] < pieces.count[rows, v][:, None]
+            cut = np.where(inside[:, :, None], pieces.dram_bytes[rows][:, columns], 0.0)
+            least = np.minimum(least, cut.sum(axis=1).min(axis=1))
+    return np.add.reduceat(least, instance.first_op[:-1]) if instance.n_ops else least
+
+
+def _byte_windows(
+    instance: Instance, grid: _Grid, model: cp_model.CpModel, on_time: list[cp_model.IntVar]
+) -> None:
+    """The relaxation's bandwidth rows: the on-time jobs that arrive and are due inside a window
+    move their bytes inside it, at most bandwidth x its length (whatever the sharing: the running
+    tasks never move more than the bandwidth together). Bytes in kB, rounded down; capacities
+    rounded up."""
+    kilobytes = np.floor(_least_bytes(instance) / 1e3).astype(np.int64)
+    per_tick = instance.bandwidth_bps * grid.tick_s / 1e3
+    for t1 in np.unique(grid.release):
+        for t2 in np.unique(grid.deadline[grid.deadline >= t1]):
+            inside = np.flatnonzero((grid.release >= t1) & (grid.deadline <= t2) & (kilobytes > 0))
+            capacity = math.ceil(per_tick * float(t2 + 1 - t1))  # jobs end before t2 + 1
+            if inside.size and kilobytes[inside].sum() > capacity:
+                model.Add(sum(int(kilobytes[j]) * on_time[j] for j in inside) <= capacity)
 
 
 def _solver(time_limit_s: float, threads: int) -> cp_model.CpSolver:
