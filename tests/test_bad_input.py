@@ -191,6 +191,14 @@ CONFIG_CASES = {
         "accelerators.eyeriss_168.word_bits",
     ),
     "sweep of an unknown scenario": (edit("sweeps.load.scenario", "nope"), "sweeps.load.scenario"),
+    "a ceiling time limit of 0": (
+        edit("evaluation.ceiling", {"time_limit_s": 0}),
+        "evaluation.ceiling.time_limit_s",
+    ),
+    "no solver thread": (
+        edit("evaluation.ceiling", {"threads": 0}),
+        "evaluation.ceiling.threads",
+    ),
     "generalisation from an unknown scenario": (
         edit("evaluation.generalisation", [{"agent": "nope", "scenario": "mixed"}]),
         "evaluation.generalisation[0].agent",
