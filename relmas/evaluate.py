@@ -22,6 +22,7 @@ from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
 from relmas.sim.result import SimResult
 from relmas.sim.system import System, load_system
+from relmas.sim.times import check_times
 from relmas.study import Study, baseline_policies, policy_options
 
 # A job's priority (JOB_SCHEMA): low, medium, high, the values a configured tenant may have.
@@ -138,9 +139,9 @@ def validate_jobs(
     tenants: Sequence[str] | None = None,
 ) -> pl.DataFrame:
     """Check a job trace: unique ids, known models, finite non-negative arrivals, deadlines not
-    before arrivals, priorities of PRIORITIES, and tenants among `tenants` when given (a trace
-    simulated outside any scenario names any tenant; a scenario's metrics are per its tenants).
-    Returns the JOB_SCHEMA columns."""
+    before arrivals, times within `relmas.sim.times.MAX_TIME_S`, priorities of PRIORITIES, and
+    tenants among `tenants` when given (a trace simulated outside any scenario names any tenant;
+    a scenario's metrics are per its tenants). Returns the JOB_SCHEMA columns."""
     jobs = jobs.select(list(JOB_SCHEMA))
     if jobs.height == 0:
         raise InputError(source, "job_id", "at least one job", "an empty trace")
@@ -176,6 +177,7 @@ def validate_jobs(
         if bad.height:
             row = bad.row(0, named=True)
             raise InputError(source, column, expected, f"{row[column]} (job_id {row['job_id']})")
+    check_times(jobs, source)
     return jobs
 
 

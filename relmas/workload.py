@@ -33,6 +33,7 @@ from relmas.paths import CONFIG_SCHEMA
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim.costs import CostTables
 from relmas.sim.system import System, load_system, override_system
+from relmas.sim.times import MAX_TIME_S
 from relmas.yaml_load import load_yaml
 
 # The keys of each arrival process (the schema lists the keys of all of them).
@@ -253,8 +254,9 @@ def _read_replay(scenario: Scenario, tables: CostTables, source: str | Path | No
     frame = read_parquet(path, {"arrival_s": pl.Float64()}, max_rows=max_jobs)
     frame = frame.sort("arrival_s", maintain_order=True)
     times = frame["arrival_s"].to_numpy()
-    if not np.all(np.isfinite(times)) or times[0] < 0:
-        raise InputError(path, "arrival_s", "finite non-negative arrival times")
+    if not np.all(np.isfinite(times)) or times[0] < 0 or times[-1] > MAX_TIME_S:
+        expected = f"finite non-negative arrival times within {MAX_TIME_S:.0f} s (relmas.sim.times)"
+        raise InputError(path, "arrival_s", expected)
     if scenario.arrival.load is not None and frame.height > 1 and times[-1] == times[0]:
         raise InputError(path, "arrival_s", "arrivals spread over time, to rescale to a load")
     tenants = [t.name for t in scenario.tenants]

@@ -746,3 +746,17 @@ def test_cost_tables_profiled_for_other_models(work: Path, capsys: pytest.Captur
     argv = ["profile", "--layers", "layers.parquet", "--accelerator", "eyeriss_168"]
     argv += ["--config", "larger.yaml", "--out", "c.parquet"]
     assert_refused(argv, work, capsys, "layers.parquet", "models_hash", "re-run relmas zoo")
+
+
+def test_times_too_far_from_zero(work: Path, capsys: pytest.CaptureFixture) -> None:
+    """A job at 1e300 s gave STP = inf and 5e298 J; times beyond 2^32 s resolve no microsecond.
+    (Epoch seconds are simulated relative to the trace's first second: tests/test_sim.py.)"""
+    jobs = pl.read_parquet(work / "jobs.parquet")
+    far = pl.when(pl.col("job_id") == jobs["job_id"][-1])
+    for column, time in (("arrival_s", 1e300), ("deadline_s", 2.0**33)):
+        late = far.then(time).otherwise(pl.col(column)).alias(column)
+        if column == "arrival_s":
+            late = [late, far.then(time).otherwise(pl.col("deadline_s")).alias("deadline_s")]
+        jobs.with_columns(late).write_parquet(work / "far.parquet")
+        line = assert_refused(simulate_argv("far.parquet"), work, capsys, "far.parquet", column)
+        assert "finite" in line

@@ -28,6 +28,7 @@ from relmas.sim.costs import CostTables, PieceTables
 from relmas.sim.metrics import deadline_met
 from relmas.sim.result import SimResult, build_result
 from relmas.sim.system import SHARING_MODES, System
+from relmas.sim.times import time_origin
 
 if TYPE_CHECKING:
     from relmas.policies.base import Policy
@@ -38,6 +39,8 @@ class Engine:
 
     `static_w` maps accelerator names to static power (W, default 0); `record` keeps the timeline of
     running tasks and their bandwidth (for Gantt charts and tests) at the cost of memory.
+    Inside (state, views, `now`, `timeline()`) times are seconds since `origin_s`; the result is
+    in the trace's own times (relmas.sim.times).
     """
 
     def __init__(
@@ -59,6 +62,8 @@ class Engine:
         self.system = system
         self.tables = tables
         self.jobs = jobs.sort(["arrival_s", "job_id"])
+        # the engine's clock reads seconds since origin_s (relmas.sim.times); results add it back
+        self.origin_s = time_origin(self.jobs["arrival_s"][0])
         self.static_w = {name: float((static_w or {}).get(name, 0.0)) for name in tables.types}
         self.kernel_tables = kernels.Tables(
             tables.latency_s,
@@ -72,7 +77,7 @@ class Engine:
         self.kernel_pieces = kernels.Pieces(
             pieces.count, pieces.offset, pieces.latency_s, pieces.demand_bps, pieces.energy_j
         )
-        self.state = _initial_state(system, tables, self.jobs, record, record_buffer)
+        self.state = _initial_state(system, tables, self.jobs, self.origin_s, record, record_buffer)
         T, S = self.kernel_tables, self.state
         self._advance_kernel = kernels.entry_point(kernels.advance, T, S)
         self._start_layer = kernels.entry_point(kernels.start_layer, T, S, 0, 0)
@@ -385,14 +390,19 @@ class DecisionView:
 
 
 def _initial_state(
-    system: System, tables: CostTables, jobs: pl.DataFrame, record: bool, record_buffer: int
+    system: System,
+    tables: CostTables,
+    jobs: pl.DataFrame,
+    origin_s: float,
+    record: bool,
+    record_buffer: int,
 ) -> kernels.State:
     n = jobs.height
     index = {name: i for i, name in enumerate(tables.models)}
     models = np.array([index[m] for m in jobs["model"].to_list()], dtype=np.int64)
     jf = np.zeros((n, kernels.JF_COLUMNS))
-    jf[:, kernels.JF_ARRIVAL] = jobs["arrival_s"].to_numpy()
-    jf[:, kernels.JF_DEADLINE] = jobs["deadline_s"].to_numpy()
+    jf[:, kernels.JF_ARRIVAL] = jobs["arrival_s"].to_numpy() - origin_s
+    jf[:, kernels.JF_DEADLINE] = jobs["deadline_s"].to_numpy() - origin_s
     jf[:, kernels.JF_ISOLATED] = tables.isolated_s[models]
     jf[:, kernels.JF_PRIORITY] = jobs["priority"].to_numpy()
     jf[:, kernels.JF_START] = -1.0

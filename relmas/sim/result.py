@@ -56,6 +56,8 @@ class SimResult:
 
 
 def build_result(engine: Engine, policy: str, timeline: pl.DataFrame | None) -> SimResult:
+    """The result of `engine`'s finished run: metrics from its times (since its origin), per-job
+    rows and `timeline` in the trace's own times (the origin added back)."""
     S = engine.state
     arrival = S.jf[:, kernels.JF_ARRIVAL]
     finish = S.jf[:, kernels.JF_FINISH]
@@ -63,22 +65,25 @@ def build_result(engine: Engine, policy: str, timeline: pl.DataFrame | None) -> 
     isolated = S.jf[:, kernels.JF_ISOLATED]
     met = deadline_met(finish, deadline)
     jobs = engine.jobs
+    origin = engine.origin_s
     frame = pl.DataFrame(
         {
             "job_id": jobs["job_id"],
             "tenant": jobs["tenant"],
             "model": jobs["model"],
             "priority": jobs["priority"],
-            "arrival_s": arrival,
-            "start_s": S.jf[:, kernels.JF_START],
-            "finish_s": finish,
-            "deadline_s": deadline,
+            "arrival_s": jobs["arrival_s"],
+            "start_s": S.jf[:, kernels.JF_START] + origin,
+            "finish_s": finish + origin,
+            "deadline_s": jobs["deadline_s"],
             "isolated_s": isolated,
             "turnaround_s": finish - arrival,
             "met": met,
         },
         schema=JOB_RESULT_SCHEMA,
     )
+    if timeline is not None:
+        timeline = timeline.with_columns(pl.col("start_s", "end_s") + origin)
     metrics = job_metrics(arrival, finish, deadline, isolated)
     makespan = metrics["makespan_s"]
     busy = S.af[:, kernels.AF_BUSY].copy()
