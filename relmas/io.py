@@ -33,10 +33,12 @@ _created_dirs: list[Path] = []
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
+def atomic_path(path: str | Path, suffix: str = "", *, output: bool = True) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds.
 
     The file gets the permissions of a newly created file (0666 less the umask), not mkstemp's 0600.
+    A file that is no command's output (`output=False`: a cache's stamp) stays when the command
+    fails; its outputs are removed.
     """
     target = Path(path)
     with _naming(target, None):
@@ -51,7 +53,8 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
             yield tmp_path
             os.chmod(tmp_path, 0o666 & ~_umask())
             os.replace(tmp_path, target)
-        _written.append(target)
+        if output:
+            _written.append(target)
     finally:
         tmp_path.unlink(missing_ok=True)
 

@@ -14,17 +14,20 @@ import io as stdlib_io
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import polars as pl
 import pytest
 import yaml
 
-from relmas import cli
+from relmas import cli, io
 from relmas.config import config_hash, load_config
+from relmas.hw import jit_cache
 from relmas.hw.spec import parse_spec
+from relmas.io import TEMP_PREFIX
 from relmas.profile import write_cost_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,3 +150,68 @@ def test_a_gantt_chart_on_a_simulated_full_disk(
     gantt = full / "gantt.png"
     code, lines = evaluate_with_gantt(gantt, capsys)
     assert_refused_for(gantt, code, lines, work)
+
+
+def simulate_full_disk(
+    monkeypatch: pytest.MonkeyPatch, full: Callable[[Path], bool], room: int = 1000
+) -> None:
+    """Files opened for writing whose path satisfies `full` fail with ENOSPC after `room` bytes."""
+    real_open = builtins.open
+
+    def open_(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        handle = real_open(file, mode, *args, **kwargs)
+        inside = isinstance(file, str | Path) and full(Path(file))
+        return _FullDisk(handle, room) if inside and set(mode) & set("wax+") else handle
+
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(stdlib_io, "open", open_)
+
+
+@pytest.mark.parametrize("name", ["replay-", "last.pt", "best.pt", "agent.json"])
+def test_training_on_a_simulated_full_disk(
+    name: str, work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`relmas train` whose checkpoint, replay buffer or agent.json meets a full disk: one line
+    naming the file (torch.save's own writer failed with a RuntimeError naming none), and neither
+    that file nor a temporary one is left."""
+    config = yaml.safe_load((work / "config.yaml").read_text())
+    config["training"]["validation_seeds"] = [100]
+    config["training"]["dqn"].update(
+        total_steps=200, learning_starts=50, teacher_steps=50, validation_every=100
+    )
+    config["training"]["dqn"].update(checkpoint_every=100, log_every=100, batch_size=16)
+    (work / "train.yaml").write_text(yaml.safe_dump(config))
+    agent = work / "agent"
+    simulate_full_disk(monkeypatch, lambda path: path.name.startswith(f"{TEMP_PREFIX}{name}"))
+    argv = ["train", "--config", "train.yaml", "--scenario", "mixed", "--costs", "costs"]
+    code = cli.main([*argv, "--out", str(agent)])
+    lines = [line for line in capsys.readouterr().err.splitlines() if " INFO " not in line]
+    lines = [line for line in lines if "ETA" not in line]
+    assert code == 2 and len(lines) == 1, lines
+    assert str(agent) in lines[0] and name in lines[0], lines[0]
+    assert "expected a filesystem with free space" in lines[0], lines[0]
+    left = sorted(path.name for path in agent.iterdir())
+    assert not [file for file in left if file.startswith((name, TEMP_PREFIX))], left
+
+
+def test_a_kernel_cache_stamp_on_a_simulated_full_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The numba cache's stamp is written atomically: a full disk names it and leaves no part of
+    it; written, it is no command output, which a failed command would remove."""
+    cache = tmp_path / "cache"
+    cached = SimpleNamespace(_cache_path=str(cache))
+    kernel = SimpleNamespace(
+        _cache=cached, py_func=test_a_kernel_cache_stamp_on_a_simulated_full_disk
+    )
+    simulate_full_disk(monkeypatch, lambda path: path.parent == cache, room=10)
+    with pytest.raises(OSError) as error:
+        jit_cache.refresh(kernel, [jit_cache], stamp="kernels.sha256")
+    assert error.value.errno == errno.ENOSPC
+    assert error.value.filename == str(cache / "kernels.sha256")
+    assert list(cache.iterdir()) == []
+    monkeypatch.undo()
+    io.forget_outputs()
+    jit_cache.refresh(kernel, [jit_cache], stamp="kernels.sha256")
+    io.discard_outputs()
+    assert [path.name for path in cache.iterdir()] == ["kernels.sha256"]

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
+from relmas.io import atomic_path
+
 _STAMP = "relmas-hw-kernels.sha256"
 
 
@@ -45,4 +47,6 @@ def refresh(kernel: object, modules: Iterable[ModuleType], *, stamp: str = _STAM
             for path in Path(directory).glob(pattern):
                 path.unlink(missing_ok=True)
     Path(directory).mkdir(parents=True, exist_ok=True)
-    stamp_path.write_text(current)
+    # atomic, so that an error (a full disk) names the stamp; no output: a failed command keeps it
+    with atomic_path(stamp_path, suffix=".sha256", output=False) as tmp:
+        tmp.write_text(current)

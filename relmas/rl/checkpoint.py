@@ -19,6 +19,7 @@ refuse, since the run that wrote it can make it again by training afresh.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -41,11 +42,15 @@ LAST = "last.pt"
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
     """Atomically write `payload` (plus the format tag) with torch.save.
 
-    torch.save names the records of its zip archive after the file it is given, here a random
-    temporary name; writing through an open stream names them `archive/` instead, so that the
+    torch.save writes into memory, then the bytes go to disk: torch's own writer fails on a full
+    disk with a RuntimeError that names no file, a plain write with an OSError that names `path`
+    (one line from the command line). Saving into a stream rather than to a file name also names
+    the records of the zip archive `archive/`, not after the random temporary name, so that the
     same payload gives the same bytes (two runs compare by checksum)."""
-    with atomic_path(path, suffix=".pt") as tmp, open(tmp, "wb") as stream:
-        torch.save({"format": FORMAT, **payload}, stream)
+    buffer = io.BytesIO()
+    torch.save({"format": FORMAT, **payload}, buffer)
+    with atomic_path(path, suffix=".pt") as tmp:
+        tmp.write_bytes(buffer.getbuffer())
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
