@@ -5,6 +5,7 @@ history to know whether it still holds; docs/benchmarks.md and docs/relmas.md op
 now instead (issue 32, item 16).
 """
 
+import argparse
 import re
 from pathlib import Path
 
@@ -73,3 +74,14 @@ def test_measurement_docs_open_with_what_holds_now(name: str) -> None:
     sections = re.findall(r"^## (.+)$", text, re.MULTILINE)
     assert sections[0] == "What holds now", sections[:3]
     assert sections[-1] == "History", sections[-3:]
+
+
+def test_the_command_line_contract_lists_every_subcommand() -> None:
+    """docs/design.md's command-line table has a row for each subcommand of `relmas` (issue 32:
+    `relmas recover` had none)."""
+    from relmas.cli import build_parser
+
+    (commands,) = (a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    table = text.split("## Contract: the command line")[1].split("\n## ")[0]
+    assert set(re.findall(r"^\| `relmas (\w+)", table, re.MULTILINE)) == set(commands.choices)
