@@ -760,3 +760,14 @@ def test_times_too_far_from_zero(work: Path, capsys: pytest.CaptureFixture) -> N
         jobs.with_columns(late).write_parquet(work / "far.parquet")
         line = assert_refused(simulate_argv("far.parquet"), work, capsys, "far.parquet", column)
         assert "finite" in line
+
+
+def test_a_replayed_arrival_too_far_from_zero(work: Path, capsys: pytest.CaptureFixture) -> None:
+    config = yaml.safe_load((work / "config.yaml").read_text())
+    config["scenarios"]["mixed"]["arrival"] = {"process": "trace", "path": "replay.parquet"}
+    (work / "replay.yaml").write_text(yaml.safe_dump(config))
+    pl.DataFrame({"arrival_s": [0.0, 1.0, 1e300]}).write_parquet(work / "replay.parquet")
+    argv = ["workload", "--config", "replay.yaml", "--scenario", "mixed", "--seed", "1"]
+    argv += ["--costs", "qcosts", "--out", "w.parquet"]
+    line = assert_refused(argv, work, capsys, "replay.parquet", "arrival_s")
+    assert "within 4294967296 s" in line
