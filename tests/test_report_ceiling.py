@@ -6,9 +6,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from relmas.ceiling.rows import with_kinds
 from relmas.ceiling.stage import BOUND_SCHEMA
 from relmas.errors import InputError
-from relmas.report.ceiling import ceiling_table, reference_rows, with_kinds
+from relmas.report.ceiling import ceiling_table, reference_rows
 
 
 def _summary(rows: list[tuple[str, int, float]], jobs: int = 100) -> pl.DataFrame:

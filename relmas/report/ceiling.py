@@ -16,15 +16,13 @@ from typing import Any
 import polars as pl
 
 from relmas import catalog
+from relmas.ceiling.rows import BEST_KNOWN, CEILING, best_under
 from relmas.ceiling.stage import BOUND_SCHEMA
 from relmas.errors import InputError
 from relmas.io import read_parquet
 from relmas.paths import bound_file
 from relmas.report.markdown import markdown_table
 from relmas.report.stats import mean_ci
-
-# The kinds of summary.parquet's reference rows, beside the catalog's kinds of policies.
-CEILING, BEST_KNOWN = "ceiling", "best_known"
 
 
 def read_bounds(bounds_dir: Path, scenarios: Sequence[str], seeds: Sequence[int]) -> pl.DataFrame:
@@ -43,11 +41,6 @@ def read_bounds(bounds_dir: Path, scenarios: Sequence[str], seeds: Sequence[int]
     return pl.concat(frames)
 
 
-def met_counts(summary: pl.DataFrame) -> pl.DataFrame:
-    """Deadlines met per summary row (the SLA rate is met / jobs)."""
-    return summary.with_columns(met=(pl.col("sla_rate") * pl.col("jobs")).round().cast(pl.Int64))
-
-
 def reference_rows(summary: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
     """summary.parquet's rows of kind `ceiling` and `best_known` per evaluation trace; refuses a
     ceiling below a policy's count (a wrong bound must never pass as a proven one).
@@ -55,11 +48,10 @@ def reference_rows(summary: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
     The best known is the most deadlines met on the trace by any evaluated policy, on its own
     scenario's agent or another's, or by the exact search's replayed schedule.
     """
-    counted = met_counts(summary)
     rows = []
     for bound in bounds.iter_rows(named=True):
         key = (pl.col("scenario") == bound["scenario"]) & (pl.col("seed") == bound["seed"])
-        runs = counted.filter(key)
+        runs = summary.filter(key)
         stale = runs.filter(pl.col("jobs") != bound["jobs"])
         if stale.height:
             raise InputError(
@@ -68,12 +60,8 @@ def reference_rows(summary: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
                 f"the {stale['jobs'][0]} jobs its policies ran (a bound of another trace)",
                 bound["jobs"],
             )
-        best = runs.sort("met", descending=True).row(0, named=True) if runs.height else None
-        if best is not None and best["met"] > bound["ceiling_met"]:
-            raise RuntimeError(
-                f"{best['policy']} meets {best['met']} deadlines on {bound['scenario']}, seed "
-                f"{bound['seed']}, above the ceiling {bound['ceiling_met']}: the bound is wrong"
-            )
+        trace = f"{bound['scenario']}, seed {bound['seed']}"
+        best = best_under(runs, bound["ceiling_met"], trace)
         known, by = (best["met"], best["policy"]) if best is not None else (0, None)
         if bound["exact_lower"] is not None and bound["exact_lower"] > known:
             known, by = bound["exact_lower"], "exact search"
@@ -90,13 +78,6 @@ def reference_rows(summary: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
                 }
             )
     return pl.DataFrame(rows)
-
-
-def with_kinds(summary: pl.DataFrame, references: pl.DataFrame) -> pl.DataFrame:
-    """summary.parquet: the policies' rows with their catalog kind, then the reference rows."""
-    kinds = {name: catalog.entry(name).kind for name in summary["policy"].unique()}
-    rows = summary.with_columns(kind=pl.col("policy").replace_strict(kinds, return_dtype=pl.String))
-    return pl.concat([rows, references], how="diagonal_relaxed")
 
 
 def ceiling_table(
@@ -215,6 +196,6 @@ def ceiling_markdown(table: pl.DataFrame, bounds: pl.DataFrame) -> list[str]:
         "",
         "\n".join(f"- {line}" for line in sentences),
         "",
-        f"Bounds of {bounds.height} traces (relaxation: {proven}; exact optimum proven on "
-        f"{exact}), solvers {bounds['solver'][0]}.\n",
+        f"The ceilings of {bounds.height} trace(s): relaxation {proven}; exact optimum proven on "
+        f"{exact}; solvers {bounds['solver'][0]}.\n",
     ]

@@ -9,15 +9,10 @@ from typing import Any
 
 import polars as pl
 
+from relmas.ceiling.rows import with_kinds
 from relmas.figures import palette
 from relmas.paths import ResultPaths, evaluation_file, summary_of
-from relmas.report.ceiling import (
-    ceiling_markdown,
-    ceiling_table,
-    read_bounds,
-    reference_rows,
-    with_kinds,
-)
+from relmas.report.ceiling import ceiling_markdown, ceiling_table, read_bounds, reference_rows
 from relmas.report.figures import draw_figures
 from relmas.report.headline import headline_markdown, headline_table
 from relmas.report.load import collect_summaries, collect_sweeps, read_learning, read_validation
