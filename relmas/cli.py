@@ -551,14 +551,16 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
     One process and one run per point, not per policy: a job's start-up (imports, MLflow) costs
     more than the point's simulations. Each policy's means over the seeds go to a child run of the
-    point's run, with the same metric names as an evaluate run (docs/tracking.md).
+    point's run, with the same metric names as an evaluate run (docs/tracking.md); the ceiling's
+    mean SLA rate and seconds are the point's own metrics (`ceiling_sla_rate`, `ceiling_s`).
     """
     import polars as pl
 
     from relmas import tracking
+    from relmas.ceiling.rows import CEILING, policy_rows
     from relmas.io import write_parquet
     from relmas.progress import progress
-    from relmas.study import Study, point_label, sweep_policies
+    from relmas.study import Study, point_label, sweep_ceiling, sweep_policies
     from relmas.sweep import point_config, run_sweep_point
 
     config = load_configs(args.config)
@@ -589,15 +591,16 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         "policies": ",".join(policies),
         "seeds": ",".join(map(str, config["evaluation"]["seeds"])),
     }
+    ceiling = {f"ceiling.{key}": value for key, value in sweep_ceiling(config).items()}
     with tracking.stage_run(
         "sweep",
         config,
         tags=tags,
-        params={**tags, "agents": str(args.agents)},
+        params={**tags, "agents": str(args.agents), **ceiling},
         run_name=f"sweep-{args.sweep}-{label}",
     ) as run:
-        runs = len(policies) * len(config["evaluation"]["seeds"])
-        bar = progress(runs, f"sweep {args.sweep} {label}", "simulation")
+        runs = (len(policies) + 1) * len(config["evaluation"]["seeds"])  # + each trace's bound
+        bar = progress(runs, f"sweep {args.sweep} {label}", "run")
 
         def simulated(policy: str, seed: int, sla_rate: float) -> None:
             print(f"{args.sweep} {label} {policy} seed {seed}: sla_rate {sla_rate:.3f}", flush=True)
@@ -618,7 +621,12 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         numeric = [
             name for name, dtype in frame.schema.items() if dtype.is_numeric() and shared(name)
         ]
-        means = frame.group_by("policy", maintain_order=True).agg(pl.col(numeric).mean())
+        bounds = frame.filter(pl.col("kind") == CEILING)
+        run.log_metrics(
+            {"ceiling_sla_rate": bounds["sla_rate"].mean(), "ceiling_s": bounds["ceiling_s"].mean()}
+        )
+        means = policy_rows(frame).group_by("policy", maintain_order=True)
+        means = means.agg(pl.col(numeric).mean())
         for row in means.iter_rows(named=True):
             run.log_child(
                 f"sweep-{args.sweep}-{label}-{row['policy']}",
@@ -627,7 +635,8 @@ def cmd_sweep(args: argparse.Namespace) -> None:
                 metrics={name: row[name] for name in numeric},
             )
         run.log_artifact(args.out)
-    print(f"sweep {args.sweep} at {label}: {frame.height} runs -> {args.out}")
+    runs = policy_rows(frame).height
+    print(f"sweep {args.sweep} at {label}: {runs} runs, {bounds.height} ceilings -> {args.out}")
 
 
 def cmd_simulate(args: argparse.Namespace) -> None:

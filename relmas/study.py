@@ -199,3 +199,9 @@ def point_label(value: float) -> str:
 def sweep_policies(config: Mapping[str, Any]) -> list[str]:
     """The policies of a sweep point: the evaluated ones without the offline bounds."""
     return [p for p in config["evaluation"]["policies"] if p not in catalog.offline()]
+
+
+def sweep_ceiling(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The `evaluation.ceiling` options a sweep point's bound reads (the relaxation's; the exact
+    search does not run in sweeps): a point's rerun trigger and its run's params."""
+    return {key: config["evaluation"]["ceiling"][key] for key in ("time_limit_s", "threads")}

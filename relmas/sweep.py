@@ -12,10 +12,13 @@ changed, and its traces are the base scenario's with that one change:
   system's bandwidth), and the curve would no longer show what bandwidth alone does to one workload.
 
 A point runs every evaluated policy except the offline bound (`ga_offline`) on the evaluation
-seeds, in one process. Learned policies deploy the agent trained on the base scenario, without
-retraining per point: the agent sees bandwidth only as shares of the system's capacity and load only
-through its queue, so it runs at any point of a system with the same instances, and every point
-other than the training one measures how well it holds up off its training distribution.
+seeds, in one process, and proves the ceiling of each of those traces (the relaxation bound of
+relmas.ceiling.bound, with `evaluation.ceiling`'s time limit and threads), so that a sweep's figure
+shows how much any schedule could still win at every point. Learned policies deploy the agent
+trained on the base scenario, without retraining per point: the agent sees bandwidth only as shares
+of the system's capacity and load only through its queue, so it runs at any point of a system with
+the same instances, and every point other than the training one measures how well it holds up off
+its training distribution.
 """
 
 from __future__ import annotations
@@ -28,15 +31,21 @@ from typing import Any
 import polars as pl
 
 from relmas import catalog
+from relmas.ceiling.bound import relaxation_bound
+from relmas.ceiling.instance import Instance
+from relmas.ceiling.rows import CEILING, best_under, with_kinds
 from relmas.errors import InputError
 from relmas.evaluate import agent_scenario, policy_extra, simulate, summary_row
 from relmas.policies import make_policy
-from relmas.study import Study, policy_options, sweep_policies, sweep_scenario
+from relmas.study import Study, policy_options, sweep_ceiling, sweep_policies, sweep_scenario
 
 SWEEP_COLUMNS: dict[str, pl.DataType] = {
     "sweep": pl.String(),
     "parameter": pl.String(),
     "value": pl.Float64(),
+    "kind": pl.String(),  # the policy's catalog kind, or `ceiling` (relmas.ceiling.rows)
+    "ceiling_status": pl.String(),  # the bound's status on the ceiling rows, else null
+    "ceiling_s": pl.Float64(),  # the bound's seconds on the ceiling rows, else null
 }
 
 
@@ -82,15 +91,19 @@ def run_sweep_point(
     source: str | Path | None = None,
     progress: Callable[[str, int, float], None] | None = None,
 ) -> pl.DataFrame:
-    """Summary rows (plus `sweep`, `parameter`, `value`) of every sweep policy on every evaluation
-    seed at one point. Learned policies load `agents_dir`/{policy} (the base scenario's agents).
-    `progress(policy, seed, sla_rate)` is called after each simulation."""
+    """Summary rows (plus SWEEP_COLUMNS) of every sweep policy on every evaluation seed at one
+    point, then one `ceiling` row per seed: the proven bound of that trace, refused if a policy
+    met more. Learned policies load `agents_dir`/{policy} (the base scenario's agents).
+    `progress(policy, seed, sla_rate)` is called after each simulation and each bound (policy
+    `ceiling`)."""
     point = Study(point_config(config, sweep, value, source), source)
     base = config["sweeps"][sweep]["scenario"]
     system = point.system(base)
     tables = point.costs(base, costs_dir)
-    rows = []
+    limits = sweep_ceiling(config)
+    rows, ceilings = [], []
     for seed, jobs in point_traces(config, sweep, value, costs_dir, source).items():
+        runs = []
         for policy in sweep_policies(config):
             options = policy_options(config, policy)
             agent = None
@@ -102,12 +115,30 @@ def run_sweep_point(
             chosen = make_policy(policy, seed=seed, source=source, key="policy", **options)
             result = simulate(system, jobs, tables, chosen, static_w=static_w)
             extra = policy_extra(policy, agent, result)
-            row = summary_row(result, base, seed, extra, agent_scenario(policy, agent))
-            rows.append(row)
+            runs.append(summary_row(result, base, seed, extra, agent_scenario(policy, agent)))
             if progress is not None:
                 progress(policy, seed, float(result.metrics["sla_rate"]))
+        bound = relaxation_bound(Instance.of(system, tables, jobs), **limits)
+        trace = f"{base}, seed {seed} at {sweep} {value:g}"
+        best_under(pl.concat(runs, how="diagonal_relaxed"), bound.met, trace)
+        rows += runs
+        ceilings.append(
+            {
+                "scenario": base,
+                "policy": CEILING,
+                "seed": seed,
+                "jobs": bound.jobs,
+                "sla_rate": bound.met / bound.jobs,
+                "kind": CEILING,
+                "ceiling_status": bound.status,
+                "ceiling_s": bound.seconds,
+            }
+        )
+        if progress is not None:
+            progress(CEILING, seed, bound.met / bound.jobs)
     spec = config["sweeps"][sweep]
-    return pl.concat(rows, how="diagonal_relaxed").with_columns(
+    summary = pl.concat(rows, how="diagonal_relaxed")
+    return with_kinds(summary, pl.DataFrame(ceilings)).with_columns(
         pl.lit(sweep, pl.String()).alias("sweep"),
         pl.lit(spec["parameter"], pl.String()).alias("parameter"),
         pl.lit(float(value), pl.Float64()).alias("value"),

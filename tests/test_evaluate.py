@@ -10,6 +10,9 @@ import pytest
 import torch
 import yaml
 
+from relmas.ceiling.bound import Bound, relaxation_bound
+from relmas.ceiling.instance import Instance
+from relmas.ceiling.rows import met_counts, policy_rows
 from relmas.errors import InputError
 from relmas.evaluate import (
     SUMMARY_EXTRA,
@@ -271,6 +274,7 @@ def study(inputs):
             "policies": ["fcfs", "sjf", "ga_offline", "relmas"],
             "ga": {},
             "generalisation": [{"agent": "small", "scenario": "big"}],
+            "ceiling": {"time_limit_s": 20, "threads": 1},
         },
         "sweeps": {
             "load": {"scenario": "small", "parameter": "load", "values": [0.5, 1.5]},
@@ -367,8 +371,10 @@ def test_validation_runs_every_evaluated_baseline_on_the_agents_validation_trace
 
 def test_a_sweep_point_runs_every_online_policy_with_the_base_agent(study):
     config, tmp_path, agents = study
-    frame = run_sweep_point(config, "bandwidth", 1.0, tmp_path / "costs", agents)
+    point = run_sweep_point(config, "bandwidth", 1.0, tmp_path / "costs", agents)
+    frame = policy_rows(point)
     assert frame.height == 2 * 3  # seeds x (fcfs, sjf, relmas): no offline bound
+    assert set(frame["kind"]) == {"heuristic", "learned"}
     assert set(frame["policy"]) == {"fcfs", "sjf", "relmas"} == set(sweep_policies(config))
     assert {k: frame.schema[k] for k in SUMMARY_SCHEMA} == SUMMARY_SCHEMA
     assert set(frame["sweep"]) == {"bandwidth"} and set(frame["value"]) == {1.0}
@@ -381,3 +387,32 @@ def test_a_sweep_point_runs_every_online_policy_with_the_base_agent(study):
     assert frame.filter(pl.col("policy") != "relmas")["agent_scenario"].null_count() == 4
     with pytest.raises(InputError, match=r"--agents: expected the agents directory of small"):
         run_sweep_point(config, "bandwidth", 1.0, tmp_path / "costs", None)
+
+
+def test_a_sweep_point_has_the_proven_ceiling_of_each_trace_above_every_policy(study):
+    config, tmp_path, agents = study
+    costs = tmp_path / "costs"
+    point = run_sweep_point(config, "bandwidth", 1.0, costs, agents)
+    ceiling = point.filter(pl.col("kind") == "ceiling").sort("seed")
+    assert ceiling["policy"].to_list() == ["ceiling"] * 2 and ceiling["seed"].to_list() == [1, 2]
+    assert set(ceiling["sweep"]) == {"bandwidth"} and set(ceiling["value"]) == {1.0}
+    assert ceiling["ceiling_status"].is_in(["converged", "time_limit"]).all()
+    assert (ceiling["ceiling_s"] > 0).all()
+    assert policy_rows(point)["ceiling_status"].null_count() == 6
+    best = met_counts(policy_rows(point)).group_by("seed").agg(pl.col("met").max()).sort("seed")
+    assert (ceiling["sla_rate"] * ceiling["jobs"] >= best["met"]).all()
+    # the bound of the point's own trace on the point's system (its bandwidth), not the base's
+    at = Study(point_config(config, "bandwidth", 1.0))
+    system, tables = at.system("small"), at.costs("small", costs)
+    for seed, jobs in point_traces(config, "bandwidth", 1.0, costs).items():
+        bound = relaxation_bound(Instance.of(system, tables, jobs), time_limit_s=20)
+        row = ceiling.filter(pl.col("seed") == seed).row(0, named=True)
+        assert (row["sla_rate"], row["jobs"]) == (bound.met / bound.jobs, bound.jobs)
+
+
+def test_a_sweep_point_refuses_a_ceiling_below_a_policy(study, monkeypatch):
+    config, tmp_path, agents = study
+    wrong = Bound(met=0, value=0.0, jobs=30, status="converged", rounds=1, windows=0, seconds=0.1)
+    monkeypatch.setattr("relmas.sweep.relaxation_bound", lambda *args, **kwargs: wrong)
+    with pytest.raises(RuntimeError, match=r"on small, seed 1 at bandwidth 8, above the ceiling 0"):
+        run_sweep_point(config, "bandwidth", 8.0, tmp_path / "costs", agents)

@@ -65,8 +65,8 @@ LEARNED = ("relmas", "relmas_resize")
 # The agents the goldens were made with: agents/{scenario}/{policy}/, the files evaluation reads.
 AGENTS = GOLDEN / "agents"
 AGENT_FILES = ("best.pt", "agent.json")
-# Summary columns that measure wall time, not behaviour.
-WALL_TIME = ("decision_us", "decision_time_ratio")
+# Summary and sweep point columns that measure wall time, not behaviour.
+WALL_TIME = ("decision_us", "decision_time_ratio", "ceiling_s")
 
 
 def check_frame(name: str, frame: pl.DataFrame, rows: pl.Expr | None = None) -> None:

@@ -133,7 +133,18 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
         for policy in sweep_policies(config)
         for seed in config["evaluation"]["seeds"]
     }
-    assert set(sweeps.select("sweep", "value", "policy", "seed").iter_rows()) == expected_points
+    points = sweeps.filter(pl.col("kind") != "ceiling")
+    assert set(points.select("sweep", "value", "policy", "seed").iter_rows()) == expected_points
+    # each point's trace has its ceiling row, at least every policy's count there
+    ceilings = sweeps.filter(pl.col("kind") == "ceiling")
+    assert set(ceilings.select("sweep", "value", "seed").iter_rows()) == {
+        (name, value, seed) for name, value, _, seed in expected_points
+    }
+    counts = pl.col("sla_rate") * pl.col("jobs")
+    best = points.group_by("sweep", "value", "seed").agg(best=counts.round().max())
+    checked = ceilings.join(best, on=["sweep", "value", "seed"])
+    assert checked.height == ceilings.height
+    assert checked.select((pl.col("best") <= counts.round()).all()).item()
     curve = pl.read_parquet(results_root(project) / "agents" / "mixed" / "relmas" / "curve.parquet")
     assert curve.filter(pl.col("metric") == "val_sla_rate").height >= 2
     validation = pl.concat(

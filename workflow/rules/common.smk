@@ -16,6 +16,7 @@ from relmas.study import (
     generalisation_runs,
     point_label,
     policy_options,
+    sweep_ceiling,
     sweep_points,
     sweep_policies,
 )

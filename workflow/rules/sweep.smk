@@ -1,8 +1,9 @@
 rule sweep:
     """One point of a sweep (relmas.sweep): the base scenario with one parameter changed, every
     policy but ga_offline on the evaluation seeds in one process and one MLflow run (a job's
-    start-up costs more than the point's simulations); learned policies use the base scenario's
-    agents. Traces are generated in the job, from the same generator as `relmas workload`."""
+    start-up costs more than the point's simulations), and each trace's proven ceiling (the
+    relaxation bound, `evaluation.ceiling`); learned policies use the base scenario's agents.
+    Traces are generated in the job, from the same generator as `relmas workload`."""
     input:
         costs=sweep_costs,
         agents=sweep_agents,
@@ -15,6 +16,7 @@ rule sweep:
         system=slice_hash("system"),
         evaluation=config_hash(
             {key: CONFIG["evaluation"][key] for key in ("seeds", "policies", *SWEEP_OPTIONS)}
+            | {"ceiling": sweep_ceiling(CONFIG)}
         ),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
         # the base scenario's agents directory: results/agents/{scenario}/{policy}/best.pt
