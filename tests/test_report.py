@@ -14,6 +14,7 @@ import torch
 import yaml
 
 from relmas import catalog
+from relmas.ceiling.rows import policy_rows, with_kinds
 from relmas.config import load_config
 from relmas.errors import InputError
 from relmas.figures.results import plot_sweep
@@ -276,21 +277,35 @@ def test_generalisation_rows_are_compared_with_the_scenario_they_ran_on() -> Non
     assert row["ratio_fcfs_ci_low"] <= 2.0 <= row["ratio_fcfs_ci_high"]
 
 
+def with_ceiling(rows: pl.DataFrame, sla_rate: float = 1.0) -> pl.DataFrame:
+    """A sweep point's rows: `rows` with their kinds, then a ceiling row per seed (no metrics
+    but the SLA rate)."""
+    ceilings = rows.group_by("scenario", "seed", "jobs").agg().sort("seed")
+    ceilings = ceilings.with_columns(
+        policy=pl.lit("ceiling"),
+        sla_rate=pl.lit(sla_rate),
+        kind=pl.lit("ceiling"),
+        ceiling_status=pl.lit("converged"),
+        ceiling_s=pl.lit(0.1),
+    )
+    return with_kinds(rows, ceilings)
+
+
 def test_sweep_points_are_read_and_drawn_per_policy(tmp_path, quick_config) -> None:
     config = load_config(quick_config)
     for name, spec in config["sweeps"].items():
         for value in spec["values"]:
             rows = summary({"fcfs": [value / 100, 0.5], "relmas": [0.7, 0.9]}).with_columns(
-                pl.lit(1, pl.Int64).alias("jobs"),
-                pl.lit(1.0).alias("makespan_s"),
-                sweep=pl.lit(name),
-                parameter=pl.lit(spec["parameter"]),
-                value=pl.lit(float(value)),
+                pl.lit(1, pl.Int64).alias("jobs"), pl.lit(1.0).alias("makespan_s")
+            )
+            rows = with_ceiling(rows).with_columns(
+                sweep=pl.lit(name), parameter=pl.lit(spec["parameter"]), value=pl.lit(float(value))
             )
             write_parquet(rows, tmp_path / name / f"{value:g}.parquet")
-    sweeps = collect_sweeps(config, tmp_path)
-    assert sweeps.height == 4 * sum(len(spec["values"]) for spec in config["sweeps"].values())
-    load = aggregate(sweeps.filter(pl.col("sweep") == "load"), by=("value", "policy"))
+    sweeps = collect_sweeps(config, tmp_path)  # the ceiling rows' null metrics are not refused
+    assert sweeps.height == 6 * sum(len(spec["values"]) for spec in config["sweeps"].values())
+    assert sweeps.filter(pl.col("policy") == "ceiling")["antt"].null_count() == 8
+    load = aggregate(policy_rows(sweeps.filter(pl.col("sweep") == "load")), by=("value", "policy"))
     assert load.filter(pl.col("policy") == "relmas")["sla_rate"].to_list() == [0.8, 0.8]
     fig = plot_sweep(load, "load", "load", trained_at=0.8)
     assert [line.get_label() for line in fig.axes[0].get_lines()] == [
@@ -393,7 +408,7 @@ def test_validation_and_sweep_rows_are_checked_too(tmp_path, quick_config) -> No
     for name, value in sweep_points(config):
         spec = config["sweeps"][name]
         point = pl.read_parquet(summary_file(tmp_path / "point.parquet", stp=math.nan))
-        point = point.with_columns(
+        point = with_ceiling(point).with_columns(
             sweep=pl.lit(name), parameter=pl.lit(spec["parameter"]), value=pl.lit(float(value))
         )
         write_parquet(point, tmp_path / "sweeps" / name / f"{value:g}.parquet")
@@ -403,6 +418,15 @@ def test_validation_and_sweep_rows_are_checked_too(tmp_path, quick_config) -> No
     assert lines[0] == "4 of 4 summary files are refused:" and len(lines) == 5
     assert all(
         ": stp of policy edf, seed 1001: expected a finite value ≥ 0" in x for x in lines[1:]
+    )
+    # a ceiling row's SLA rate is checked like a policy's
+    point = with_ceiling(pl.read_parquet(summary_file(tmp_path / "point.parquet")), 1.5)
+    point = point.with_columns(sweep=pl.lit("load"), parameter=pl.lit("load"), value=pl.lit(0.5))
+    write_parquet(point, tmp_path / "sweeps" / "load" / "0.5.parquet")
+    with pytest.raises(InputError) as error:
+        collect_sweeps(config, tmp_path / "sweeps")
+    assert "0.5.parquet: sla_rate of policy ceiling, seed 1000: expected a finite rate" in str(
+        error.value
     )
 
 

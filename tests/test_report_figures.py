@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import matplotlib
+import polars as pl
 import pytest
 from matplotlib.collections import FillBetweenPolyCollection
 from matplotlib.colors import to_hex
@@ -19,12 +20,15 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from relmas import catalog
+from relmas.ceiling.rows import policy_rows
 from relmas.config import load_config
 from relmas.figures import palette
 from relmas.figures.contents import report_figures
-from relmas.figures.results import thousands
+from relmas.figures.results import plot_sweep, thousands
 from relmas.paths import ResultPaths
-from relmas.report import mean_ci, mean_text, write_report
+from relmas.report import aggregate, mean_ci, mean_text, write_report
+from relmas.report.stats import METRICS, ceiling_means
+from relmas.report.tables import sweeps_markdown
 from tests.test_pipeline import SNAKEMAKE, results_root
 
 
@@ -56,6 +60,48 @@ def test_one_seed_has_no_interval() -> None:
     assert mean == 0.7 and math.isnan(half)
     assert mean_text(0.7, half) == "0.700"
     assert mean_text(0.7, 0.05) == "0.700 ± 0.050"
+
+
+def sweep_rows() -> pl.DataFrame:
+    """A sweep's points as `relmas sweep` writes them: fcfs and sjf on two seeds at two loads,
+    and each trace's ceiling row."""
+    rates = {"fcfs": (0.6, 0.4), "sjf": (0.7, 0.5), "ceiling": (0.9, 0.8)}
+    rows = [
+        {
+            "policy": policy,
+            "kind": "ceiling" if policy == "ceiling" else "heuristic",
+            "value": value,
+            "seed": seed,
+            "sla_rate": rates[policy][index] + seed / 100,
+            "antt": None if policy == "ceiling" else 2.0,
+        }
+        for policy in rates
+        for index, value in enumerate((0.5, 1.5))
+        for seed in (1, 2)
+    ]
+    frame = pl.DataFrame(rows).with_columns(sweep=pl.lit("load"), jobs=pl.lit(100))
+    return frame.with_columns([pl.col("antt").alias(m) for m in METRICS if m not in frame.columns])
+
+
+def test_a_sweep_figure_draws_the_ceiling_as_a_reference_not_a_policy() -> None:
+    sweeps = sweep_rows()
+    points = aggregate(policy_rows(sweeps), by=("value", "policy"))
+    fig = plot_sweep(points, "load", "load", None, ceiling_means(sweeps))
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    assert set(lines) == {"fcfs", "sjf", "ceiling (proven)"}
+    ceiling = lines["ceiling (proven)"]
+    assert list(ceiling.get_xdata()) == [0.5, 1.5]
+    assert list(ceiling.get_ydata()) == pytest.approx([0.915, 0.815])  # mean of the seeds
+    assert ceiling.get_linestyle() == "--"
+    assert to_hex(ceiling.get_color()) == palette.CEILING_STYLE["color"]
+    assert "ceiling (proven)" in fig.axes[0].get_legend_handles_labels()[1]
+    assert policy_colours(fig) == {p: {palette.colour(p)} for p in ("fcfs", "sjf")}
+    # the table counts the policies only; the headroom is ceiling − best policy at each value
+    figures = {"sweep_load": Path("/r/figures/sweep_load.png")}
+    config = {"sweeps": {"load": {"scenario": "mixed", "parameter": "load", "values": [0.5, 1.5]}}}
+    text = "\n".join(sweeps_markdown(config, sweeps, figures, Path("/r")))
+    assert "| ceiling |" not in text and "| sjf |" in text
+    assert "Headroom on load (ceiling − best policy, SLA points): +20.0 at 0.5 (sjf), +30.0" in text
 
 
 def test_training_steps_read_in_thousands() -> None:

@@ -20,6 +20,7 @@ import polars as pl
 import pytest
 
 from relmas import catalog
+from relmas.ceiling.rows import with_kinds
 from relmas.ceiling.stage import BOUND_SCHEMA
 from relmas.config import load_config, validate_config
 from relmas.evaluate import SUMMARY_EXTRA
@@ -175,11 +176,11 @@ def write_inputs(config: dict[str, Any], root: Path) -> ResultPaths:
     for name, value in sweep_points(config):
         spec = config["sweeps"][name]
         scale = 1.1 - 0.2 * spec["values"].index(value)  # synthetic: only the text is pinned
-        frames = [
+        frames = pl.concat(
             summary_rows(spec["scenario"], policy, SEEDS, EVALUATION["mixed"][policy] * scale, rng)
             for policy in sweep_policies(config)
-        ]
-        point = pl.concat(frames).with_columns(
+        )
+        point = with_kinds(frames, sweep_ceilings(frames)).with_columns(
             sweep=pl.lit(name), parameter=pl.lit(spec["parameter"]), value=pl.lit(float(value))
         )
         write_parquet(point, sweep_file(paths.sweeps_dir, name, point_label(value)))
@@ -192,6 +193,21 @@ def write_inputs(config: dict[str, Any], root: Path) -> ResultPaths:
             steps = [(step, "val_sla_rate", 0.5 + step / 50_000) for step in range(0, 20_001, 5000)]
             write_curve(directory / CURVE, steps)
     return paths
+
+
+def sweep_ceilings(point: pl.DataFrame) -> pl.DataFrame:
+    """A sweep point's ceiling rows: per seed, three deadlines above its best policy's."""
+    best = point.group_by("scenario", "seed").agg(met=(pl.col("sla_rate") * 40).round().max())
+    return best.sort("seed").select(
+        "scenario",
+        "seed",
+        policy=pl.lit("ceiling"),
+        jobs=pl.lit(40, pl.Int64),
+        sla_rate=pl.min_horizontal(40, pl.col("met") + 3) / 40,
+        kind=pl.lit("ceiling"),
+        ceiling_status=pl.lit("converged"),
+        ceiling_s=pl.lit(0.5),
+    )
 
 
 def write_bounds(config: dict[str, Any], paths: ResultPaths) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from relmas import catalog
 
@@ -52,6 +53,14 @@ GROUPS: tuple[Group, ...] = (
     Group("learned", ("learned",), ("#d62728", "#7b2cbf", "#e377c2", "#8b0000")),
 )
 FLOOR_COLOUR = "#c7c7c7"  # the random floor: a light grey reference, not a competitor
+# The proven ceiling (relmas.ceiling) where a figure draws it: a reference line, not a policy, so
+# it takes no colour of the groups above.
+CEILING_STYLE: dict[str, Any] = {
+    "color": "#7f7f7f",
+    "linestyle": "--",
+    "linewidth": 1.5,
+    "label": "ceiling (proven)",
+}
 
 
 def group_of(policy: str) -> Group:

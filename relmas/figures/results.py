@@ -102,11 +102,16 @@ SWEEP_AXES = {
 
 
 def plot_sweep(
-    aggregated: pl.DataFrame, title: str, parameter: str, trained_at: float | None
+    aggregated: pl.DataFrame,
+    title: str,
+    parameter: str,
+    trained_at: float | None,
+    ceiling: pl.DataFrame | None = None,
 ) -> plt.Figure:
     """SLA rate against the swept value, one line per policy with its 95% CI band (two seeds or
     more); a dotted line where the learned policies' agent was trained (the base scenario's own
-    value)."""
+    value); the proven ceiling's mean over the seeds (`ceiling`: value, sla_rate) dashed, above
+    which no schedule reaches."""
     policies = palette.order(aggregated["policy"])
     label, scale = SWEEP_AXES[parameter]
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -126,6 +131,9 @@ def plot_sweep(
         )
         if not np.isnan(half).all():
             ax.fill_between(x, mean - half, mean + half, color=color, alpha=0.15)
+    if ceiling is not None and ceiling.height:
+        rows = ceiling.sort("value")
+        ax.plot(rows["value"], rows["sla_rate"], zorder=4, **palette.CEILING_STYLE)
     if trained_at is not None:
         ax.axvline(trained_at, color="grey", linestyle=":", label="agent trained here")
     if scale == "log":

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
 from relmas import catalog  # noqa: E402
+from relmas.ceiling.rows import policy_rows  # noqa: E402
 from relmas.figures import palette  # noqa: E402
 from relmas.figures.contents import METRIC_FIGURES  # noqa: E402
 from relmas.figures.results import (  # noqa: E402
@@ -23,7 +24,7 @@ from relmas.figures.results import (  # noqa: E402
 )
 from relmas.io import read_parquet  # noqa: E402
 from relmas.paths import agent_dir, cost_table, workload_file  # noqa: E402
-from relmas.report.stats import aggregate  # noqa: E402
+from relmas.report.stats import aggregate, ceiling_means  # noqa: E402
 from relmas.study import Study  # noqa: E402
 
 
@@ -87,14 +88,17 @@ def draw_figures(
 def _sweep_figures(
     config: Mapping[str, Any], sweeps: pl.DataFrame, save: Callable[[plt.Figure, str], None]
 ) -> None:
-    """One figure per configured sweep: every policy's SLA rate against the swept value."""
+    """One figure per configured sweep: every policy's SLA rate against the swept value, and the
+    proven ceiling's."""
     for name, spec in config["sweeps"].items():
-        points = aggregate(sweeps.filter(pl.col("sweep") == name), by=("value", "policy"))
+        rows = sweeps.filter(pl.col("sweep") == name)
+        points = aggregate(policy_rows(rows), by=("value", "policy"))
         title = f"{name}: {spec['scenario']}, every policy but {', '.join(catalog.offline())}"
         trained_at = (
             _base_value(config, spec) if set(catalog.learned()) & set(points["policy"]) else None
         )
-        save(plot_sweep(points, title, spec["parameter"], trained_at), f"sweep_{name}")
+        figure = plot_sweep(points, title, spec["parameter"], trained_at, ceiling_means(rows))
+        save(figure, f"sweep_{name}")
 
 
 def _base_value(config: Mapping[str, Any], spec: Mapping[str, Any]) -> float | None:

@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from relmas import catalog
+from relmas.ceiling.rows import CEILING
 from relmas.errors import InputError
 from relmas.io import read_parquet
 from relmas.paths import agent_dir, sweep_file, validation_file
@@ -31,6 +32,10 @@ BOUNDS: dict[str, tuple[float, float, str]] = {
 }
 
 
+# The columns a reference row (the ceiling of a trace) has of BOUNDS.
+REFERENCE_COLUMNS = ("seed", "jobs", "sla_rate")
+
+
 class RefusedSummaries(InputError):
     """Several bad summary files: one line for each (file: column of policy, seed: expected)."""
 
@@ -43,13 +48,16 @@ class RefusedSummaries(InputError):
 
 def check_summary(frame: pl.DataFrame, path: str | Path) -> None:
     """Refuse `frame`, read from `path`, at its first value outside BOUNDS: an InputError naming
-    the column and the row's policy and seed."""
+    the column and the row's policy and seed. A ceiling row (a sweep point's, `kind` ceiling) has
+    only a seed, a job count and an SLA rate to check."""
+    ceiling = pl.col("kind").eq_missing(CEILING) if "kind" in frame.columns else pl.lit(False)
     for column, (low, high, expected) in BOUNDS.items():
         values = pl.col(column)
         bad = values.is_null() | ~values.is_between(low, high)
         if frame.schema[column].is_float():
             bad = bad | ~values.is_finite()
-        rows = frame.filter(bad.fill_null(True))
+        bad = bad.fill_null(True)
+        rows = frame.filter(bad if column in REFERENCE_COLUMNS else bad & ~ceiling)
         if rows.height:
             row = rows.row(0, named=True)
             value = "null" if row[column] is None else row[column]
@@ -93,8 +101,8 @@ def read_validation(validation_dir: Path, scenarios: Sequence[str]) -> pl.DataFr
 
 
 def collect_sweeps(config: Mapping[str, Any], sweeps_dir: Path) -> pl.DataFrame:
-    """The rows of every configured sweep point (`relmas sweep` outputs) in one frame; empty
-    without sweeps."""
+    """The rows of every configured sweep point (`relmas sweep` outputs: the policies' rows and
+    each trace's ceiling, told apart by `kind`) in one frame; empty without sweeps."""
     from relmas.sweep import SWEEP_COLUMNS
 
     schema = dict(SUMMARY_SCHEMA) | SWEEP_COLUMNS

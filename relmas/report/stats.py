@@ -12,6 +12,7 @@ import polars as pl
 from scipy import stats
 
 from relmas import catalog
+from relmas.ceiling.rows import CEILING
 from relmas.figures import palette
 
 METRICS = ("sla_rate", "antt", "stp", "fairness", "utilization", "energy_j", "decision_us")
@@ -48,6 +49,12 @@ def aggregate(summary: pl.DataFrame, by: Sequence[str] = ("scenario", "policy"))
         .sort(*others, "_rank")
         .drop("_rank")
     )
+
+
+def ceiling_means(sweep: pl.DataFrame) -> pl.DataFrame:
+    """The ceiling rows of a sweep's points (`kind` ceiling): their mean SLA rate per value."""
+    rows = sweep.filter(pl.col("kind") == CEILING)
+    return rows.group_by("value").agg(pl.col("sla_rate").mean()).sort("value")
 
 
 def paired_ratio(

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from relmas import catalog
+from relmas.ceiling.rows import policy_rows
 from relmas.report.markdown import (
     image_markdown,
     interval,
@@ -17,7 +18,7 @@ from relmas.report.markdown import (
     mean_column,
     mean_text,
 )
-from relmas.report.stats import BEST, aggregate, resizing_roles
+from relmas.report.stats import BEST, aggregate, ceiling_means, resizing_roles
 from relmas.study import Study
 
 
@@ -153,11 +154,15 @@ def sweeps_markdown(
         "runs every policy but ga_offline on the evaluation seeds, the learned ones with the "
         "agent trained on the base scenario (dotted line; not retrained per point). A load point "
         "runs the same jobs with rescaled arrival times, a bandwidth point the base scenario's "
-        "traces on a system with that bandwidth. Mean with 95% CI band; rows in sweeps.parquet.\n",
+        "traces on a system with that bandwidth. Mean with 95% CI band; grey dashed: the proven "
+        "ceiling of the same traces (the relaxation bound, docs/ceiling.md), above which no "
+        "schedule reaches; rows in sweeps.parquet (`kind` tells the ceiling's from the "
+        "policies').\n",
     ]
     for name, spec in config["sweeps"].items():
         caption = f"{name}: SLA rate on {spec['scenario']} against {spec['parameter']}"
-        points = aggregate(sweeps.filter(pl.col("sweep") == name), by=("value", "policy"))
+        rows = sweeps.filter(pl.col("sweep") == name)
+        points = aggregate(policy_rows(rows), by=("value", "policy"))
         table = points.select(
             "policy",
             pl.col("value").map_elements(lambda v: f"{v:g}", return_dtype=pl.String),
@@ -167,8 +172,25 @@ def sweeps_markdown(
             image_markdown(figures, out_dir, f"sweep_{name}", caption),
             markdown_table(table),
             "",
+            *sweep_headroom(name, points, ceiling_means(rows)),
         ]
     return parts
+
+
+def sweep_headroom(name: str, points: pl.DataFrame, ceiling: pl.DataFrame) -> list[str]:
+    """One sentence: at each value of sweep `name`, how far the proven ceiling lies above the best
+    policy's mean SLA rate (`points`, aggregated), in SLA points; none without ceiling rows."""
+    if not ceiling.height:
+        return []
+    ranked = points.sort("sla_rate", descending=True, maintain_order=True)
+    best = ranked.group_by("value", maintain_order=True).first()
+    gaps = ceiling.join(best, on="value", suffix="_best").sort("value")
+    each = [
+        f"{100 * (row['sla_rate'] - row['sla_rate_best']):+.1f} at {row['value']:g} "
+        f"({row['policy']})"
+        for row in gaps.iter_rows(named=True)
+    ]
+    return [f"Headroom on {name} (ceiling − best policy, SLA points): {', '.join(each)}.\n"]
 
 
 def learning_markdown(
