@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -34,7 +34,7 @@ from ortools.sat.python import cp_model
 
 from relmas import catalog
 from relmas.ceiling.instance import Instance, alone_latency
-from relmas.ceiling.replay import replay
+from relmas.ceiling.replay import replay_met
 from relmas.errors import InputError
 from relmas.policies import make_policy
 from relmas.sim.costs import CostTables
@@ -168,27 +168,35 @@ def solve_exact(
     started = time.perf_counter()
     names = default_seed_policies() if seed_policies is None else tuple(seed_policies)
     seeds = [_seed_plan(system, tables, jobs, instance, name) for name in names]
-    plan = max(seeds, key=lambda seed: seed.count, default=None)
-    lower = -1 if plan is None else replay(system, tables, jobs, plan)
+    best = max(seeds, key=lambda seed: seed.count, default=None)
+    lower, plan = -1, best
+    if best is not None:
+        lower, plan = _replayed(system, tables, jobs, best)
     eps = 64.0 * TIME_TOL * max(1.0, abs(instance.origin_s) + float(instance.deadline_s.max()))
     upper = instance.n_jobs
     for tick in _ticks(instance, tick_s):
-        bound, relaxation = _solve_relaxation(instance, tick, eps, time_limit_s, threads, plan)
+        bound, relaxation, relaxed = _solve_relaxation(
+            instance, tick, eps, time_limit_s, threads, plan
+        )
         upper = min(upper, bound)
+        if relaxed is not None:  # its schedule may well run in the engine too: try it
+            met, candidate = _replayed(system, tables, jobs, relaxed)
+            if met > lower:
+                lower, plan = met, candidate
         if lower >= upper:  # a plan already meets the bound
             restriction = "SKIPPED"
             break
         found, restriction = _solve_restriction(
             instance, tick, eps, time_limit_s, threads, upper, plan
         )
-        met = replay(system, tables, jobs, found)
-        if met < found.count or met > upper:
+        met, candidate = _replayed(system, tables, jobs, found)
+        if met < found.count:
             raise RuntimeError(
-                f"the replay of the restriction's plan met {met} deadlines, the plan "
-                f"{found.count} and the relaxation bounds {upper}: the exact search is wrong"
+                f"the replay of the restriction's plan met {met} deadlines, fewer than its "
+                f"{found.count}: the exact search is wrong"
             )
         if met > lower:
-            lower, plan = met, found
+            lower, plan = met, candidate
         if lower >= upper or not relaxation == restriction == "OPTIMAL":
             break
     if lower > upper:
@@ -216,6 +224,14 @@ def _ticks(instance: Instance, tick_s: float | None) -> list[float]:
     horizon = max(float(instance.deadline_s.max()), 1e-9)
     first = 10.0 ** math.ceil(math.log10(horizon / 1e3))
     return [first, first / 10, first / 100]
+
+
+def _replayed(
+    system: System, tables: CostTables, jobs: pl.DataFrame, plan: Plan
+) -> tuple[int, Plan]:
+    """The deadlines `plan` meets in the engine, and the plan with those as its on-time jobs."""
+    met = replay_met(system, tables, jobs, plan)
+    return int(met.sum()), replace(plan, on_time=met)
 
 
 def _seed_plan(
@@ -465,10 +481,11 @@ def _solve_relaxation(
     time_limit_s: float,
     threads: int,
     hint: Plan | None,
-) -> tuple[int, str]:
-    """The relaxation's proven upper bound and CP-SAT's status name: its optimum, or CP-SAT's
-    bound when time ran out after a first solution; without one (UNKNOWN, whose bound means
-    nothing) or when the solver failed, the jobs that fit between arrival and deadline alone."""
+) -> tuple[int, str, Plan | None]:
+    """The relaxation's proven upper bound, CP-SAT's status name and its best schedule (None
+    without one). The bound is its optimum, or CP-SAT's bound when time ran out after a first
+    solution; without one (UNKNOWN, whose bound means nothing) or when the solver failed, the jobs
+    that fit between arrival and deadline alone."""
     grid = _grid(instance, tick_s, eps, relaxed=True)
     built = _build(instance, grid)
     _hint(instance, grid, built, hint)
@@ -476,9 +493,10 @@ def _solve_relaxation(
     status = solver.Solve(built.model)
     name = solver.StatusName(status)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return built.possible, name
+        return built.possible, name, None
     bound = solver.ObjectiveValue() if status == cp_model.OPTIMAL else solver.BestObjectiveBound()
-    return min(built.possible, int(math.floor(bound + 1e-6))), name
+    upper = min(built.possible, int(math.floor(bound + 1e-6)))
+    return upper, name, _plan(instance, grid, built, solver, "relaxation")
 
 
 def _solve_restriction(
@@ -502,10 +520,12 @@ def _solve_restriction(
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         empty = np.zeros(instance.n_jobs, dtype=bool)
         return Plan((), empty, instance.job_id.copy(), instance.origin_s, "restriction"), name
-    return _plan(instance, grid, built, solver), name
+    return _plan(instance, grid, built, solver, "restriction"), name
 
 
-def _plan(instance: Instance, grid: _Grid, built: _Model, solver: cp_model.CpSolver) -> Plan:
+def _plan(
+    instance: Instance, grid: _Grid, built: _Model, solver: cp_model.CpSolver, source: str
+) -> Plan:
     """The solution as tasks on engine instances: CP-SAT places tasks on types (at most `count`
     at a time); each gets the instance of its type that has been free longest (interval
     colouring in order of start, which never needs more instances than the overlap)."""
@@ -526,4 +546,4 @@ def _plan(instance: Instance, grid: _Grid, built: _Model, solver: cp_model.CpSol
         free_at[chosen] = end
         start_s, end_s = start * grid.tick_s, end * grid.tick_s
         tasks.append(Task(job, op, variant, piece, chosen, start_s, end_s))
-    return Plan(tuple(tasks), on_time, instance.job_id.copy(), instance.origin_s, "restriction")
+    return Plan(tuple(tasks), on_time, instance.job_id.copy(), instance.origin_s, source)

@@ -44,7 +44,8 @@ class PlanReplay(Policy):
         tasks = plan.tasks
         starts = np.array([t.start_s for t in tasks], dtype=np.float64)
         ends = np.array([t.end_s for t in tasks], dtype=np.float64)
-        # Tasks in order of end; task k waits for the first waits[k] of them.
+        # Tasks in order of end; task k waits for those of the first waits[k] before it in order
+        # (a task of no length would otherwise wait for itself, or for one it goes before).
         self._by_end = np.argsort(ends, kind="stable")
         self._waits = np.searchsorted(ends[self._by_end], starts, side="right")
 
@@ -73,6 +74,7 @@ class PlanReplay(Policy):
         while self._next < len(tasks):
             task = tasks[self._next]
             waits_for = self._by_end[: self._waits[self._next]]
+            waits_for = waits_for[waits_for < self._next]
             if task.instance not in idle or task.job not in ready:
                 break
             if not self._done[waits_for].all():
@@ -91,5 +93,11 @@ class PlanReplay(Policy):
 
 def replay(system: System, tables: CostTables, jobs: pl.DataFrame, plan: Plan) -> int:
     """Deadlines met when the engine runs `plan` (PlanReplay) on `jobs`."""
-    result = Engine(system, tables, jobs).run(PlanReplay(plan))
-    return int(result.jobs["met"].sum())
+    return int(replay_met(system, tables, jobs, plan).sum())
+
+
+def replay_met(system: System, tables: CostTables, jobs: pl.DataFrame, plan: Plan) -> np.ndarray:
+    """Per job, in the engine's internal order, whether the replay of `plan` meets its deadline."""
+    result = Engine(system, tables, jobs).run(PlanReplay(plan)).jobs
+    met = dict(zip(result["job_id"].to_list(), result["met"].to_list(), strict=True))
+    return np.array([bool(met[int(job)]) for job in plan.job_id])
