@@ -98,6 +98,8 @@ def test_a_finish_exactly_at_its_deadline_is_proven_by_the_relaxations_schedule(
 
 
 def _case(draw_seed: int, jobs: int, layers: int, types: int, dram_gbps, pieces: bool, slack):
+    """A small trace of synthetic models (`layers` and one fewer) on 2 + 1 instances of `types`
+    types (1: the two), with piece tables cut two ways or none; deadlines `slack` x isolated."""
     names = ["e", "s"][:types]
     models = {"a": layers, "b": max(1, layers - 1)}
     costs = synthetic_costs(models, names, seed=draw_seed)
