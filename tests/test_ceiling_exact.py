@@ -179,6 +179,27 @@ def test_a_failed_solve_keeps_proven_bounds_only():
     assert replay(system, tables, trace, result.plan) == result.lower
 
 
+@pytest.mark.parametrize("failure", ["status", "raise"])
+def test_a_solver_that_fails_leaves_a_status_and_bounds_that_need_no_solver(monkeypatch, failure):
+    from ortools.sat.python import cp_model
+
+    def fail(self, model, *args, **kwargs):
+        if failure == "raise":
+            raise RuntimeError("solver crashed")
+        return cp_model.MODEL_INVALID
+
+    monkeypatch.setattr(cp_model.CpSolver, "Solve", fail)
+    system, tables, trace = _case(3, 6, 2, 2, None, False, (0.9, 1.6))
+    result = solve_exact(system, tables, trace)
+    expected = "FAILED (solver crashed)" if failure == "raise" else "MODEL_INVALID"
+    assert result.relaxation == expected
+    assert result.restriction in (expected, "SKIPPED")
+    best = max(_met(system, tables, trace, make_policy(n)) for n in default_seed_policies())
+    assert result.lower == best  # the best seed run, replayed
+    assert best <= result.upper <= 6  # the jobs that fit alone: no solver's word needed
+    assert result.exact or expected in result.status
+
+
 def test_the_replay_follows_the_plan_and_refuses_another_trace():
     system, tables, trace = _case(11, 5, 2, 2, None, False, (1.0, 3.0))
     result = solve_exact(system, tables, trace)

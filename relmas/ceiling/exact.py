@@ -434,6 +434,16 @@ def _byte_windows(
                 model.Add(sum(int(kilobytes[j]) * on_time[j] for j in inside) <= capacity)
 
 
+def _solve(solver: cp_model.CpSolver, model: cp_model.CpModel) -> tuple[int, str]:
+    """CP-SAT's status and its name; a solver that raises is a failed solve (MODEL_INVALID, its
+    message in the name), which the callers turn into bounds that need no solver."""
+    try:
+        status = solver.Solve(model)
+    except (RuntimeError, ValueError, OverflowError) as error:
+        return cp_model.MODEL_INVALID, f"FAILED ({' '.join(str(error).split())})"
+    return status, solver.StatusName(status)
+
+
 def _solver(time_limit_s: float, threads: int) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(time_limit_s)
@@ -490,8 +500,7 @@ def _solve_relaxation(
     built = _build(instance, grid)
     _hint(instance, grid, built, hint)
     solver = _solver(time_limit_s, threads)
-    status = solver.Solve(built.model)
-    name = solver.StatusName(status)
+    status, name = _solve(solver, built.model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return built.possible, name, None
     bound = solver.ObjectiveValue() if status == cp_model.OPTIMAL else solver.BestObjectiveBound()
@@ -515,8 +524,7 @@ def _solve_restriction(
     _hint(instance, grid, built, hint)
     built.model.Add(sum(built.on_time) <= upper)
     solver = _solver(time_limit_s, threads)
-    status = solver.Solve(built.model)
-    name = solver.StatusName(status)
+    status, name = _solve(solver, built.model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         empty = np.zeros(instance.n_jobs, dtype=bool)
         return Plan((), empty, instance.job_id.copy(), instance.origin_s, "restriction"), name
