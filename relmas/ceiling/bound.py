@@ -2,18 +2,20 @@
 
 Every schedule the engine can produce gives a feasible point of this LP (docs/ceiling.md argues
 each rule), so the LP's optimum bounds the deadlines met from above. Per job j: x_j in [0, 1], the
-job counted as met; per class c of its identical layers (same costs, same pieces), how many run
-whole on type k (w_ck) or cut by split variant v (s_cv), and how many of those pieces run on type k
-(p_cvk). Rules kept, for the jobs counted as met:
+job counted as met; per class c of its layers with the same least costs, how many run on type k
+(w_ck; a layer cut into pieces counts by the share of its pieces on each type). Rules kept, for the
+jobs counted as met:
 
-- each layer runs whole on one type or as the pieces of one variant, each piece on one type;
+- each layer is placed: sum_k w_ck = n_c x_j;
 - the chain: one layer at a time, inside [arrival, deadline]; a whole layer takes at least its
   alone latency on its type, a cut one at least its longest piece's fastest alone latency (the
   pieces in parallel at best);
 - capacity of a type over any window W = [t1, t2]: the jobs met whose [arrival, deadline] lies
-  inside W run inside W, so their time on type k (a piece: at least the cheapest piece of its
-  variant there) is at most count_k |W|;
+  inside W run inside W, so their time on type k is at most count_k |W|;
 - bandwidth over any window: the bytes those jobs move are at most dram_gbps |W|.
+
+Each layer is charged, per type, the least of its whole costs and every cut's (`_layer_costs`),
+so pieces add no columns.
 
 Windows are added by separation (the most violated ones of the current solution, rounds until none
 is violated or the time limit); every LP solved along the way is a relaxation, so each round's
@@ -59,23 +61,33 @@ class Bound:
 class _Block:
     """One model's columns and rows, in time units (bytes: the time the bandwidth takes).
 
-    Local columns: per class c, w_ck for each type k, then per split variant v, s_cv and p_cvk.
+    Local column c * types + k: how many layers of class c run on type k (whole, or the share of
+    a cut layer's pieces there).
     """
 
     columns: int
     upper: np.ndarray  # float64[columns]
-    # Equality rows `coef . cols - x_coef x_j = 0`: each class is placed, each cut is in pieces.
+    # Equality rows `coef . cols - x_coef x_j = 0`: each class's layers are all placed.
     equality: list[tuple[np.ndarray, np.ndarray, float]]
     chain: tuple[np.ndarray, np.ndarray]  # the job's least time: coef . cols
     use: list[tuple[np.ndarray, np.ndarray]]  # per resource: coef . cols
     shortest: float  # the chain's least time, layers at their fastest
 
 
-def _layer_options(
+def _layer_costs(
     instance: Instance, op: int, unit: float, per_byte: float
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The whole layer and each split variant: (alone time float[pieces, types], bytes likewise)."""
-    options = [(instance.alone_s[op][None, :] / unit, instance.dram_bytes[op][None, :] * per_byte)]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per type, the least busy time, bytes and chain time of layer `op` per unit placed there.
+
+    Whole on type k, the layer costs its alone latency and bytes there. Cut by variant v into P
+    pieces, a share f of its pieces on type k costs at least f * P * (cheapest piece on k) of time
+    and bytes, and the layer holds its chain at least max over pieces of the fastest piece time
+    (in parallel at best) — at most what any share of it on k is charged. So the least of the
+    whole and every cut, per type, keeps the LP a relaxation with one column per type.
+    """
+    time = instance.alone_s[op] / unit
+    moved = instance.dram_bytes[op] * per_byte
+    chain = time.copy()
     pieces = instance.pieces
     if pieces is not None:
         row = int(instance.op_row[op])
@@ -83,69 +95,40 @@ def _layer_options(
             columns = pieces.offset[v] + np.arange(pieces.count[row, v])
             latency = pieces.latency_s[row, columns]
             alone = alone_latency(latency, pieces.demand_bps[row, columns], instance.bandwidth_bps)
-            options.append((alone / unit, pieces.dram_bytes[row, columns] * per_byte))
-    return options
+            alone = alone / unit
+            count = len(columns)
+            time = np.minimum(time, count * alone.min(axis=0))
+            moved = np.minimum(
+                moved, count * pieces.dram_bytes[row, columns].min(axis=0) * per_byte
+            )
+            chain = np.minimum(chain, alone.min(axis=1).max())
+    return time, moved, chain
 
 
 def _block(instance: Instance, job: int, unit: float, resources: int) -> _Block:
     """The LP block of `job`'s model (every job of a model shares it)."""
     types = len(instance.types)
     per_byte = 1.0 / (instance.bandwidth_bps * unit) if resources > types else 0.0
-    classes: dict[bytes, tuple[list[tuple[np.ndarray, np.ndarray]], int]] = {}
+    classes: dict[bytes, int] = {}
+    costs: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for op in instance.ops(job):
-        options = _layer_options(instance, op, unit, per_byte)
-        key = b"".join(np.ascontiguousarray(a).tobytes() + b"|" for o in options for a in o)
-        _, count = classes.get(key, (options, 0))
-        classes[key] = (options, count + 1)
-    upper: list[float] = []
-    equality: list[tuple[np.ndarray, np.ndarray, float]] = []
-    chain_cols: list[int] = []
-    chain_coef: list[float] = []
-    use_cols: list[list[int]] = [[] for _ in range(resources)]
-    use_coef: list[list[float]] = [[] for _ in range(resources)]
-    shortest = 0.0
-    for options, size in classes.values():
-        placed: list[int] = []
-        fastest = []
-        for v, (alone, dram) in enumerate(options):
-            if v == 0:
-                whole = list(range(len(upper), len(upper) + types))
-                upper += [float(size)] * types
-                placed += whole
-                chain_cols += whole
-                chain_coef += alone[0].tolist()
-                parts, cost, moved = whole, alone[0], dram[0]
-                fastest.append(float(alone[0].min()))
-            else:
-                cut = len(upper)
-                pieces = alone.shape[0]
-                upper.append(float(size))
-                placed.append(cut)
-                elapsed = float(alone.min(axis=1).max())
-                chain_cols.append(cut)
-                chain_coef.append(elapsed)
-                fastest.append(elapsed)
-                parts = list(range(len(upper), len(upper) + types))
-                upper += [float(size * pieces)] * types
-                equality.append(
-                    (np.array(parts + [cut]), np.array([1.0] * types + [-float(pieces)]), 0.0)
-                )
-                cost, moved = alone.min(axis=0), dram.min(axis=0)
-            for k in range(types):
-                use_cols[k].append(parts[k])
-                use_coef[k].append(float(cost[k]))
-            for r in range(types, resources):
-                use_cols[r] += parts
-                use_coef[r] += moved.tolist()
-        equality.append((np.array(placed), np.ones(len(placed)), float(size)))
-        shortest += size * min(fastest)
+        cost = _layer_costs(instance, op, unit, per_byte)
+        key = np.concatenate(cost).tobytes()
+        classes[key] = classes.get(key, 0) + 1
+        costs[key] = cost
+    n = len(classes)
+    size = np.array(list(classes.values()), dtype=np.float64)
+    time, moved, chain = (np.array([costs[k][i] for k in classes]) for i in range(3))
+    local = np.arange(n * types).reshape(n, types)
+    use = [(local[:, k], time[:, k]) for k in range(types)]
+    use += [(local.ravel(), moved.ravel())] * (resources - types)
     return _Block(
-        columns=len(upper),
-        upper=np.array(upper),
-        equality=equality,
-        chain=(np.array(chain_cols), np.array(chain_coef)),
-        use=[(np.array(c), np.array(f)) for c, f in zip(use_cols, use_coef, strict=True)],
-        shortest=shortest,
+        columns=n * types,
+        upper=np.repeat(size, types),
+        equality=[(local[c], np.ones(types), size[c]) for c in range(n)],
+        chain=(local.ravel(), chain.ravel()),
+        use=use,
+        shortest=float((size * chain.min(axis=1)).sum()),
     )
 
 
