@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from relmas import catalog
+from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.exact import Plan, default_seed_policies, solve_exact
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.replay import PlanReplay, replay
@@ -56,7 +57,7 @@ def test_a_case_solved_by_hand_where_edf_and_sjf_meet_fewer():
     )
     system = load_system({"instances": [{"name": "x", "count": 2}]})
     jobs = _trace([("lost", 0.0, 3.0), ("urgent", 0.0, 4.5), ("short", 0, 4.8), ("short", 0, 4.8)])
-    result = solve_exact(system, tables, jobs, time_limit_s=10.0)
+    result = solve_exact(system, tables, jobs, time_limit_s=10.0, max_jobs=30)
     assert (result.lower, result.upper, result.exact, result.status) == (3, 3, True, "optimal")
     assert result.plan.on_time.tolist() == [False, True, True, True]
     assert _met(system, tables, jobs, make_policy("edf")) == 1
@@ -74,7 +75,7 @@ def test_a_bandwidth_bound_case_is_proven_by_the_byte_windows():
     system = load_system({"instances": [{"name": "x", "count": 2}], "dram_gbps": 1.0})
     tables = CostTables.from_frame(frame, ["x"], bandwidth_bps=system.bandwidth_bytes_per_s)
     jobs = _trace([("big", 0.0, 1.5), ("big", 0.0, 1.5)])
-    result = solve_exact(system, tables, jobs, seed_policies=())
+    result = solve_exact(system, tables, jobs, time_limit_s=10.0, max_jobs=30, seed_policies=())
     assert (result.lower, result.upper, result.status) == (1, 1, "optimal")
     assert _met(system, tables, jobs, make_policy("edf")) == 0
 
@@ -91,7 +92,7 @@ def test_a_finish_exactly_at_its_deadline_is_proven_by_the_relaxations_schedule(
     system = load_system({"instances": [{"name": "x", "count": 1}, {"name": "y", "count": 1}]})
     tables = CostTables.from_frame(frame, ["x", "y"])
     jobs = _trace([("m", 100.0, 102.5), ("m", 100.0, 102.5), ("m", 100.0, 105.0)])
-    result = solve_exact(system, tables, jobs, seed_policies=())
+    result = solve_exact(system, tables, jobs, time_limit_s=10.0, max_jobs=30, seed_policies=())
     assert (result.lower, result.upper, result.exact) == (2, 2, True)
     assert result.plan.source == "relaxation"
     assert result.plan.on_time.tolist() in ([True, False, True], [False, True, True])
@@ -137,9 +138,11 @@ def _case(draw_seed: int, jobs: int, layers: int, types: int, dram_gbps, pieces:
     pieces=st.booleans(),
     slack=st.sampled_from([(0.9, 1.6), (1.0, 3.0)]),
 )
-def test_the_bounds_hold_against_every_policy(seed, jobs, layers, types, dram_gbps, pieces, slack):
+def test_the_bounds_and_the_ceiling_hold_against_every_policy(
+    seed, jobs, layers, types, dram_gbps, pieces, slack
+):
     system, tables, trace = _case(seed, jobs, layers, types, dram_gbps, pieces, slack)
-    result = solve_exact(system, tables, trace, time_limit_s=5.0, seed_policies=())
+    result = solve_exact(system, tables, trace, time_limit_s=5.0, max_jobs=30, seed_policies=())
     assert 0 <= result.plan.count == result.lower <= result.upper <= jobs
     assert replay(system, tables, trace, result.plan) == result.lower
     if dram_gbps is None and not pieces:  # tiny job shops: always proven within the limit
@@ -153,27 +156,32 @@ def test_the_bounds_hold_against_every_policy(seed, jobs, layers, types, dram_gb
     assert max(met.values()) <= result.upper, met
     if result.exact:
         assert max(met.values()) <= result.lower, met
+    # the relaxation bound of every trace (relmas.ceiling.bound): no policy, search or replayed
+    # schedule above it
+    ceiling = relaxation_bound(Instance.of(system, tables, trace), time_limit_s=10.0)
+    assert ceiling.status == "converged"
+    assert max(*met.values(), result.lower) <= ceiling.met <= jobs, (met, result, ceiling)
 
 
 def test_bad_input_is_refused_in_one_line():
     system, tables, trace = _case(3, 6, 2, 2, None, False, (1.0, 3.0))
     with pytest.raises(InputError, match="time_limit_s: expected a positive number"):
-        solve_exact(system, tables, trace, time_limit_s=0)
+        solve_exact(system, tables, trace, time_limit_s=0, max_jobs=30)
     with pytest.raises(InputError, match=r"^my-trace: jobs: expected at most 5 jobs.*got 6$"):
-        solve_exact(system, tables, trace, max_jobs=5, trace="my-trace")
+        solve_exact(system, tables, trace, max_jobs=5, trace="my-trace", time_limit_s=10.0)
     with pytest.raises(InputError, match="layers: expected at most 3 layers"):
-        solve_exact(system, tables, trace, max_operations=3)
+        solve_exact(system, tables, trace, max_operations=3, time_limit_s=10.0, max_jobs=30)
     with pytest.raises(InputError, match="threads"):
-        solve_exact(system, tables, trace, threads=0)
+        solve_exact(system, tables, trace, threads=0, time_limit_s=10.0, max_jobs=30)
     with pytest.raises(InputError, match="tick_s: expected a positive number"):
-        solve_exact(system, tables, trace, tick_s=0.0)
+        solve_exact(system, tables, trace, tick_s=0.0, time_limit_s=10.0, max_jobs=30)
 
 
 def test_a_failed_solve_keeps_proven_bounds_only():
     # A limit too short to solve anything: the bounds are CP-SAT's proven ones, never claimed
     # exact unless they meet, and the lower one is still what the engine replays.
     system, tables, trace = _case(7, 12, 3, 2, 8.0, True, (0.9, 1.6))
-    result = solve_exact(system, tables, trace, time_limit_s=1e-4)
+    result = solve_exact(system, tables, trace, time_limit_s=1e-4, max_jobs=30)
     assert 0 <= result.lower <= result.upper <= 12
     assert result.exact == (result.lower == result.upper)
     assert replay(system, tables, trace, result.plan) == result.lower
@@ -190,7 +198,7 @@ def test_a_solver_that_fails_leaves_a_status_and_bounds_that_need_no_solver(monk
 
     monkeypatch.setattr(cp_model.CpSolver, "Solve", fail)
     system, tables, trace = _case(3, 6, 2, 2, None, False, (0.9, 1.6))
-    result = solve_exact(system, tables, trace)
+    result = solve_exact(system, tables, trace, time_limit_s=10.0, max_jobs=30)
     expected = "FAILED (solver crashed)" if failure == "raise" else "MODEL_INVALID"
     assert result.relaxation == expected
     assert result.restriction in (expected, "SKIPPED")
@@ -202,7 +210,7 @@ def test_a_solver_that_fails_leaves_a_status_and_bounds_that_need_no_solver(monk
 
 def test_the_replay_follows_the_plan_and_refuses_another_trace():
     system, tables, trace = _case(11, 5, 2, 2, None, False, (1.0, 3.0))
-    result = solve_exact(system, tables, trace)
+    result = solve_exact(system, tables, trace, time_limit_s=10.0, max_jobs=30)
     engine = Engine(system, tables, trace, record=True)
     engine.run(PlanReplay(result.plan))
     timeline = engine.timeline().sort("start_s")
@@ -235,10 +243,13 @@ def test_the_instance_is_the_engines_view_of_the_trace():
 
 
 @pytest.mark.parametrize("pieces", [False, True])
-def test_a_policys_run_as_a_timed_plan_replays_to_the_same_schedule(pieces):
+@pytest.mark.parametrize("offset", [0.0, 1000.25])
+def test_a_policys_run_as_a_timed_plan_replays_to_the_same_schedule(pieces, offset):
     # Work-conserving or not (herald, the patient rules hold work back), with bandwidth contention
-    # and split layers (gacer): the timed replay is the run again.
+    # and split layers (gacer): the timed replay is the run again — also on a trace that starts
+    # late, where the engine's clock (seconds since its origin) is not the plan's.
     system, tables, trace = _case(13, 6, 3, 2, 3.0, pieces, (0.9, 1.6))
+    trace = trace.with_columns(pl.col("arrival_s", "deadline_s") + offset)
     instance = Instance.of(system, tables, trace)
     for name in (*default_seed_policies(), "gacer"):
         engine = Engine(system, tables, trace, record=True)
@@ -251,8 +262,8 @@ def test_a_policys_run_as_a_timed_plan_replays_to_the_same_schedule(pieces):
 
 def test_seed_runs_give_the_lower_bound_only_when_they_beat_the_restriction():
     system, tables, trace = _case(2, 6, 3, 2, 3.0, False, (0.9, 1.6))
-    seeded = solve_exact(system, tables, trace, time_limit_s=5.0)
-    alone = solve_exact(system, tables, trace, time_limit_s=5.0, seed_policies=())
+    seeded = solve_exact(system, tables, trace, time_limit_s=5.0, max_jobs=30)
+    alone = solve_exact(system, tables, trace, time_limit_s=5.0, max_jobs=30, seed_policies=())
     assert alone.plan.source in ("relaxation", "restriction")
     assert seeded.lower >= max(alone.plan.count, seeded.plan.count)
     if seeded.exact and alone.exact:

@@ -53,13 +53,16 @@ class PlanReplay(Policy):
         ids = engine.jobs["job_id"].to_numpy()
         if not np.array_equal(ids, self.plan.job_id):
             raise ValueError("the plan is of another trace (job ids in engine order differ)")
+        # The plan's times are seconds after its first arrival; the engine's clock reads seconds
+        # after its own origin (relmas.sim.times): the plan's zero on the engine's clock.
+        self._zero = self.plan.origin_s - engine.origin_s
         self._done = np.zeros(len(self.plan.tasks), dtype=bool)
         self._running = np.full(len(engine.system.instance_types), -1, dtype=np.int64)
         self._next = 0
 
     def _at(self, start_s: float) -> float:
         """The engine time of a timed plan's start, less the engine's tolerance of event times."""
-        at = self.plan.origin_s + start_s
+        at = self._zero + start_s
         return at - TIME_TOL * max(1.0, abs(at))
 
     def decide(self, view: DecisionView) -> list[tuple[int, ...]]:
