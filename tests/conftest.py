@@ -22,6 +22,19 @@ def _isolated_mlflow(tmp_path_factory: pytest.TempPathFactory):
         os.environ["MLFLOW_TRACKING_URI"] = previous
 
 
+@pytest.fixture(autouse=True)
+def _tracking_uri_restored():
+    """A test that points MLflow elsewhere (mlflow.set_tracking_uri also sets the environment)
+    must not leave the later tests of its worker logging to a server that has stopped."""
+    previous = os.environ.get("MLFLOW_TRACKING_URI")
+    yield
+    if previous is not None and os.environ.get("MLFLOW_TRACKING_URI") != previous:
+        import mlflow
+
+        mlflow.set_tracking_uri(previous)
+        os.environ["MLFLOW_TRACKING_URI"] = previous
+
+
 @pytest.fixture
 def quick_config() -> Path:
     return ROOT / "config" / "quick.yaml"

@@ -183,15 +183,20 @@ def ceiling_markdown(table: pl.DataFrame, bounds: pl.DataFrame) -> list[str]:
     statuses = bounds.group_by("relaxation_status").len().sort("relaxation_status")
     proven = ", ".join(f"{n} {s}" for s, n in statuses.iter_rows())
     exact = bounds.filter(pl.col("exact_status") == "optimal").height
+    differences = (
+        "Differences in SLA points on the one evaluation trace (n = 1: no interval)."
+        if table["seeds"].max() < 2
+        else "Differences are means over the evaluation seeds of per-trace differences in SLA "
+        "points, with their 95% interval."
+    )
     return [
         header,
         "Per scenario, the best baseline (chosen on validation, as in the headline), the learned "
         "policies, the *best known* schedule (the most deadlines met on each trace by any "
         "evaluated policy or the exact search's replayed schedule) and the *ceiling*: a proven "
         "upper bound on the deadlines any schedule the engine allows can meet (`relmas bound`, "
-        "docs/ceiling.md). Differences are means over the evaluation seeds of per-trace "
-        "differences in SLA points, ± their 95% interval; `width` = ceiling − best known, what "
-        "is not known either way.\n",
+        f"docs/ceiling.md). {differences} `width` = ceiling − best known, what is not known "
+        "either way.\n",
         markdown_table(pl.DataFrame(shown)),
         "",
         "\n".join(f"- {line}" for line in sentences),
