@@ -448,6 +448,13 @@ OVERWRITE_CASES = {
         "t1.parquet",
         "--jobs",
     ),
+    "bound over its trace": (
+        ["bound", "--config", "config.yaml", "--scenario", "mixed", "--seed", "1"]
+        + ["--jobs", "trace.parquet", "--costs", "qcosts", "--out", "trace.parquet"],
+        "trace.parquet",
+        "--out",
+        "--jobs",
+    ),
     "train into its cost tables' directory": (
         ["train", "--config", "config.yaml", "--scenario", "mixed", "--costs", "qcosts"]
         + ["--out", "qcosts"],
