@@ -8,7 +8,8 @@ contended at the scenario's own.
 Prints ceiling − optimum and optimum − rule (median, max) where the optimum is proven.
 
 `traces`: the evaluation traces of a finished study (`snakemake` or `make run` first): per trace
-the relaxation's bound, its status and seconds (one thread) and the strongest rule's count.
+the relaxation's bound, its status and seconds (one thread) and the strongest rule's count
+(`--unlimited`: the same traces on the system without its DRAM limit).
 
     python benchmarks/bench_ceiling.py small --scenarios vision_heavy --jobs 8 --load 4 --traces 100
     python benchmarks/bench_ceiling.py traces --scenarios vision_heavy,bursty
@@ -92,6 +93,9 @@ def small(args: argparse.Namespace, study: Study, scenario: str) -> dict:
 def traces(args: argparse.Namespace, study: Study, scenario: str) -> list[dict]:
     system = study.system(scenario)
     tables = study.costs(scenario)
+    if args.unlimited:  # the same traces on the system without its DRAM limit
+        system = replace(system, dram_gbps=None)
+        tables = load_costs(study.paths.costs_dir, system, args.config, models=study.models)
     rows = []
     for seed in study.config["evaluation"]["seeds"]:
         jobs = load_job_trace(study.paths.workload(scenario, seed), tables)
@@ -123,7 +127,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=6, help="small: jobs per trace")
     parser.add_argument("--traces", type=int, default=100, help="small: traces per scenario")
     parser.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve")
-    parser.add_argument("--unlimited", action="store_true", help="small: no DRAM limit")
+    parser.add_argument("--unlimited", action="store_true", help="the systems without a DRAM limit")
     parser.add_argument(
         "--load",
         type=float,
