@@ -143,7 +143,7 @@ class _Relaxation:
         self.n = n
         self.resources = types + (1 if np.isfinite(instance.bandwidth_bps) else 0)
         # The LP in seconds and bytes is badly conditioned: times in units of a typical layer's.
-        unit = float(np.median(instance.alone_s.min(axis=1)))
+        unit = float(np.median(instance.alone_s.min(axis=1))) or 1.0  # 1 s if layers take none
         first_job = {int(m): j for j, m in reversed(list(enumerate(instance.model)))}
         by_model = {m: _block(instance, j, unit, self.resources) for m, j in first_job.items()}
         self.blocks = [by_model[int(m)] for m in instance.model]
