@@ -270,3 +270,16 @@ def test_seed_runs_give_the_lower_bound_only_when_they_beat_the_restriction():
         assert seeded.upper == alone.upper
     best = max(_met(system, tables, trace, make_policy(n)) for n in default_seed_policies())
     assert seeded.lower >= best
+
+
+def test_a_layer_far_shorter_than_the_grids_tick_is_planned_and_replayed():
+    # The tiny job's layer is a ten-thousandth of a tick and must run while the long job's does:
+    # one of the two can be met, and the search proves it.
+    models = {"long": 1.0, "tiny": 1e-7}
+    tables = CostTables.from_frame(
+        cost_frame({m: {"x": [(latency, 0, 0.0)]} for m, latency in models.items()}), ["x"]
+    )
+    system = load_system({"instances": [{"name": "x", "count": 1}]})
+    jobs = _trace([("long", 0.0, 1.0), ("tiny", 0.5, 0.5 + 1e-6)])
+    result = solve_exact(system, tables, jobs, time_limit_s=10.0, max_jobs=30, seed_policies=())
+    assert (result.lower, result.upper) == (1, 1)

@@ -550,6 +550,11 @@ def _plan(
     tasks = []
     for start, end, job, op, variant, piece, t in placed:
         candidates = np.flatnonzero((instance.instance_type == t) & (free_at <= start))
+        if candidates.size == 0:
+            # Tasks of no length on the relaxation's grid take no capacity in CP-SAT's cumulative,
+            # so more than `count` may share an instant: the one freed first (the replay, whose
+            # count is what is claimed, starts it when it is free).
+            candidates = np.flatnonzero(instance.instance_type == t)
         chosen = int(candidates[np.argmin(free_at[candidates])])
         free_at[chosen] = end
         start_s, end_s = start * grid.tick_s, end * grid.tick_s
