@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,15 @@ def _tracking_uri_restored():
 
         mlflow.set_tracking_uri(previous)
         os.environ["MLFLOW_TRACKING_URI"] = previous
+
+
+@pytest.fixture
+def work(inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A scratch copy of the test module's `inputs` fixture, as the working directory."""
+    project = tmp_path / "work"
+    shutil.copytree(inputs, project)
+    monkeypatch.chdir(project)
+    return project
 
 
 @pytest.fixture

@@ -63,14 +63,6 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base
 
 
-@pytest.fixture
-def work(inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    project = tmp_path / "work"
-    shutil.copytree(inputs, project)
-    monkeypatch.chdir(project)
-    return project
-
-
 def evaluate_with_gantt(gantt: Path, capsys: pytest.CaptureFixture) -> tuple[int, list[str]]:
     argv = ["evaluate", "--config", "config.yaml", "--scenario", "mixed", "--policy", "edf"]
     argv += ["--seed", "1", "--jobs", "jobs.parquet", "--costs", "costs"]

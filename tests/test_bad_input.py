@@ -75,15 +75,6 @@ def quick_costs(directory: Path, config: dict[str, Any]) -> None:
         write_cost_table(rows, path, name, parse_spec(name, raw, None), "-", models_hash=models)
 
 
-@pytest.fixture
-def work(inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A scratch copy of the inputs as the working directory."""
-    project = tmp_path / "work"
-    shutil.copytree(inputs, project)
-    monkeypatch.chdir(project)
-    return project
-
-
 def one_layer_table() -> pl.DataFrame:
     row = {"model": "m", "layer": 0, "name": "conv", "op": "conv", "N": 1, "K": 16, "C": 8}
     row |= {"Y": 14, "X": 14, "R": 3, "S": 3, "stride": 1, "groups": 1}
