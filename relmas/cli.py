@@ -560,7 +560,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     from relmas.ceiling.rows import CEILING, policy_rows
     from relmas.io import write_parquet
     from relmas.progress import progress
-    from relmas.study import Study, point_label, sweep_ceiling, sweep_policies
+    from relmas.study import Study, point_label, relaxation_options, sweep_policies
     from relmas.sweep import point_config, run_sweep_point
 
     config = load_configs(args.config)
@@ -591,7 +591,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         "policies": ",".join(policies),
         "seeds": ",".join(map(str, config["evaluation"]["seeds"])),
     }
-    ceiling = {f"ceiling.{key}": value for key, value in sweep_ceiling(config).items()}
+    ceiling = {f"ceiling.{key}": value for key, value in relaxation_options(config).items()}
     with tracking.stage_run(
         "sweep",
         config,

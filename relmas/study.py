@@ -201,7 +201,8 @@ def sweep_policies(config: Mapping[str, Any]) -> list[str]:
     return [p for p in config["evaluation"]["policies"] if p not in catalog.offline()]
 
 
-def sweep_ceiling(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The `evaluation.ceiling` options a sweep point's bound reads (the relaxation's; the exact
-    search does not run in sweeps): a point's rerun trigger and its run's params."""
+def relaxation_options(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The `evaluation.ceiling` options the relaxation bound reads (relmas.ceiling.bound), for the
+    bound stage and the sweep points (where the exact search does not run): also a sweep point's
+    rerun trigger and its run's params."""
     return {key: config["evaluation"]["ceiling"][key] for key in ("time_limit_s", "threads")}

@@ -37,7 +37,7 @@ from relmas.ceiling.rows import CEILING, best_under, with_kinds
 from relmas.errors import InputError
 from relmas.evaluate import agent_scenario, policy_extra, simulate, summary_row
 from relmas.policies import make_policy
-from relmas.study import Study, policy_options, sweep_ceiling, sweep_policies, sweep_scenario
+from relmas.study import Study, policy_options, relaxation_options, sweep_policies, sweep_scenario
 
 SWEEP_COLUMNS: dict[str, pl.DataType] = {
     "sweep": pl.String(),
@@ -100,7 +100,7 @@ def run_sweep_point(
     base = config["sweeps"][sweep]["scenario"]
     system = point.system(base)
     tables = point.costs(base, costs_dir)
-    limits = sweep_ceiling(config)
+    limits = relaxation_options(config)
     rows, ceilings = [], []
     for seed, jobs in point_traces(config, sweep, value, costs_dir, source).items():
         runs = []

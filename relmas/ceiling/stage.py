@@ -19,7 +19,7 @@ from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.exact import solve_exact
 from relmas.ceiling.instance import Instance
 from relmas.evaluate import load_job_trace
-from relmas.study import Study
+from relmas.study import Study, relaxation_options
 
 # One row per (scenario, seed); exact_* are null where the trace is too large for the search.
 BOUND_SCHEMA: dict[str, pl.DataType] = {
@@ -63,11 +63,7 @@ def trace_ceiling(
     tables = study.costs(scenario, costs_dir)
     jobs = load_job_trace(jobs_path, tables)
     instance = Instance.of(system, tables, jobs)
-    bound = relaxation_bound(
-        instance,
-        time_limit_s=options["time_limit_s"],
-        threads=options["threads"],
-    )
+    bound = relaxation_bound(instance, **relaxation_options(config))
     row: dict[str, Any] = {
         "scenario": scenario,
         "seed": seed,

@@ -16,7 +16,7 @@ from relmas.study import (
     generalisation_runs,
     point_label,
     policy_options,
-    sweep_ceiling,
+    relaxation_options,
     sweep_points,
     sweep_policies,
 )

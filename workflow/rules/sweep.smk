@@ -16,7 +16,7 @@ rule sweep:
         system=slice_hash("system"),
         evaluation=config_hash(
             {key: CONFIG["evaluation"][key] for key in ("seeds", "policies", *SWEEP_OPTIONS)}
-            | {"ceiling": sweep_ceiling(CONFIG)}
+            | {"ceiling": relaxation_options(CONFIG)}
         ),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
         # the base scenario's agents directory: results/agents/{scenario}/{policy}/best.pt
