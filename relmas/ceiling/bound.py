@@ -35,7 +35,7 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from relmas.ceiling.instance import Instance, alone_latency
+from relmas.ceiling.instance import Instance
 from relmas.sim.metrics import TIME_TOL
 
 _INF = highspy.kHighsInf
@@ -88,20 +88,11 @@ def _layer_costs(
     time = instance.alone_s[op] / unit
     moved = instance.dram_bytes[op] * per_byte
     chain = time.copy()
-    pieces = instance.pieces
-    if pieces is not None:
-        row = int(instance.op_row[op])
-        for v in range(1, len(pieces.variants)):
-            columns = pieces.offset[v] + np.arange(pieces.count[row, v])
-            latency = pieces.latency_s[row, columns]
-            alone = alone_latency(latency, pieces.demand_bps[row, columns], instance.bandwidth_bps)
-            alone = alone / unit
-            count = len(columns)
-            time = np.minimum(time, count * alone.min(axis=0))
-            moved = np.minimum(
-                moved, count * pieces.dram_bytes[row, columns].min(axis=0) * per_byte
-            )
-            chain = np.minimum(chain, alone.min(axis=1).max())
+    for alone, _, dram in instance.cuts(op):
+        count = alone.shape[0]
+        time = np.minimum(time, count * alone.min(axis=0) / unit)
+        moved = np.minimum(moved, count * dram.min(axis=0) * per_byte)
+        chain = np.minimum(chain, alone.min(axis=1).max() / unit)
     return time, moved, chain
 
 

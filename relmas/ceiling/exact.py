@@ -33,7 +33,7 @@ import polars as pl
 from ortools.sat.python import cp_model
 
 from relmas import catalog
-from relmas.ceiling.instance import Instance, alone_latency
+from relmas.ceiling.instance import Instance
 from relmas.ceiling.replay import replay_met
 from relmas.errors import InputError
 from relmas.policies import make_policy
@@ -260,34 +260,20 @@ def _check_options(time_limit_s: float, threads: int, tick_s: float | None) -> N
 
 def _durations_s(instance: Instance) -> list[list[np.ndarray]]:
     """Alone time of every task in seconds: [op][variant] -> float[pieces, types]."""
-    pieces = instance.pieces
-    capacity = instance.bandwidth_bps
-    out = []
-    for op in range(instance.n_ops):
-        variants = [instance.alone_s[op][None, :]]
-        if pieces is not None:
-            row = int(instance.op_row[op])
-            for v in range(1, len(pieces.variants)):
-                columns = pieces.offset[v] + np.arange(pieces.count[row, v])
-                latency = pieces.latency_s[row, columns]
-                variants.append(alone_latency(latency, pieces.demand_bps[row, columns], capacity))
-        out.append(variants)
-    return out
+    return [
+        [instance.alone_s[op][None, :]] + [alone for alone, _, _ in instance.cuts(op)]
+        for op in range(instance.n_ops)
+    ]
 
 
 def _usage(instance: Instance) -> list[list[np.ndarray]]:
     """Bandwidth units of every task under the restriction: its demand (capped at the capacity,
     which a task alone gets) in millionths of the bandwidth, rounded up."""
-    pieces = instance.pieces
     capacity = instance.bandwidth_bps
     out = []
     for op in range(instance.n_ops):
         variants = [instance.demand_bps[op][None, :]]
-        if pieces is not None:
-            row = int(instance.op_row[op])
-            for v in range(1, len(pieces.variants)):
-                columns = pieces.offset[v] + np.arange(pieces.count[row, v])
-                variants.append(pieces.demand_bps[row, columns])
+        variants += [demand for _, demand, _ in instance.cuts(op)]
         share = [np.minimum(d, capacity) / capacity for d in variants]
         out.append([np.ceil(s * BANDWIDTH_UNITS).astype(np.int64) for s in share])
     return out

@@ -120,6 +120,19 @@ class Instance:
         """Shared off-chip bandwidth in B/s (inf when unlimited)."""
         return np.inf if self.dram_gbps is None else self.dram_gbps * 1e9
 
+    def cuts(self, op: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Each split variant of layer `op` (none without piece tables): its pieces' alone
+        latencies, bandwidth demands and DRAM bytes, float64[pieces, types] each."""
+        if self.pieces is None:
+            return []
+        row, out = int(self.op_row[op]), []
+        for v in range(1, len(self.pieces.variants)):
+            columns = self.pieces.offset[v] + np.arange(self.pieces.count[row, v])
+            demand = self.pieces.demand_bps[row, columns]
+            alone = alone_latency(self.pieces.latency_s[row, columns], demand, self.bandwidth_bps)
+            out.append((alone, demand, self.pieces.dram_bytes[row, columns]))
+        return out
+
     def ops(self, job: int) -> range:
         """The operations (layers, in order) of internal job `job`."""
         return range(int(self.first_op[job]), int(self.first_op[job + 1]))
