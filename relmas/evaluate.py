@@ -15,9 +15,9 @@ import polars as pl
 
 from relmas import catalog
 from relmas.errors import InputError
-from relmas.io import read_parquet, write_parquet
+from relmas.io import check_columns, read_parquet, write_parquet
 from relmas.policies import Policy, make_policy
-from relmas.schemas import JOB_SCHEMA, SUMMARY_SCHEMA
+from relmas.schemas import JOB_DEFAULTS, JOB_SCHEMA, SUMMARY_SCHEMA, with_job_defaults
 from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
 from relmas.sim.result import SimResult
@@ -25,6 +25,8 @@ from relmas.sim.system import System, load_system
 from relmas.sim.times import check_times
 from relmas.study import Study, baseline_policies, policy_options
 
+# The columns every job trace has (the JOB_DEFAULTS ones may be left out).
+REQUIRED_JOB_COLUMNS = {k: v for k, v in JOB_SCHEMA.items() if k not in JOB_DEFAULTS}
 # A job's priority (JOB_SCHEMA): low, medium, high, the values a configured tenant may have.
 PRIORITIES = (1, 3, 9)
 
@@ -127,9 +129,11 @@ def write_results(
 def load_job_trace(
     path: str | Path, tables: CostTables, tenants: Sequence[str] | None = None
 ) -> pl.DataFrame:
-    """Read a job trace (JOB_SCHEMA) and check it against the cost tables' models and, for the
-    trace of a scenario, the scenario's `tenants`."""
-    return validate_jobs(read_parquet(path, JOB_SCHEMA), tables, path, tenants)
+    """Read a job trace (JOB_SCHEMA; the JOB_DEFAULTS columns may be left out) and check it
+    against the cost tables' models and, for the trace of a scenario, the scenario's `tenants`."""
+    frame = read_parquet(path, REQUIRED_JOB_COLUMNS)
+    optional = {name: JOB_SCHEMA[name] for name in JOB_DEFAULTS if name in frame.columns}
+    return validate_jobs(check_columns(frame, optional, path), tables, path, tenants)
 
 
 def validate_jobs(
@@ -139,14 +143,15 @@ def validate_jobs(
     tenants: Sequence[str] | None = None,
 ) -> pl.DataFrame:
     """Check a job trace: unique ids, known models, finite non-negative arrivals, deadlines not
-    before arrivals, times within `relmas.sim.times.MAX_TIME_S`, priorities of PRIORITIES, and
-    tenants among `tenants` when given (a trace simulated outside any scenario names any tenant;
-    a scenario's metrics are per its tenants). Returns the JOB_SCHEMA columns."""
-    jobs = jobs.select(list(JOB_SCHEMA))
+    before arrivals, times within `relmas.sim.times.MAX_TIME_S`, priorities of PRIORITIES, targets
+    in [0, 1] or null (no target), and tenants among `tenants` when given (a trace simulated
+    outside any scenario names any tenant; a scenario's metrics are per its tenants). Returns the
+    JOB_SCHEMA columns, absent JOB_DEFAULTS columns filled in."""
+    jobs = with_job_defaults(jobs).select(list(JOB_SCHEMA))
     if jobs.height == 0:
         raise InputError(source, "job_id", "at least one job", "an empty trace")
     for column in JOB_SCHEMA:
-        if jobs[column].null_count():
+        if column != "target" and jobs[column].null_count():
             raise InputError(source, column, "no missing values", "null")
     if jobs["job_id"].is_duplicated().any():
         duplicate = jobs.filter(pl.col("job_id").is_duplicated())["job_id"][0]
@@ -167,6 +172,11 @@ def validate_jobs(
             "priority",
             pl.col("priority").is_in(PRIORITIES),
             f"one of the priorities {list(PRIORITIES)} (low, medium, high)",
+        ),
+        (
+            "target",
+            pl.col("target").is_null() | pl.col("target").is_between(0.0, 1.0),
+            "a deadline-hit-rate target in [0, 1], or null (no target)",
         ),
     )
     if tenants is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 LAYER_SCHEMA: dict[str, pl.DataType] = {
@@ -45,7 +47,29 @@ JOB_SCHEMA: dict[str, pl.DataType] = {
     "arrival_s": pl.Float64(),
     "deadline_s": pl.Float64(),
     "priority": pl.Int32(),
+    # the deadline-hit-rate target of the job's service group (tenant, or tenant and model); null:
+    # the job carries no target (docs/simulator.md, "Service levels")
+    "target": pl.Float64(),
+    # whether the job's deadline is firm: once it has passed, the engine drops the job
+    "firm": pl.Boolean(),
 }
+
+# The JOB_SCHEMA columns a trace may leave out (a hand-written one, one written before service
+# levels), with the value each job then has: no target, a soft deadline.
+JOB_DEFAULTS: dict[str, Any] = {"target": None, "firm": False}
+
+
+def with_job_defaults(jobs: pl.DataFrame) -> pl.DataFrame:
+    """`jobs` with every JOB_DEFAULTS column it lacks filled in, and those columns of their
+    JOB_SCHEMA types: where job frames enter the system (trace files, the engine), so that frames
+    built by hand without service levels run as before."""
+    return jobs.with_columns(
+        pl.col(name).cast(JOB_SCHEMA[name])
+        if name in jobs.columns
+        else pl.lit(default, JOB_SCHEMA[name]).alias(name)
+        for name, default in JOB_DEFAULTS.items()
+    )
+
 
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "scenario": pl.String(),

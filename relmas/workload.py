@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,12 @@ class Tenant:
     slack: float  # deadline = arrival + slack x isolated latency
     share: float  # fraction of the jobs (normalised over tenants)
     models: dict[str, float] | None  # own model mix, else the scenario's
+    target: float | None = None  # deadline-hit-rate target of its jobs (None: no target)
+    targets: Mapping[str, float] = field(default_factory=dict)  # per model, overriding `target`
+
+    def job_target(self, model: str) -> float | None:
+        """The target a job of `model` of this tenant carries (None: none)."""
+        return self.targets.get(model, self.target)
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,7 @@ class Scenario:
     slack_per_model: dict[str, float]
     jobs: int | None
     system: Mapping[str, Any] | None
+    firm: bool = False  # drop a job once its deadline has passed (docs/simulator.md)
 
     def model_mix(self) -> dict[str, float]:
         """Probability of each model over all jobs (tenant shares x their mixes)."""
@@ -133,16 +140,25 @@ def parse_scenario(
     mix = {}
     if "models" in raw or needs_mix:
         mix = _parse_mix(raw.get("models"), models, source, f"{prefix}.models")
+    for i, tenant in enumerate(tenants):
+        _check_targets(tenant, mix, source, f"{prefix}.tenants[{i}].targets")
     slack_key = f"{prefix}.deadline.slack_per_model"
-    slack_per_model = _parse_mix(
-        raw.get("deadline", {}).get("slack_per_model", {}), models, source, slack_key
-    )
+    deadline = raw.get("deadline", {})
+    slack_per_model = _parse_mix(deadline.get("slack_per_model", {}), models, source, slack_key)
     jobs = raw.get("jobs")
     if jobs is None and arrival.process != "trace":
         raise InputError(source, f"{prefix}.jobs", "a positive number of jobs", "missing")
     description = raw.get("description", "")
     return Scenario(
-        name, description, mix, tenants, arrival, slack_per_model, jobs, raw.get("system")
+        name,
+        description,
+        mix,
+        tenants,
+        arrival,
+        slack_per_model,
+        jobs,
+        raw.get("system"),
+        firm=bool(deadline.get("firm", False)),
     )
 
 
@@ -200,6 +216,9 @@ def generate_trace(
         [scenario.slack_per_model.get(m, s) for m, s in zip(models, tenant_slack, strict=True)]
     )
     priority = np.array([t.priority for t in scenario.tenants], dtype=np.int32)[tenant_index]
+    target = [
+        scenario.tenants[i].job_target(str(m)) for i, m in zip(tenant_index, models, strict=True)
+    ]
     return pl.DataFrame(
         {
             "job_id": np.arange(count, dtype=np.int64),
@@ -208,6 +227,8 @@ def generate_trace(
             "arrival_s": arrivals,
             "deadline_s": arrivals + slack * isolated,
             "priority": priority,
+            "target": target,
+            "firm": np.full(count, scenario.firm),
         },
         schema=JOB_SCHEMA,
     )
@@ -293,7 +314,7 @@ def _finite(value: float, source, key: str) -> float:
 
 
 def _parse_mix(raw: Mapping[str, float] | None, models, source, key: str) -> dict[str, float]:
-    """A mapping model -> positive number (a mix's weights or slacks) of configured models."""
+    """A mapping model -> number (a mix's weights, slacks or targets) of configured models."""
     if raw is None:
         raise InputError(source, key, "a model mix {model: weight}", "missing")
     result = {}
@@ -315,6 +336,7 @@ def _parse_tenants(raw: list[Mapping[str, Any]], models, source, key: str) -> tu
                 source, f"{here}.name", "a name not used by another tenant", entry["name"]
             )
         own = entry.get("models")
+        target = entry.get("target")
         tenants.append(
             Tenant(
                 name=entry["name"],
@@ -322,9 +344,21 @@ def _parse_tenants(raw: list[Mapping[str, Any]], models, source, key: str) -> tu
                 slack=_finite(entry["slack"], source, f"{here}.slack"),
                 share=_finite(entry["share"], source, f"{here}.share"),
                 models=None if own is None else _parse_mix(own, models, source, f"{here}.models"),
+                target=None if target is None else _finite(target, source, f"{here}.target"),
+                targets=_parse_mix(entry.get("targets", {}), models, source, f"{here}.targets"),
             )
         )
     return tuple(tenants)
+
+
+def _check_targets(tenant: Tenant, scenario_mix: Mapping[str, float], source, key: str) -> None:
+    """A per-model target names a model the tenant sends: one of its own mix, else of the
+    scenario's (a replayed trace without a mix names its models itself: any configured one)."""
+    mix = tenant.models if tenant.models is not None else scenario_mix
+    for model in tenant.targets:
+        if mix and model not in mix:
+            expected = f"a model of tenant {tenant.name}'s mix {list(mix)}"
+            raise InputError(source, f"{key}.{model}", expected)
 
 
 def _parse_arrival(raw: Mapping[str, Any], source, key: str) -> Arrival:

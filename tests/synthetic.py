@@ -150,6 +150,6 @@ def contended_case(
             "deadline_s": deadline,
             "priority": rng.choice([1, 3, 9], jobs).tolist(),
         },
-        schema=JOB_SCHEMA,
+        schema_overrides=JOB_SCHEMA,
     )
     return system, tables, trace

@@ -250,7 +250,7 @@ def test_a_policy_in_the_catalog_alone_runs_through_relmas_evaluate(tmp_path, mo
         "deadline_s": [1.0, 1.0, 1.0],
         "priority": [3, 3, 3],
     }
-    write_parquet(pl.DataFrame(jobs, schema=JOB_SCHEMA), tmp_path / "trace.parquet")
+    write_parquet(pl.DataFrame(jobs, schema_overrides=JOB_SCHEMA), tmp_path / "trace.parquet")
     for policy in ("fcfs", TOY.name):
         args = ["evaluate", "--config", str(tmp_path / "config.yaml"), "--scenario", "toy"]
         args += ["--policy", policy, "--seed", "1", "--jobs", str(tmp_path / "trace.parquet")]

@@ -35,7 +35,7 @@ def _trace(rows: list[tuple[str, float, float]]) -> pl.DataFrame:
             "deadline_s": [r[2] for r in rows],
             "priority": [1] * n,
         },
-        schema=JOB_SCHEMA,
+        schema_overrides=JOB_SCHEMA,
     )
 
 

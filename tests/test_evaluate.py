@@ -55,7 +55,7 @@ def inputs(tmp_path):
             "deadline_s": [1e-2, 2e-3, 3e-4],
             "priority": [1, 3, 9],
         },
-        schema=JOB_SCHEMA,
+        schema_overrides=JOB_SCHEMA,
     )
     write_parquet(jobs, tmp_path / "jobs.parquet")
     return tmp_path, jobs

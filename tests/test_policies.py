@@ -28,7 +28,7 @@ def trace(rows: list[tuple[str, float, float, int]]) -> pl.DataFrame:
             "deadline_s": [float(r[2]) for r in rows],
             "priority": [r[3] for r in rows],
         },
-        schema=JOB_SCHEMA,
+        schema_overrides=JOB_SCHEMA,
     )
 
 

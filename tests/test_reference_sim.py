@@ -180,7 +180,7 @@ def engine_finish(
             "deadline_s": [float(job.deadline) for job in jobs],
             "priority": [1] * len(jobs),
         },
-        schema=JOB_SCHEMA,
+        schema_overrides=JOB_SCHEMA,
     )
     result = Engine(system, tables, trace).run(make_policy(rule))
     out = result.jobs

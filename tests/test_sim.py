@@ -29,7 +29,7 @@ def trace(rows: list[tuple[str, float, float, int]], tenant: str = "t") -> pl.Da
             "deadline_s": [float(r[2]) for r in rows],
             "priority": [r[3] for r in rows],
         },
-        schema=JOB_SCHEMA,
+        schema_overrides=JOB_SCHEMA,
     )
 
 
