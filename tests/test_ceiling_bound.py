@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relmas.ceiling.bound import _Relaxation, relaxation_bound
+from relmas.ceiling.bound import Relaxation, relaxation_bound
 from relmas.ceiling.instance import Instance
 from relmas.policies import make_policy
 from relmas.sim import CostTables, load_system
@@ -52,10 +52,10 @@ def test_bandwidth_windows_bound_memory_bound_jobs():
 
 def test_the_certificate_is_the_lp_optimum():
     system, tables, jobs = _case(7, 12, 3, 2, 3.0, True, (1.0, 3.0))
-    lp = _Relaxation(Instance.of(system, tables, jobs), threads=1)
+    lp = Relaxation(Instance.of(system, tables, jobs), threads=1)
     for _ in range(3):
         lp.highs.run()
-        objective = -lp.highs.getInfo().objective_function_value
+        objective = lp.highs.getInfo().objective_function_value  # -(jobs met)
         assert lp.certificate() == pytest.approx(objective, rel=1e-6, abs=1e-6)
         lp.add_windows(lp.separate(np.asarray(lp.highs.getSolution().col_value), 50))
 

@@ -123,14 +123,23 @@ def _block(instance: Instance, job: int, unit: float, resources: int) -> _Block:
     )
 
 
-class _Relaxation:
+class Relaxation:
     """The LP, its rows kept as a sparse matrix beside HiGHS's copy for the certificate.
 
     Columns: x_j; u_jr (job j's use of resource r: its time on type r, or its bytes); the blocks.
     """
 
-    def __init__(self, instance: Instance, threads: int) -> None:
+    def __init__(
+        self,
+        instance: Instance,
+        threads: int,
+        counted: np.ndarray | None = None,
+        extra_upper: np.ndarray | None = None,
+    ) -> None:
+        """`counted`: the jobs whose x_j may be positive (all by default); `extra_upper`: the
+        upper bounds of a caller's own columns, after the blocks (`extra_start`), cost 0."""
         n, types = instance.n_jobs, len(instance.types)
+        extra = np.zeros(0) if extra_upper is None else np.asarray(extra_upper, dtype=np.float64)
         self.n = n
         self.resources = types + (1 if np.isfinite(instance.bandwidth_bps) else 0)
         # The LP in seconds and bytes is badly conditioned: times in units of a typical layer's.
@@ -141,7 +150,8 @@ class _Relaxation:
         sizes = np.array([b.columns for b in self.blocks])
         self.u_start = n
         self.block_start = n + n * self.resources + np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        self.columns = n + n * self.resources + int(sizes.sum())
+        self.extra_start = n + n * self.resources + int(sizes.sum())
+        self.columns = self.extra_start + extra.size
         slack = TIME_TOL * np.maximum(1.0, np.abs(instance.deadline_s + instance.origin_s))
         self.arrival = instance.arrival_s / unit
         self.deadline = (instance.deadline_s + slack) / unit
@@ -151,29 +161,38 @@ class _Relaxation:
         upper = np.empty(self.columns)
         fits = np.array([b.shortest for b in self.blocks]) <= self.deadline - self.arrival
         upper[:n] = fits  # a job that cannot meet its deadline alone is never met
+        if counted is not None:
+            upper[:n] *= counted
+        upper[self.extra_start :] = extra
         for j, b in enumerate(self.blocks):
             upper[self.block_start[j] : self.block_start[j] + b.columns] = b.upper
             for r, (cols, coef) in enumerate(b.use):
                 upper[self.u(j, r)] = float(coef @ b.upper[cols])
         self.upper = upper
-        self.cost = np.zeros(self.columns)
-        self.cost[:n] = -1.0  # HiGHS minimises: -(jobs met)
         self.highs = _highs(threads)
         self.highs.addVars(self.columns, np.zeros(self.columns), upper)
-        self.highs.changeColsCost(self.columns, np.arange(self.columns, dtype=np.int32), self.cost)
+        cost = np.zeros(self.columns)
+        cost[:n] = -1.0  # HiGHS minimises: -(jobs met)
+        self.minimise(cost)
         self.rows: list[sp.csr_matrix] = []
         self.row_lower: list[np.ndarray] = []
         self.row_upper: list[np.ndarray] = []
         self.windows: set[tuple[float, float, int]] = set()
         self._structure_rows()
 
+    def minimise(self, cost: np.ndarray) -> None:
+        """Make `cost` (one per column) the objective."""
+        self.cost = np.asarray(cost, dtype=np.float64)
+        self.highs.changeColsCost(self.columns, np.arange(self.columns, dtype=np.int32), self.cost)
+
     def u(self, job: int, resource: int) -> int:
         """The column of u_jr."""
         return self.u_start + job * self.resources + resource
 
-    def _add(
+    def add_rows(
         self, lower: list[float], upper: list[float], cols: list[np.ndarray], vals: list[np.ndarray]
     ) -> None:
+        """Rows `lower <= vals . cols <= upper`, one per entry (infinite sides: none)."""
         starts = np.concatenate(([0], np.cumsum([len(c) for c in cols])))
         matrix = sp.csr_matrix(
             (np.concatenate(vals), np.concatenate(cols), starts), shape=(len(cols), self.columns)
@@ -217,7 +236,7 @@ class _Relaxation:
             )
             for r, (c, v) in enumerate(b.use):
                 row(0.0, 0.0, np.append(start + c, self.u(j, r)), np.append(v, -1.0))
-        self._add(lower, upper, cols, vals)
+        self.add_rows(lower, upper, cols, vals)
 
     def usage(self, solution: np.ndarray) -> np.ndarray:
         """float64[jobs, resources]: u_jr in `solution`."""
@@ -237,10 +256,11 @@ class _Relaxation:
             vals.append(np.ones(jobs.size))
             self.windows.add((t1, t2, resource))
         if cols:
-            self._add(lower, upper, cols, vals)
+            self.add_rows(lower, upper, cols, vals)
 
     def certificate(self) -> float:
-        """An upper bound on the jobs met from HiGHS's row duals, by weak duality."""
+        """A lower bound on the objective's minimum from HiGHS's row duals, by weak duality (the
+        jobs met are at most its negation)."""
         matrix = sp.vstack(self.rows).tocsr()
         lower, upper = np.concatenate(self.row_lower), np.concatenate(self.row_upper)
         duals = np.asarray(self.highs.getSolution().row_dual)
@@ -255,7 +275,7 @@ class _Relaxation:
             np.where(np.isfinite(upper), upper, 0.0),
         )
         reduced = self.cost - matrix.T @ y
-        return -(float(y @ side) + float(np.minimum(reduced, 0.0) @ self.upper))
+        return float(y @ side) + float(np.minimum(reduced, 0.0) @ self.upper)
 
     def separate(self, solution: np.ndarray, limit: int) -> list[tuple[float, float, int]]:
         """The `limit` windows [arrival_i, deadline_j] most violated by `solution`: the work of
@@ -299,15 +319,29 @@ def _highs(threads: int) -> highspy.Highs:
     return highs
 
 
-def relaxation_bound(
-    instance: Instance, *, time_limit_s: float, threads: int = 1, per_round: int = 200
-) -> Bound:
-    """The proven upper bound on the deadlines met of `instance` (docs/ceiling.md)."""
+@dataclass(frozen=True)
+class Solved:
+    """What the separation rounds proved: a lower bound on the LP's minimum, and how."""
+
+    lower: float  # the best certificate (or the caller's bound when no round finished)
+    status: str  # converged, time_limit, "solver: ..." (Bound.status)
+    rounds: int
+    windows: int
+
+
+def check_time_limit(time_limit_s: float) -> None:
+    """A relaxation's time limit must be positive (0 would prove nothing)."""
     if not time_limit_s > 0:
         raise ValueError(f"the bound's time limit must be positive, got {time_limit_s}")
-    started = time.perf_counter()
-    lp = _Relaxation(instance, threads)
-    best = float(np.count_nonzero(lp.upper[: instance.n_jobs]))
+
+
+def solve_by_separation(
+    lp: Relaxation, lower: float, *, started: float, time_limit_s: float, per_round: int
+) -> Solved:
+    """Solve `lp` round after round, adding its `per_round` most violated windows each time,
+    until none is violated or `time_limit_s` after `started` (perf_counter). Every round is a
+    relaxation, so each certificate is a proven lower bound on the minimum; the best of them and
+    `lower` (proven without the LP) is kept."""
     rounds = 0
     status = "time_limit"
     while (left := time_limit_s - (time.perf_counter() - started)) > 0:
@@ -319,18 +353,33 @@ def relaxation_bound(
                 status = f"solver: {lp.highs.modelStatusToString(model_status)}"
             break
         rounds += 1
-        best = min(best, lp.certificate())
+        lower = max(lower, lp.certificate())
         windows = lp.separate(np.asarray(lp.highs.getSolution().col_value), per_round)
         if not windows:
             status = "converged"
             break
         lp.add_windows(windows)
+    return Solved(lower=lower, status=status, rounds=rounds, windows=len(lp.windows))
+
+
+def relaxation_bound(
+    instance: Instance, *, time_limit_s: float, threads: int = 1, per_round: int = 200
+) -> Bound:
+    """The proven upper bound on the deadlines met of `instance` (docs/ceiling.md)."""
+    check_time_limit(time_limit_s)
+    started = time.perf_counter()
+    lp = Relaxation(instance, threads)
+    fit = float(np.count_nonzero(lp.upper[: instance.n_jobs]))
+    solved = solve_by_separation(
+        lp, -fit, started=started, time_limit_s=time_limit_s, per_round=per_round
+    )
+    best = -solved.lower
     return Bound(
         met=int(np.floor(best + 1e-6)),
         value=best,
         jobs=instance.n_jobs,
-        status=status,
-        rounds=rounds,
-        windows=len(lp.windows),
+        status=solved.status,
+        rounds=solved.rounds,
+        windows=solved.windows,
         seconds=time.perf_counter() - started,
     )
