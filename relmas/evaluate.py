@@ -21,6 +21,7 @@ from relmas.schemas import JOB_DEFAULTS, JOB_SCHEMA, SUMMARY_SCHEMA, with_job_de
 from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
 from relmas.sim.result import SimResult
+from relmas.sim.service import group_key
 from relmas.sim.system import System, load_system
 from relmas.sim.times import check_times
 from relmas.study import Study, baseline_policies, policy_options
@@ -144,9 +145,9 @@ def validate_jobs(
 ) -> pl.DataFrame:
     """Check a job trace: unique ids, known models, finite non-negative arrivals, deadlines not
     before arrivals, times within `relmas.sim.times.MAX_TIME_S`, priorities of PRIORITIES, targets
-    in [0, 1] or null (no target), and tenants among `tenants` when given (a trace simulated
-    outside any scenario names any tenant; a scenario's metrics are per its tenants). Returns the
-    JOB_SCHEMA columns, absent JOB_DEFAULTS columns filled in."""
+    in [0, 1] or null (no target) and one per service group, and tenants among `tenants` when
+    given (a trace simulated outside any scenario names any tenant; a scenario's metrics are per
+    its tenants). Returns the JOB_SCHEMA columns, absent JOB_DEFAULTS columns filled in."""
     jobs = with_job_defaults(jobs).select(list(JOB_SCHEMA))
     if jobs.height == 0:
         raise InputError(source, "job_id", "at least one job", "an empty trace")
@@ -177,6 +178,17 @@ def validate_jobs(
             "target",
             pl.col("target").is_null() | pl.col("target").is_between(0.0, 1.0),
             "a deadline-hit-rate target in [0, 1], or null (no target)",
+        ),
+        (
+            "model_target",
+            ~pl.col("model_target") | pl.col("target").is_not_null(),
+            "false where target is null (a model's own target is a target)",
+        ),
+        (
+            "target",
+            pl.col("target").is_null()
+            | (pl.col("target") == pl.col("target").first().over(group_key())),
+            "one target per service group (a tenant's jobs, or its jobs of a model_target model)",
         ),
     )
     if tenants is not None:

@@ -47,16 +47,19 @@ JOB_SCHEMA: dict[str, pl.DataType] = {
     "arrival_s": pl.Float64(),
     "deadline_s": pl.Float64(),
     "priority": pl.Int32(),
-    # the deadline-hit-rate target of the job's service group (tenant, or tenant and model); null:
-    # the job carries no target (docs/simulator.md, "Service levels")
+    # the deadline-hit-rate target the job counts towards (docs/simulator.md, "Service levels");
+    # null: none
     "target": pl.Float64(),
+    # whether that target is its model's own (tenants[*].targets, service group "tenant/model")
+    # rather than its tenant's (group "tenant"); relmas.sim.service.group_key
+    "model_target": pl.Boolean(),
     # whether the job's deadline is firm: once it has passed, the engine drops the job
     "firm": pl.Boolean(),
 }
 
 # The JOB_SCHEMA columns a trace may leave out (a hand-written one, one written before service
-# levels), with the value each job then has: no target, a soft deadline.
-JOB_DEFAULTS: dict[str, Any] = {"target": None, "firm": False}
+# levels), with the value each job then has: no target (or its tenant's), a soft deadline.
+JOB_DEFAULTS: dict[str, Any] = {"target": None, "model_target": False, "firm": False}
 
 
 def with_job_defaults(jobs: pl.DataFrame) -> pl.DataFrame:
@@ -84,4 +87,12 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "energy_j": pl.Float64(),
     "makespan_s": pl.Float64(),
     "decision_us": pl.Float64(),
+    # jobs dropped past their firm deadline (0 without firm deadlines)
+    "dropped": pl.Int64(),
+    # the service levels (relmas.sim.service): null on a trace without targets
+    "targets_met": pl.Int64(),
+    "targets": pl.Int64(),
+    "shortfall": pl.Float64(),
+    "worst_ratio": pl.Float64(),
+    "jain_target": pl.Float64(),
 }

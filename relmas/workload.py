@@ -216,9 +216,9 @@ def generate_trace(
         [scenario.slack_per_model.get(m, s) for m, s in zip(models, tenant_slack, strict=True)]
     )
     priority = np.array([t.priority for t in scenario.tenants], dtype=np.int32)[tenant_index]
-    target = [
-        scenario.tenants[i].job_target(str(m)) for i, m in zip(tenant_index, models, strict=True)
-    ]
+    owners = [scenario.tenants[i] for i in tenant_index]
+    target = [t.job_target(str(m)) for t, m in zip(owners, models, strict=True)]
+    model_target = [str(m) in t.targets for t, m in zip(owners, models, strict=True)]
     return pl.DataFrame(
         {
             "job_id": np.arange(count, dtype=np.int64),
@@ -228,6 +228,7 @@ def generate_trace(
             "deadline_s": arrivals + slack * isolated,
             "priority": priority,
             "target": target,
+            "model_target": model_target,
             "firm": np.full(count, scenario.firm),
         },
         schema=JOB_SCHEMA,

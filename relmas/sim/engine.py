@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from relmas.schemas import with_job_defaults
 from relmas.sim import kernels
 from relmas.sim.costs import CostTables, PieceTables
 from relmas.sim.metrics import deadline_met
@@ -61,7 +62,7 @@ class Engine:
             raise ValueError(f"cost tables indexed for {tables.types}, the system has {types}")
         self.system = system
         self.tables = tables
-        self.jobs = jobs.sort(["arrival_s", "job_id"])
+        self.jobs = with_job_defaults(jobs).sort(["arrival_s", "job_id"])
         # the engine's clock reads seconds since origin_s (relmas.sim.times); results add it back
         self.origin_s = time_origin(self.jobs["arrival_s"][0])
         self.static_w = {name: float((static_w or {}).get(name, 0.0)) for name in tables.types}

@@ -16,6 +16,7 @@ from relmas.sim.metrics import (
     sla_by_group,
     utilisation,
 )
+from relmas.sim.service import dropped, service_groups, service_summary
 
 if TYPE_CHECKING:
     from relmas.sim.engine import Engine
@@ -44,13 +45,16 @@ ACCELERATOR_RESULT_SCHEMA: dict[str, pl.DataType] = {
 
 @dataclass(frozen=True)
 class SimResult:
-    """Everything one simulation produced; `metrics` holds at least the SUMMARY_SCHEMA metrics."""
+    """Everything one simulation produced; `metrics` holds at least the SUMMARY_SCHEMA metrics
+    (the service levels' null on a trace without targets); `service`: the trace's service groups
+    (relmas.sim.service.GROUP_SCHEMA, no rows without targets)."""
 
     policy: str
     jobs: pl.DataFrame
     accelerators: pl.DataFrame
-    metrics: dict[str, float]
+    metrics: dict[str, float | None]
     sla_by_tenant: dict[str, float]
+    service: pl.DataFrame
     bandwidth_capacity_bps: float
     timeline: pl.DataFrame | None = None
 
@@ -84,7 +88,10 @@ def build_result(engine: Engine, policy: str, timeline: pl.DataFrame | None) -> 
     )
     if timeline is not None:
         timeline = timeline.with_columns(pl.col("start_s", "end_s") + origin)
-    metrics = job_metrics(arrival, finish, deadline, isolated)
+    metrics: dict[str, float | None] = dict(job_metrics(arrival, finish, deadline, isolated))
+    service = service_groups(frame.with_columns(jobs["target"], jobs["model_target"]))
+    metrics.update(service_summary(service, jobs.height))
+    metrics["dropped"] = frame.select(dropped(frame).sum()).item()
     makespan = metrics["makespan_s"]
     busy = S.af[:, kernels.AF_BUSY].copy()
     util = utilisation(busy, makespan)
@@ -123,6 +130,7 @@ def build_result(engine: Engine, policy: str, timeline: pl.DataFrame | None) -> 
         accelerators=accelerators,
         metrics=metrics,
         sla_by_tenant=sla_by_group(jobs["tenant"].to_numpy(), met),
+        service=service,
         bandwidth_capacity_bps=engine.system.bandwidth_bytes_per_s,
         timeline=timeline,
     )

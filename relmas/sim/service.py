@@ -1,0 +1,104 @@
+"""Service levels: how far each tenant got from the deadline-hit rate it was promised.
+
+A job with a target (JOB_SCHEMA `target` not null) counts towards one *service group*: the jobs of
+its tenant and model ("tenant/model") when the target is the model's own (the tenant's `targets`,
+`model_target` true), else all of its tenant's other jobs with a target ("tenant"). A group meets
+its target when the fraction of its jobs that met their deadline (dropped jobs count as missed)
+reaches it. Over the groups g of a trace of N jobs (docs/simulator.md, "Service levels"):
+
+- targets_met: the groups meeting their target; targets: the number of groups;
+- shortfall = sum_g (n_g / N) max(0, target_g - achieved_g): each group's gap weighted by its share
+  of the trace's jobs, i.e. the deadlines that would have to be met in addition to reach every
+  target, as a fraction of all jobs (a small group's gap of 10 points weighs less than a large
+  one's, in proportion to the jobs it would take to close it);
+- worst_ratio = min_g achieved_g / target_g, and jain_target = Jain's index of those ratios
+  (groups of target 0 are met by any schedule and left out of both).
+
+A trace without targets has no groups, and all these metrics are null.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+# One row per service group of a simulation (relmas.sim.result, the evaluation's groups file).
+GROUP_SCHEMA: dict[str, pl.DataType] = {
+    "group": pl.String(),
+    "tenant": pl.String(),
+    "model": pl.String(),  # the model of a per-model target, null for the tenant's own
+    "jobs": pl.Int64(),
+    "met": pl.Int64(),
+    "achieved": pl.Float64(),
+    "target": pl.Float64(),
+}
+
+# The summary metrics of the service levels (SUMMARY_SCHEMA columns).
+SERVICE_METRICS = ("targets_met", "targets", "shortfall", "worst_ratio", "jain_target")
+
+# A rate counts as reaching its target up to this much below it (a target of 0.9 is met by 9 of 10
+# jobs although 9 / 10 rounds below 0.9).
+RATE_TOL = 1e-9
+
+
+def group_key() -> pl.Expr:
+    """Each job's service group (see the module docstring); null without a target."""
+    return (
+        pl.when(pl.col("target").is_null())
+        .then(pl.lit(None, pl.String()))
+        .when(pl.col("model_target"))
+        .then(pl.concat_str("tenant", pl.lit("/"), "model"))
+        .otherwise(pl.col("tenant"))
+    )
+
+
+def dropped(jobs: pl.DataFrame) -> pl.Expr:
+    """Whether each job of per-job results `jobs` was dropped past its firm deadline (results
+    without a `dropped` column have none)."""
+    return pl.col("dropped") if "dropped" in jobs.columns else pl.lit(False)
+
+
+def service_groups(jobs: pl.DataFrame) -> pl.DataFrame:
+    """GROUP_SCHEMA rows of per-job results `jobs` (columns tenant, model, target, model_target,
+    met, and `dropped` if any), sorted by group."""
+    hit = pl.col("met") & ~dropped(jobs)
+    rows = (
+        jobs.filter(pl.col("target").is_not_null())
+        .with_columns(group=group_key(), hit=hit)
+        .group_by("group")
+        .agg(
+            pl.col("tenant").first(),
+            pl.when(pl.col("model_target")).then(pl.col("model")).first().alias("model"),
+            pl.len().alias("jobs"),
+            pl.col("hit").sum().alias("met"),
+            pl.col("target").first(),
+        )
+        .with_columns(achieved=pl.col("met") / pl.col("jobs"))
+    )
+    return rows.select(pl.col(name).cast(dtype) for name, dtype in GROUP_SCHEMA.items()).sort(
+        "group"
+    )
+
+
+def service_summary(groups: pl.DataFrame, jobs: int) -> dict[str, float | int | None]:
+    """The SERVICE_METRICS of `groups` (service_groups' rows) of a trace of `jobs` jobs."""
+    if groups.height == 0:
+        return dict.fromkeys(SERVICE_METRICS)
+    achieved = groups["achieved"].to_numpy()
+    target = groups["target"].to_numpy()
+    share = groups["jobs"].to_numpy() / jobs
+    ratio = achieved[target > 0] / target[target > 0]
+    return {
+        "targets_met": int(np.sum(achieved >= target - RATE_TOL)),
+        "targets": groups.height,
+        "shortfall": float(np.sum(share * np.maximum(0.0, target - achieved))),
+        "worst_ratio": float(ratio.min()) if ratio.size else None,
+        "jain_target": jain(ratio) if ratio.size else None,
+    }
+
+
+def jain(values: np.ndarray) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when all are equal (all zero too), 1/n
+    when one has everything."""
+    squares = float(np.sum(values**2))
+    return float(np.sum(values)) ** 2 / (values.size * squares) if squares > 0 else 1.0
