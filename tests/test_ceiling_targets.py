@@ -1,0 +1,117 @@
+"""Can the service targets be met (relmas.ceiling.targets): cases decided by hand, and a proven
+shortfall that no policy of the catalog beats on generated traces."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from relmas.ceiling.instance import Instance
+from relmas.ceiling.targets import NOT_PROVEN, UNREACHABLE, has_targets, shortfall_bound
+from relmas.policies import make_policy
+from relmas.sim import Engine
+from tests.test_ceiling_bound import _one_type
+from tests.test_ceiling_exact import ONLINE, _case, _trace
+
+
+def _serve(jobs: pl.DataFrame, tenants: list[str], targets: dict[str, float]) -> pl.DataFrame:
+    """`jobs` (in job_id order) of `tenants`, each job with its tenant's target (none if absent);
+    a key "tenant/model" is that tenant's own target for the model."""
+    rows = [
+        (t, targets.get(f"{t}/{m}", targets.get(t)), f"{t}/{m}" in targets)
+        for t, m in zip(tenants, jobs["model"], strict=True)
+    ]
+    tenant, target, model_target = zip(*rows, strict=True)
+    return jobs.with_columns(
+        tenant=pl.Series(tenant),
+        target=pl.Series(target, dtype=pl.Float64),
+        model_target=pl.Series(model_target),
+    )
+
+
+def _bound(system, tables, jobs, time_limit_s: float = 10.0):
+    instance = Instance.of(system, tables, jobs)
+    return shortfall_bound(instance, jobs, time_limit_s=time_limit_s)
+
+
+def test_two_tenants_that_both_need_the_whole_window_cannot_both_be_served():
+    # One instance; two 1 s jobs of tenants a and b, both at 0 and due at 1: every schedule meets
+    # exactly one, so with targets 1.0 and 1.0 one group always falls one job short: a shortfall
+    # of 1 job, (1/2) x (1 - 0) = 0.5 in the metric.
+    system, tables = _one_type({"one": [(1.0, 0)]}, count=1)
+    jobs = _serve(_trace([("one", 0.0, 1.0), ("one", 0.0, 1.0)]), ["a", "b"], {"a": 1, "b": 1})
+    bound = _bound(system, tables, jobs)
+    assert (bound.reachable, bound.status, bound.groups) == (UNREACHABLE, "converged", 2)
+    assert 1.0 - 1e-5 <= bound.jobs <= 1.0  # the hand value, less the margin and TIME_TOL
+    assert bound.shortfall == pytest.approx(0.5, abs=1e-5)
+    for name in ("edf", "sjf", "fcfs"):
+        assert Engine(system, tables, jobs).run(make_policy(name)).metrics["shortfall"] == 0.5
+
+
+def test_targets_that_one_schedule_meets_are_not_proven_unreachable():
+    # Due at 2, the two jobs fit one after the other: both targets can be met, and the bound is 0.
+    system, tables = _one_type({"one": [(1.0, 0)]}, count=1)
+    jobs = _serve(_trace([("one", 0.0, 2.0), ("one", 0.0, 2.0)]), ["a", "b"], {"a": 1, "b": 1})
+    bound = _bound(system, tables, jobs)
+    assert (bound.reachable, bound.jobs, bound.status) == (NOT_PROVEN, 0.0, "converged")
+    # Due at 1 again, a target of 0.5 over both jobs (one is enough), or a target for one tenant
+    # only (the other's job, without a target, may be late), is met by some schedule.
+    tight = _trace([("one", 0.0, 1.0), ("one", 0.0, 1.0)])
+    assert _bound(system, tables, _serve(tight, ["a", "a"], {"a": 0.5})).jobs == 0.0
+    one = _bound(system, tables, _serve(tight, ["a", "b"], {"a": 1.0}))
+    assert (one.reachable, one.groups) == (NOT_PROVEN, 1)
+    assert not has_targets(tight) and not has_targets(_serve(tight, ["a", "b"], {}))
+
+
+def test_a_groups_met_count_is_an_integer():
+    # Two jobs in one group, target 0.9, due at 1.5 on one instance: every schedule meets one, a
+    # shortfall of 1.8 - 1 = 0.8 jobs. The LP fits 1.5 jobs in the window: 0.3 from the rate row
+    # alone; the integer row (met_g < 2 costs at least (1 - 0.2)(2 - met_g)) lifts it to 0.4.
+    system, tables = _one_type({"one": [(1.0, 0)]}, count=1)
+    jobs = _serve(_trace([("one", 0.0, 1.5), ("one", 0.0, 1.5)]), ["a", "a"], {"a": 0.9})
+    bound = _bound(system, tables, jobs)
+    assert bound.reachable == UNREACHABLE
+    assert bound.jobs == pytest.approx(0.4, abs=1e-5)
+    # A job that cannot meet its deadline alone counts in no group's met: the bound needs no LP.
+    late = _serve(_trace([("one", 0.0, 0.5), ("one", 0.0, 3.0)]), ["a", "a"], {"a": 1.0})
+    assert _bound(system, tables, late).jobs == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_per_model_target_is_a_group_of_its_own():
+    # Tenant a: one job of model `one` (its own target 1.0) and one of `two` (the tenant's 0.5),
+    # both needing the whole of [0, 1] on one instance. As one group of target 0.5, serving
+    # either is enough; as groups a/one (1.0) and a (0.5, one job: met_g must be 1), both must be.
+    system, tables = _one_type({"one": [(1.0, 0)], "two": [(1.0, 0)]}, count=1)
+    jobs = _trace([("one", 0.0, 1.0), ("two", 0.0, 1.0)])
+    assert _bound(system, tables, _serve(jobs, ["a", "a"], {"a": 0.5})).reachable == NOT_PROVEN
+    split = _bound(system, tables, _serve(jobs, ["a", "a"], {"a": 0.5, "a/one": 1.0}))
+    assert (split.reachable, split.groups) == (UNREACHABLE, 2)
+    assert split.jobs == pytest.approx(0.5, abs=1e-5)  # a/one 1 short or a 0.5 short
+
+
+def test_a_time_limit_must_be_positive():
+    system, tables = _one_type({"one": [(1.0, 0)]}, count=1)
+    jobs = _serve(_trace([("one", 0.0, 2.0)]), ["a"], {"a": 1.0})
+    with pytest.raises(ValueError, match="time limit must be positive"):
+        _bound(system, tables, jobs, time_limit_s=0.0)
+
+
+@pytest.mark.parametrize(
+    ("seed", "dram_gbps", "pieces"),
+    [(1, None, False), (2, 3.0, False), (3, None, True), (4, 3.0, True), (5, 8.0, False)],
+)
+def test_no_policy_falls_short_by_less_than_the_proven_bound(seed, dram_gbps, pieces):
+    # Ten contended jobs (deadlines 0.9-1.6 x isolated) of four tenants: three with targets, one
+    # of them with its own target for model a (groups p, q, q/a, r), and one without.
+    system, tables, jobs = _case(seed, 10, 3, 2, dram_gbps, pieces, (0.9, 1.6))
+    tenants = np.random.default_rng(seed).choice(["p", "q", "r", "free"], jobs.height).tolist()
+    jobs = _serve(jobs, tenants, {"p": 1.0, "q": 0.9, "q/a": 0.5, "r": 0.6})
+    bound = _bound(system, tables, jobs)
+    assert bound.status == "converged"
+    assert bound.shortfall == bound.jobs / jobs.height
+    runs = {name: make_policy(name, seed=seed) for name in ONLINE}
+    runs["ga_offline"] = make_policy("ga_offline", seed=seed, population=4, generations=2)
+    for name, policy in runs.items():
+        shortfall = Engine(system, tables, jobs).run(policy).metrics["shortfall"]
+        assert bound.shortfall <= shortfall, name
