@@ -99,6 +99,25 @@ def test_tenants_may_have_their_own_model_mix():
     assert set(trace.filter(pl.col("tenant") == "batch")["model"]) == {"small", "big"}
 
 
+def test_traces_carry_each_jobs_target_and_firm_deadlines():
+    raw = scenario(deadline={"firm": True})
+    raw["tenants"][0] |= {"target": 0.99, "targets": {"big": 0.9}}
+    raw["tenants"][1] |= {"targets": {"small": 0.5}}  # a model's target, none for the tenant
+    trace = generate(raw)
+    columns = ["tenant", "model", "target", "model_target", "firm"]
+    assert set(trace.select(columns).unique().rows()) == {
+        ("camera", "small", 0.99, False, True),
+        ("camera", "big", 0.9, True, True),
+        ("batch", "small", 0.5, True, True),
+        ("batch", "big", None, False, True),
+    }
+    # the same jobs as without service levels, which carry no target and soft deadlines
+    plain = generate(scenario())
+    assert trace.drop(columns[2:]).equals(plain.drop(columns[2:]))
+    assert plain["target"].is_null().all() and not plain["model_target"].any()
+    assert not plain["firm"].any()
+
+
 def index_of_dispersion(arrivals: np.ndarray, window: float) -> float:
     counts = np.bincount((arrivals // window).astype(np.int64))
     return float(counts.var() / counts.mean())
@@ -195,6 +214,24 @@ def test_scenario_systems_override_the_default_system():
             "scenarios.s.tenants[0].models.x",
         ),
         ({"models": None}, "scenarios.s.models"),
+        (
+            {"tenants": [{"name": "a", "priority": 1, "slack": 1, "share": 1, "target": 1.01}]},
+            "scenarios.s.tenants[0].target",
+        ),
+        (
+            {"tenants": [{"name": "a", "priority": 1, "slack": 1, "share": 1, "targets": {}}]},
+            "scenarios.s.tenants[0].targets",
+        ),
+        (
+            {
+                "tenants": [
+                    {"name": "a", "priority": 1, "slack": 1, "share": 1, "models": {"big": 1}}
+                    | {"targets": {"small": 0.5}}
+                ]
+            },
+            "scenarios.s.tenants[0].targets.small",
+        ),
+        ({"deadline": {"firm": 1}}, "scenarios.s.deadline.firm"),
     ],
 )
 def test_invalid_scenarios_name_the_key(change, key):
