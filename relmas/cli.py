@@ -534,15 +534,24 @@ def cmd_bound(args: argparse.Namespace) -> None:
         row = trace_ceiling(config, args.scenario, args.seed, jobs, args.costs, source=source)
         write_parquet(row, args.out)
         values = row.row(0, named=True)
-        run.log_params({"solver": values["solver"], "status": values["relaxation_status"]})
+        run.log_params(
+            {"solver": values["solver"], "status": values["relaxation_status"]}
+            | {k: values[k] for k in ("targets_reachable", "targets_status") if values[k]}
+        )
         run.log_metrics(
             {k: float(v) for k, v in values.items() if isinstance(v, int | float) and k != "seed"}
         )
         run.log_artifact(args.out)
+    targets = (
+        f"; targets {values['targets_reachable']} (shortfall >= {values['shortfall_lower']:.4f}, "
+        f"{values['targets_status']}, {values['targets_s']:.1f} s)"
+        if values["targets_reachable"]
+        else ""
+    )
     print(
         f"bound {args.scenario} seed {args.seed}: at most {values['ceiling_met']} of "
         f"{values['jobs']} deadlines ({values['relaxation_status']}, "
-        f"{values['relaxation_s']:.1f} s) -> {args.out}"
+        f"{values['relaxation_s']:.1f} s){targets} -> {args.out}"
     )
 
 

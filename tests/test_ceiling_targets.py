@@ -3,14 +3,22 @@ shortfall that no policy of the catalog beats on generated traces."""
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
+import yaml
 
 from relmas.ceiling.instance import Instance
+from relmas.ceiling.stage import trace_ceiling
 from relmas.ceiling.targets import NOT_PROVEN, UNREACHABLE, has_targets, shortfall_bound
+from relmas.config import load_config
 from relmas.policies import make_policy
 from relmas.sim import Engine
+from relmas.study import Study
+from tests.test_bad_input import QUICK, quick_costs
 from tests.test_ceiling_bound import _one_type
 from tests.test_ceiling_exact import ONLINE, _case, _trace
 
@@ -115,3 +123,32 @@ def test_no_policy_falls_short_by_less_than_the_proven_bound(seed, dram_gbps, pi
     for name, policy in runs.items():
         shortfall = Engine(system, tables, jobs).run(policy).metrics["shortfall"]
         assert bound.shortfall <= shortfall, name
+
+
+def test_the_bound_stage_says_whether_a_traces_targets_are_reachable(tmp_path: Path):
+    # The quick scenario without targets, and at three times its load with tight deadlines and a
+    # target of 1.0 for both tenants: every deadline is then a target, so the least shortfall is
+    # the jobs the ceiling's LP cannot meet, over the trace's jobs.
+    config = copy.deepcopy(QUICK)
+    served = copy.deepcopy(config["scenarios"]["mixed"])
+    served["arrival"]["load"] = 3.0
+    for tenant in served["tenants"]:
+        tenant |= {"target": 1.0, "slack": 1.2}
+    config["scenarios"]["served"] = served
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    config = load_config(tmp_path / "config.yaml")
+    costs = tmp_path / "qcosts"
+    quick_costs(costs, config)
+    rows = {}
+    for scenario in ("mixed", "served"):
+        trace = tmp_path / f"{scenario}.parquet"
+        Study(config).trace(scenario, 1, costs).write_parquet(trace)
+        rows[scenario] = trace_ceiling(config, scenario, 1, trace, costs).row(0, named=True)
+    plain, row = rows["mixed"], rows["served"]
+    targets = ("shortfall_lower", "targets_reachable", "targets_status", "targets_s")
+    assert all(plain[key] is None for key in targets)
+    assert plain["relaxation_status"] == "converged" and plain["ceiling_met"] <= plain["jobs"]
+    assert (row["targets_reachable"], row["targets_status"]) == ("unreachable", "converged")
+    assert row["relaxation_status"] == "converged" and row["ceiling_met"] < row["jobs"]
+    unmet = (row["jobs"] - row["relaxation_value"]) / row["jobs"]
+    assert row["shortfall_lower"] == pytest.approx(unmet, abs=1e-5)

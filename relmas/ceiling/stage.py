@@ -3,7 +3,9 @@
 The ceiling is the least of the proven upper bounds on the deadlines any schedule meets: the
 relaxation's (every trace) and, on traces of at most `exact_max_jobs` jobs, the exact search's
 (with its replayed schedule, the lower side). The report puts every policy between the best
-schedule known and this ceiling.
+schedule known and this ceiling. On a trace whose jobs carry service targets, the row also says
+whether the targets are proven unreachable, with a proven lower bound on the shortfall
+(relmas.ceiling.targets).
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import polars as pl
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.exact import solve_exact
 from relmas.ceiling.instance import Instance
+from relmas.ceiling.targets import has_targets, shortfall_bound
 from relmas.evaluate import load_job_trace
 from relmas.study import Study, relaxation_options
 
-# One row per (scenario, seed); exact_* are null where the trace is too large for the search.
+# One row per (scenario, seed); exact_* are null where the trace is too large for the search, and
+# the targets' columns where its jobs carry no target.
 BOUND_SCHEMA: dict[str, pl.DataType] = {
     "scenario": pl.String(),
     "seed": pl.Int64(),
@@ -38,6 +42,11 @@ BOUND_SCHEMA: dict[str, pl.DataType] = {
     "exact_upper": pl.Int64(),
     "exact_status": pl.String(),  # optimal, or which model did not finish
     "exact_s": pl.Float64(),
+    # every schedule's `shortfall` (relmas.sim.service) is at least this
+    "shortfall_lower": pl.Float64(),
+    "targets_reachable": pl.String(),  # "unreachable" (proven) or "not proven"
+    "targets_status": pl.String(),  # its relaxation's status, as relaxation_status
+    "targets_s": pl.Float64(),
     "solver": pl.String(),
 }
 
@@ -76,6 +85,14 @@ def trace_ceiling(
         "relaxation_s": bound.seconds,
         "solver": solvers(),
     }
+    if has_targets(jobs):
+        targets = shortfall_bound(instance, jobs, **relaxation_options(config))
+        row |= {
+            "shortfall_lower": targets.shortfall,
+            "targets_reachable": targets.reachable,
+            "targets_status": targets.status,
+            "targets_s": targets.seconds,
+        }
     ceiling = bound.met
     if (
         instance.n_jobs <= options["exact_max_jobs"]

@@ -11,7 +11,9 @@ def bound_costs(wildcards):
 
 rule bound:
     """The ceiling of one evaluation trace: a proven upper bound on the deadlines any schedule
-    meets (the relaxation of every trace; the exact search on small ones), docs/ceiling.md."""
+    meets (the relaxation of every trace; the exact search on small ones) and, where its jobs
+    carry service targets, whether they are proven unreachable, with a proven lower bound on the
+    shortfall (docs/ceiling.md)."""
     input:
         trace=PATHS.workload("{scenario}", "{seed}"),
         costs=bound_costs,
