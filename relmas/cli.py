@@ -327,6 +327,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         summary_row,
         write_results,
     )
+    from relmas.paths import groups_of
     from relmas.progress import progress
     from relmas.study import Study, policy_options
 
@@ -349,7 +350,12 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             "--costs": _cost_inputs(args.costs, system.accelerator_types),
             "--agent": _directory_inputs(args.agent),
         },
-        {"--out": outs, "the summary of --out": map(summary_of, outs), "--gantt": [args.gantt]},
+        {
+            "--out": outs,
+            "the summary of --out": map(summary_of, outs),
+            "the service groups of --out": map(groups_of, outs),
+            "--gantt": [args.gantt],
+        },
     )
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
     options = policy_options(config, args.policy)
@@ -386,36 +392,58 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                 result,
                 out,
                 summary_of(out),
+                groups_of(out),
                 scenario=args.scenario,
                 seed=seed,
                 extra=extra,
                 agent_scenario=trained_on,
             )
             row = summary_row(result, args.scenario, seed, extra).row(0, named=True)
-            values = {k: v for k, v in row.items() if isinstance(v, int | float) and k != "seed"}
-            values |= {f"sla_rate.{tenant}": v for tenant, v in result.sla_by_tenant.items()}
-            rows.append({"seed": seed} | values)
+            rows.append({"seed": seed} | _seed_values(row, result))
             run.log_artifact(out, "results")
             if record:
                 _log_gantt(run, result, args.gantt, f"{args.scenario}, seed {seed}: {args.policy}")
             print(f"{args.scenario} {args.policy} seed {seed}: sla_rate {row['sla_rate']:.3f}")
             bar.update()
         bar.close()
-        # the quantities every policy has, as means over the seeds; each seed's values and the
-        # policy's own diagnostics as a table (docs/tracking.md)
-        run.log_metrics({k: statistics.fmean(r[k] for r in rows) for k in rows[0] if shared(k)})
+        # the quantities every policy has, as means over the seeds (a service group's over the
+        # seeds whose trace has jobs of it); each seed's values and the policy's own diagnostics
+        # as a table (docs/tracking.md)
+        names = dict.fromkeys(name for row in rows for name in row if shared(name))
+        run.log_metrics({k: statistics.fmean(r[k] for r in rows if k in r) for k in names})
         run.log_table(pl.DataFrame(rows), "per_seed.json")
+
+
+# What an evaluation logs of each service group: `achieved.<group>` beside `target.<group>`.
+SERVICE_QUANTITIES = ("achieved", "target")
+
+
+def _seed_values(row: Mapping[str, Any], result: Any) -> dict[str, float]:
+    """One seed's numbers of an evaluation run: its summary `row`'s but the seed (none of a
+    metric without a value), the SLA rate per tenant and each service group's achieved rate and
+    target, named as MLflow metrics."""
+    from relmas import tracking
+
+    values = {k: v for k, v in row.items() if isinstance(v, int | float) and k != "seed"}
+    for tenant, rate in result.sla_by_tenant.items():
+        values[tracking.metric_name("sla_rate", tenant)] = rate
+    for group in result.service.iter_rows(named=True):
+        for quantity in SERVICE_QUANTITIES:
+            values[tracking.metric_name(quantity, group["group"])] = group[quantity]
+    return values
 
 
 def shared(name: str) -> bool:
     """Whether a summary column is an outcome every policy has (SUMMARY_SCHEMA's numbers but the
-    seed and the trace's job count, and the SLA rate per tenant): the metrics of an evaluation's
-    MLflow run, so that the compare view of a scenario's runs shows `sla_rate` without scrolling,
-    not among each policy's own diagnostics (those are in per_seed.json)."""
+    seed and the trace's job count, the SLA rate per tenant, and each service group's achieved
+    rate and target): the metrics of an evaluation's MLflow run, so that the compare view of a
+    scenario's runs shows `sla_rate` without scrolling, not among each policy's own diagnostics
+    (those are in per_seed.json)."""
     from relmas.schemas import SUMMARY_SCHEMA
 
     numbers = {k for k, dtype in SUMMARY_SCHEMA.items() if dtype.is_numeric()} - {"seed", "jobs"}
-    return name in numbers or name.startswith("sla_rate.")
+    prefixes = tuple(f"{quantity}." for quantity in ("sla_rate", *SERVICE_QUANTITIES))
+    return name in numbers or name.startswith(prefixes)
 
 
 def _fill(option: str, template: str, **fields: object) -> str:

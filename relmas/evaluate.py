@@ -103,10 +103,25 @@ def summary_row(
     return pl.DataFrame([row], schema=schema | {"agent_scenario": pl.String()})
 
 
+def group_rows(
+    result: SimResult, scenario: str, seed: int, agent_scenario: str | None = None
+) -> pl.DataFrame:
+    """The service groups of one run (relmas.sim.service.GROUP_SCHEMA) with the run's scenario,
+    policy and seed before them and its `agent_scenario` after them, as in its summary row; no
+    rows on a trace without targets."""
+    keys = {"scenario": scenario, "policy": result.policy, "seed": seed}
+    return result.service.select(
+        *(pl.lit(value, SUMMARY_SCHEMA[key]).alias(key) for key, value in keys.items()),
+        pl.all(),
+        pl.lit(agent_scenario, pl.String()).alias("agent_scenario"),
+    )
+
+
 def write_results(
     result: SimResult,
     jobs_path: str | Path,
     summary_path: str | Path | None = None,
+    groups_path: str | Path | None = None,
     *,
     scenario: str,
     seed: int,
@@ -114,7 +129,8 @@ def write_results(
     agent_scenario: str | None = None,
 ) -> None:
     """Per-job results (JOB_RESULT_SCHEMA, metrics in the file metadata), optionally the summary
-    (with the policy's `extra` metrics, e.g. RELMAS's overhead, and its agent's scenario)."""
+    (with the policy's `extra` metrics, e.g. RELMAS's overhead, and its agent's scenario) and the
+    service groups' rows (`group_rows`)."""
     metadata = {
         "relmas.scenario": scenario,
         "relmas.policy": result.policy,
@@ -125,6 +141,8 @@ def write_results(
     write_parquet(result.jobs, jobs_path, metadata=metadata)
     if summary_path is not None:
         write_parquet(summary_row(result, scenario, seed, extra, agent_scenario), summary_path)
+    if groups_path is not None:
+        write_parquet(group_rows(result, scenario, seed, agent_scenario), groups_path)
 
 
 def load_job_trace(

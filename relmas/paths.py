@@ -18,6 +18,7 @@ from typing import Any
 CONFIG_SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 PIECES_SUFFIX = ".pieces.parquet"
 SUMMARY_SUFFIX = ".summary.parquet"
+GROUPS_SUFFIX = ".groups.parquet"
 
 
 def cost_table(costs_dir: str | Path, accelerator: str) -> Path:
@@ -68,8 +69,18 @@ def sweep_file(sweeps_dir: str | Path, sweep: str, label: str) -> Path:
 
 def summary_of(results: str | Path) -> Path:
     """Where the one-row summary of a per-job results file goes: beside it, `.summary.parquet`."""
+    return _beside(results, SUMMARY_SUFFIX)
+
+
+def groups_of(results: str | Path) -> Path:
+    """Where the service groups' rows of a per-job results file go (each tenant's achieved rate
+    against its target): beside it, `.groups.parquet`."""
+    return _beside(results, GROUPS_SUFFIX)
+
+
+def _beside(results: str | Path, suffix: str) -> Path:
     results = Path(results)
-    return results.with_name(results.name.removesuffix(".parquet") + SUMMARY_SUFFIX)
+    return results.with_name(results.name.removesuffix(".parquet") + suffix)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ import fcntl
 import json
 import os
 import random
+import re
 import socket
 import sqlite3
 import time
@@ -54,6 +55,16 @@ _PARENT_TAG = "mlflow.parentRunId"
 HOST_TAG, PID_TAG, KILLED_TAG = "relmas.host", "relmas.pid", "relmas.killed_reason"
 
 _T = TypeVar("_T")
+
+# Characters MLflow refuses in a metric name; a name from the config (a tenant's, a service
+# group's) has them replaced by "_".
+_METRIC_UNSAFE = re.compile(r"[^\w.\- /]", re.ASCII)
+
+
+def metric_name(quantity: str, of: str) -> str:
+    """The metric name of `quantity` of one tenant or service group `of` (`sla_rate.<tenant>`,
+    `achieved.<group>`): the quantity, then the name with MLflow's forbidden characters replaced."""
+    return f"{quantity}.{_METRIC_UNSAFE.sub('_', of)}"
 
 
 def tracking_uri() -> str:

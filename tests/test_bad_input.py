@@ -194,6 +194,40 @@ CONFIG_CASES = {
         edit("evaluation.generalisation", [{"agent": "nope", "scenario": "mixed"}]),
         "evaluation.generalisation[0].agent",
     ),
+    "a target above 1": (
+        edit("scenarios.mixed.tenants.0.target", 1.5),
+        "scenarios.mixed.tenants[0].target",
+    ),
+    "a negative target": (
+        edit("scenarios.mixed.tenants.1.target", -0.1),
+        "scenarios.mixed.tenants[1].target",
+    ),
+    "a target as text": (
+        edit("scenarios.mixed.tenants.0.target", "high"),
+        "scenarios.mixed.tenants[0].target",
+    ),
+    "a per-model target above 1": (
+        edit("scenarios.mixed.tenants.0.targets", {"alexnet": 2}),
+        "scenarios.mixed.tenants[0].targets.alexnet",
+    ),
+    "a per-model target of an unknown model": (
+        edit("scenarios.mixed.tenants.0.targets", {"gpt5": 0.9}),
+        "scenarios.mixed.tenants[0].targets.gpt5",
+    ),
+    "a per-model target outside the tenant's mix": (
+        edit(
+            "scenarios.mixed.tenants",
+            [
+                {"name": "cam", "priority": 9, "slack": 4.0, "share": 1, "models": {"alexnet": 1}}
+                | {"targets": {"bert_base": 0.9}}
+            ],
+        ),
+        "scenarios.mixed.tenants[0].targets.bert_base",
+    ),
+    "firm deadlines as text": (
+        edit("scenarios.mixed.deadline", {"firm": "yes"}),
+        "scenarios.mixed.deadline.firm",
+    ),
 }
 
 
@@ -317,6 +351,17 @@ TRACE_CASES = {
     "a missing column": (lambda f: f.drop("tenant"), "tenant"),
     "text for a time": (lambda f: f.with_columns(pl.col("arrival_s").cast(pl.String)), "arrival"),
     "priority 5": (lambda f: f.with_columns(priority=pl.lit(5, pl.Int32)), "priority"),
+    "a target above 1": (lambda f: f.with_columns(target=pl.lit(1.5)), "target"),
+    "text for a target": (lambda f: f.with_columns(target=pl.lit("high")), "target"),
+    "two targets for one tenant": (
+        lambda f: f.with_columns(target=pl.int_range(pl.len()) / pl.len()),
+        "one target per service group",
+    ),
+    "a model's target that is none": (
+        lambda f: f.with_columns(model_target=pl.lit(True)),
+        "model_target",
+    ),
+    "firm unknown": (lambda f: f.with_columns(firm=pl.lit(None, pl.Boolean)), "firm"),
 }
 
 
@@ -375,8 +420,8 @@ def test_the_scenarios_traces_are_checked_against_it(
     run with `relmas simulate`, outside any scenario, may name any tenant)."""
     trace = pl.read_parquet(work / "trace.parquet")
     assert run_main(evaluate_argv("--jobs", "trace.parquet", "--out", "r.parquet"), capsys)[0] == 0
-    (work / "r.parquet").unlink()
-    (work / "r.summary.parquet").unlink()
+    for name in ("r.parquet", "r.summary.parquet", "r.groups.parquet"):
+        (work / name).unlink()
     trace.with_columns(tenant=pl.lit("nobody")).write_parquet(work / "bad.parquet")
     argv = evaluate_argv("--jobs", "bad.parquet", "--out", "r.parquet")
     line = assert_refused(argv, work, capsys, "bad.parquet", "tenant", "nobody")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import mlflow
 import numpy as np
 import polars as pl
 import pytest
@@ -13,6 +15,8 @@ import yaml
 from relmas.ceiling.bound import Bound, relaxation_bound
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.rows import met_counts, policy_rows
+from relmas.cli import main
+from relmas.config import load_config
 from relmas.errors import InputError
 from relmas.evaluate import (
     SUMMARY_EXTRA,
@@ -37,6 +41,9 @@ from relmas.study import Study, generalisation_runs, sweep_points, sweep_policie
 from relmas.sweep import point_config, point_traces, run_sweep_point
 from tests.defaults import observation_settings, reward_settings
 from tests.synthetic import synthetic_costs
+from tests.test_bad_input import quick_costs
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -209,6 +216,51 @@ def test_configured_scenarios_generate_and_evaluate_end_to_end(inputs):
     assert (tmp_path / "gantt.png").stat().st_size > 10_000
     with pytest.raises(InputError, match=r"config.yaml: --scenario: expected one of"):
         Study(config, "config.yaml").trace("other", 1, tmp_path / "costs")
+
+
+def test_evaluate_writes_and_logs_each_service_group(tmp_path, monkeypatch):
+    """`relmas evaluate` on a scenario with targets: beside the results, each group's rows, as
+    counted by hand from the trace and the per-job results; in its MLflow run, each group's
+    achieved rate beside its target."""
+    monkeypatch.chdir(tmp_path)
+    quick = yaml.safe_load((ROOT / "config" / "quick.yaml").read_text())
+    interactive, batch = quick["scenarios"]["mixed"]["tenants"]
+    interactive |= {"target": 0.9, "targets": {"bert_base": 0.5}}
+    batch |= {"target": 0.6}
+    quick["experiment"] = "service-groups"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(quick))
+    quick_costs(tmp_path / "qcosts", load_config(tmp_path / "config.yaml"))
+    common = ["--config", "config.yaml", "--scenario", "mixed", "--seed", "1", "--costs", "qcosts"]
+    assert main(["workload", *common, "--out", "trace.parquet"]) == 0
+    argv = ["evaluate", *common, "--policy", "edf", "--jobs", "trace.parquet", "--out", "r.parquet"]
+    assert main(argv) == 0
+    met = dict(pl.read_parquet("r.parquet").select("job_id", "met").iter_rows())
+    expected = {}
+    for job in pl.read_parquet("trace.parquet").iter_rows(named=True):
+        if (job["tenant"], job["model"]) == ("interactive", "bert_base"):
+            group, target = "interactive/bert_base", 0.5
+        else:
+            group, target = job["tenant"], {"interactive": 0.9, "batch": 0.6}[job["tenant"]]
+        jobs, hits, _ = expected.get(group, (0, 0, target))
+        expected[group] = (jobs + 1, hits + met[job["job_id"]], target)
+    groups = pl.read_parquet("r.groups.parquet")
+    assert set(expected) == {"interactive", "interactive/bert_base", "batch"}
+    rows = groups.select("group", "jobs", "met", "target").rows()
+    assert {group: (jobs, hits, target) for group, jobs, hits, target in rows} == expected
+    assert groups.select("scenario", "policy", "seed").unique().rows() == [("mixed", "edf", 1)]
+    assert (groups["achieved"] == groups["met"] / groups["jobs"]).all()
+    summary = pl.read_parquet("r.summary.parquet").row(0, named=True)
+    assert (summary["targets"], summary["dropped"]) == (3, 0)
+    assert summary["targets_met"] == sum(hits >= t * n for n, hits, t in expected.values())
+    (run,) = mlflow.search_runs(
+        experiment_names=["service-groups"],
+        filter_string="tags.stage = 'evaluate'",
+        output_format="list",
+    )
+    for group in groups.iter_rows(named=True):
+        assert run.data.metrics[f"achieved.{group['group']}"] == group["achieved"]
+        assert run.data.metrics[f"target.{group['group']}"] == group["target"]
+    assert run.data.metrics["shortfall"] == pytest.approx(summary["shortfall"])
 
 
 # --- generalisation and sweeps: another scenario's agent, one parameter varied -------------------

@@ -50,7 +50,7 @@ from relmas import catalog
 from relmas.ceiling.rows import policy_rows
 from relmas.config import load_config
 from relmas.evaluate import evaluate_scenario
-from relmas.paths import ResultPaths
+from relmas.paths import GROUPS_SUFFIX, SUMMARY_SUFFIX, ResultPaths
 from relmas.policies import make_policy
 from relmas.sim import Engine
 from relmas.study import policy_options
@@ -229,7 +229,7 @@ def test_the_quick_dag_computes_what_it_did(quick_run) -> None:
         == json.loads((GOLDEN / "quick_agents.json").read_text())["kernels"]
     )
     evaluations = sorted((results / "eval").glob("*/*/seed*.parquet"))
-    per_job = [p for p in evaluations if not p.name.endswith(".summary.parquet")]
+    per_job = [p for p in evaluations if not p.name.endswith((SUMMARY_SUFFIX, GROUPS_SUFFIX))]
     policies = {p.parent.name for p in per_job}
     assert set(LEARNED) <= policies and "ga_offline" in policies and "gacer" in policies
     assert {p.name for p in AGENTS.glob("*/*")} == set(LEARNED)

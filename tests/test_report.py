@@ -43,6 +43,8 @@ from relmas.report.headline import headline_markdown
 from relmas.rl.checkpoint import load_checkpoint
 from relmas.rl.curve import CURVE, read_curve
 from relmas.rl.train import train
+from relmas.schemas import SUMMARY_SCHEMA
+from relmas.sim.service import SERVICE_METRICS
 from relmas.study import sweep_points
 from tests.test_rl_dqn import TOY, make_chain, validate_chain
 
@@ -63,7 +65,14 @@ def summary(
         for seed, value in enumerate(series)
     ]
     metrics = ("antt", "stp", "fairness", "utilization", "energy_j", "decision_us")
-    return pl.DataFrame(rows).with_columns(pl.lit(1.0).alias(m) for m in metrics)
+    return pl.DataFrame(rows).with_columns(
+        *(pl.lit(1.0).alias(m) for m in metrics),
+        # no drops (soft deadlines) and no targets
+        *(
+            pl.lit(0 if key == "dropped" else None, SUMMARY_SCHEMA[key]).alias(key)
+            for key in ("dropped", *SERVICE_METRICS)
+        ),
+    )
 
 
 def test_mean_ci_is_student_t() -> None:

@@ -39,6 +39,7 @@ from relmas.paths import (
 from relmas.report import write_report
 from relmas.rl.curve import CURVE, write_curve
 from relmas.schemas import SUMMARY_SCHEMA
+from relmas.sim.service import SERVICE_METRICS
 from relmas.study import (
     Study,
     evaluation_runs,
@@ -119,6 +120,8 @@ def summary_rows(
         "decision_us": np.full(count, 110.0 if policy in catalog.learned() else 10.0),
     }
     rows |= {key: np.ones(count) for key in SUMMARY_EXTRA}
+    # no drops (soft deadlines) and no targets
+    rows |= {"dropped": [0] * count} | {key: [None] * count for key in SERVICE_METRICS}
     frame = pl.DataFrame(
         rows, schema=dict(SUMMARY_SCHEMA) | dict.fromkeys(SUMMARY_EXTRA, pl.Float64)
     )

@@ -12,6 +12,11 @@ rule evaluate:
             str(summary_of(PATHS.evaluation("{{scenario}}", "{{policy}}", "{seed}"))),
             seed=EVAL_SEEDS,
         ),
+        # each tenant's (or tenant and model's) achieved deadline-hit rate against its target
+        groups=expand(
+            str(groups_of(PATHS.evaluation("{{scenario}}", "{{policy}}", "{seed}"))),
+            seed=EVAL_SEEDS,
+        ),
     params:
         seeds=" ".join(f"--seed {seed}" for seed in EVAL_SEEDS),
         agent=lambda wildcards, input: (
@@ -47,6 +52,10 @@ use rule evaluate as evaluate_generalisation with:
         ),
         summaries=expand(
             str(summary_of(PATHS.evaluation("{{scenario}}", "{{policy}}", "{seed}", agent="{{agent}}"))),
+            seed=EVAL_SEEDS,
+        ),
+        groups=expand(
+            str(groups_of(PATHS.evaluation("{{scenario}}", "{{policy}}", "{seed}", agent="{{agent}}"))),
             seed=EVAL_SEEDS,
         ),
     log:
