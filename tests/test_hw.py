@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from relmas.errors import InputError
-from relmas.hw.common import OBJECTIVES, factors
-from relmas.hw.problem import IN_ELEMS, MACS, OUT_ELEMS, STRIDE, W_ELEMS, C, Q, R, S
+from relmas.hw.common import OBJECTIVES, ORDERS, factors
+from relmas.hw.problem import IN_ELEMS, MACS, OUT_ELEMS, STRIDE, W_ELEMS, C, P, Q, R, S
 from relmas.hw.search import search_layers
 from relmas.hw.spec import (
     EYERISS_ACCESSES,
@@ -236,6 +236,24 @@ def test_invariants_on_random_layers(raw, rows):
         assert all(f > 0 for f in footprints)
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=layers)
+def test_chip_allocation_keeps_cycles_and_one_pass_tiles(rows):
+    """The chip's buffer allocation (docs/costmodel.md, "Silicon") holds one pass's channels over
+    one strip of output rows, output-stationary, and never changes a layer's cycles: a mapping
+    fits it exactly when its pass fits the buffer, and cycles do not depend on the tile."""
+    chip_rules = {"set_shapes": "chip", "fill_words_per_cycle": 1}
+    chip = run(dict(EYERISS_168, glb_allocation="chip", **chip_rules), rows)
+    anywhere = run(dict(EYERISS_168, **chip_rules), rows)
+    assert np.array_equal(chip.cycles, anywhere.cycles)
+    for i, row in enumerate(rows):
+        m = chip.mapping(i)
+        assert m["tile_c"] == min(m["sc"] * m["q"], row[C])
+        assert m["tile_p"] == min(m["e"], row[Q] if m["transposed"] else row[P])
+        assert ORDERS[m["order"]] == "output-stationary"
+        assert chip.dram_words[i] >= floor_words(row)
+
+
 @pytest.mark.parametrize("raw", [EYERISS_168, SIMBA_CHIPLET])
 @settings(max_examples=15, deadline=None)
 @given(rows=layers)
@@ -320,7 +338,8 @@ def test_results_identical_with_jit_disabled():
         "                [float(x).hex() for x in r.dram_words], r.params.tolist()])\n"
         "print(json.dumps(out))\n"
     )
-    raws = [EYERISS_168, dict(MULTI_SIMBA, chiplets=2)]
+    chip_rules = {"set_shapes": "chip", "fill_words_per_cycle": 1, "glb_allocation": "chip"}
+    raws = [EYERISS_168, dict(EYERISS_168, **chip_rules), dict(MULTI_SIMBA, chiplets=2)]
     env = dict(os.environ, NUMBA_DISABLE_JIT="1", PYTHONPATH=str(ROOT))
     done = subprocess.run(
         [sys.executable, "-c", script],
@@ -362,6 +381,7 @@ def test_results_identical_with_jit_disabled():
         (EYERISS_168, {"word_bits": 128}, "word_bits", "at most 64"),
         (EYERISS_168, {"set_shapes": "tall"}, "set_shapes", "one of ['any', 'chip']"),
         (EYERISS_168, {"fill_words_per_cycle": -1}, "fill_words_per_cycle", "a number >= 0"),
+        (EYERISS_168, {"glb_allocation": "planes"}, "glb_allocation", "one of ['any', 'chip']"),
         (SIMBA_CHIPLET, {"set_shapes": "chip"}, "set_shapes", "a known simba key"),
     ],
 )

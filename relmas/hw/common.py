@@ -135,6 +135,7 @@ def dram_level(
     w_rep,
     energies,
     scratch,
+    one_pass=False,
 ):
     """Best global-buffer tile and DRAM loop order for an on-chip mapping.
 
@@ -144,8 +145,10 @@ def dram_level(
     bypass the buffer and are reloaded for every output-row tile and image pass, unless the
     weight-stationary order keeps one granule of weights in the PEs (`weights_stay`: the on-chip
     mapping holds a granule's weights for the whole pass). Every word of weights reaches `w_rep`
-    PEs. Returns (energy, words, ti, tk, tc, tp, order, glb_used, evaluations); energy is inf when
-    no tile fits.
+    PEs. `one_pass` fills the buffer as the Eyeriss chip does (JSSC 2017 Table III): one granule's
+    channels and output rows of inputs beside the partial sums of the instances and filters picked,
+    kept until complete (output-stationary). Returns (energy, words, ti, tk, tc, tp, order,
+    glb_used, evaluations); energy is inf when no tile fits.
     """
     n_inst, images, k_all, c_all, p_all, q_all, r_all, s_all, stride, inputs, weights, outputs = (
         dims
@@ -171,7 +174,7 @@ def dram_level(
     buf_i, buf_k, buf_c = scratch[0], scratch[1], scratch[2]
     n_mi = factors(cdiv(n_inst, gi), INT_MAX, buf_i)
     n_mk = factors(cdiv(k_all, gk), INT_MAX, buf_k)
-    n_mc = factors(cdiv(c_all, gc), INT_MAX, buf_c)
+    n_mc = factors(cdiv(c_all, gc), 1 if one_pass else INT_MAX, buf_c)
     for a in range(n_mi):
         ti = min(n_inst, buf_i[a] * gi)
         ti_chip = cdiv(ti, chips_i)
@@ -186,7 +189,7 @@ def dram_level(
                 if room < in_row * stride + out_row:
                     continue
                 rows_max = room // (in_row * stride + out_row)
-                mp = min(rows_max // rows_per_granule, cdiv(p_all, gp))
+                mp = min(rows_max // rows_per_granule, 1 if one_pass else cdiv(p_all, gp))
                 if mp < 1:
                     continue
                 tp = min(p_all, mp * gp)
@@ -200,7 +203,7 @@ def dram_level(
                 in_once = inputs * halo
                 spilled = outputs * (1.0 + 2.0 * (n_c - 1) * psum_words)
                 w_reloaded = weights * n_p * weight_passes * 1.0
-                for order in range(3):
+                for order in range(1 if one_pass else len(ORDERS)):  # output-stationary first
                     if order == OUTPUT_STATIONARY:
                         in_tr, out_tr, w_tr = in_once * n_k, outputs * 1.0, w_reloaded
                     elif order == INPUT_STATIONARY:

@@ -12,7 +12,10 @@ filters from DRAM; the array port moves `pe_cols` words per cycle each way (Time
 eyeriss-like moves 16 for 14 columns), which bounds passes with little reuse.
 
 The mapping space: fold height h, strip width e, channel sets sc, filter sets sk, instance sets sn,
-PE tile (p, q), then the DRAM-level tile and loop order (relmas.hw.common.dram_level).
+PE tile (p, q), then the DRAM-level tile and loop order (relmas.hw.common.dram_level), which
+with `glb_allocation: chip` is the chip's: one pass's ifmap rows beside partial sums that stay in
+the global buffer until complete (JSSC 2017 Table III). That allocation never changes cycles: a
+mapping fits it exactly when its pass fits the buffer at all, and cycles do not depend on the tile.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ from relmas.hw.spec import EYERISS_PSUM_WORDS, EyerissSpec
     A_E_DRAM,
     A_CHIP_SETS,
     A_FILL_RATE,
-) = range(15)
+    A_CHIP_GLB,
+) = range(16)
 
 # Layout of the chosen mapping (params) and of its buffer footprints (in words or entries).
 PARAM_NAMES = (
@@ -94,6 +98,7 @@ def arch_vector(spec: EyerissSpec) -> np.ndarray:
             e["dram"],
             1.0 if spec.set_shapes == "chip" else 0.0,
             spec.fill_words_per_cycle,
+            1.0 if spec.glb_allocation == "chip" else 0.0,
         ],
         dtype=np.float64,
     )
@@ -193,6 +198,7 @@ def eyeriss_layer(prob, arch, objective, params, footprint):
                     e,
                     energies,
                     scratch[6:9],
+                    arch[A_CHIP_GLB] > 0,
                 )
                 best_int[1] += dram[8]
                 energy = on_chip + dram[0]

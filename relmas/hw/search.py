@@ -101,9 +101,10 @@ def search_layers(
     _refresh_caches_once()
     rows = np.ascontiguousarray(problems, dtype=np.int64)
     # A 1 x 1 stride-1 layer is the same computation with its output rows and columns swapped (a
-    # linear layer's tokens as one row instead of one column). With the chip's set shapes or a
-    # pass fill the two cost differently, so such a layer is searched both ways, right after
-    # itself; in the whole space without fill they tie (docs/costmodel.md, "Silicon").
+    # linear layer's tokens as one row instead of one column). With the chip's set shapes, a pass
+    # fill or the chip's buffer allocation the two cost differently, so such a layer is searched
+    # both ways, right after itself; in the whole space without fill they tie (docs/costmodel.md,
+    # "Silicon").
     pointwise = (
         (rows[:, problem.R] == 1) & (rows[:, problem.S] == 1) & (rows[:, problem.STRIDE] == 1)
     )
@@ -139,7 +140,7 @@ def search_layers(
 
 def _orientation_matters(spec: Spec) -> bool:
     return isinstance(spec, EyerissSpec) and (
-        spec.set_shapes == "chip" or spec.fill_words_per_cycle > 0
+        spec.set_shapes == "chip" or spec.fill_words_per_cycle > 0 or spec.glb_allocation == "chip"
     )
 
 

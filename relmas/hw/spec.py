@@ -86,7 +86,9 @@ class EyerissSpec:
 
     `set_shapes: chip` limits the mapping to the PE sets the JSSC 2017 chip uses (all filter rows,
     all output rows unless they exceed the array's width); `fill_words_per_cycle` > 0 charges each
-    processing pass the time to fill its filter scratchpads before computing (the chip's ramp-up).
+    processing pass the time to fill its filter scratchpads before computing (the chip's ramp-up);
+    `glb_allocation: chip` fills the global buffer as the chip does (one pass's ifmaps beside the
+    partial sums kept until complete, JSSC 2017 Table III).
     """
 
     kind: str
@@ -100,6 +102,7 @@ class EyerissSpec:
     word_bits: int
     set_shapes: str
     fill_words_per_cycle: float
+    glb_allocation: str
     energy_pj: Mapping[str, float] = field(compare=True, hash=False)
     static_w: float
 
@@ -169,10 +172,12 @@ _INT_KEYS = {
 _OPTIONAL_KEYS = ("energy_pj", "static_w")
 # Optional keys of one family and their defaults: the whole mapping space, no per-pass fill time.
 _FAMILY_OPTIONS: dict[str, dict[str, Any]] = {
-    "eyeriss": {"set_shapes": "any", "fill_words_per_cycle": 0.0},
+    "eyeriss": {"set_shapes": "any", "fill_words_per_cycle": 0.0, "glb_allocation": "any"},
     "simba": {},
 }
+# Choices of the Eyeriss mapping rules: `any` keeps the whole space, `chip` the JSSC 2017 chip's.
 SET_SHAPES = ("any", "chip")
+GLB_ALLOCATIONS = ("any", "chip")
 _CLASSES: dict[str, type] = {"eyeriss": EyerissSpec, "simba": SimbaSpec}
 # A word is whole bytes (DRAM traffic and buffer sizes are counted in bytes) of a datapath at most
 # 64 bits wide: widths between, or of 3 bits, would cost a fraction of the traffic a real one moves.
@@ -291,9 +296,10 @@ def _positive(value: Any, integer: bool, source: str | Path | None, key: str) ->
 def _family_options(kind: str, raw: Mapping[str, Any], source, key) -> dict[str, Any]:
     """The family's optional mapping keys, defaults filled in (docs/costmodel.md, "Silicon")."""
     values = {k: raw.get(k, default) for k, default in _FAMILY_OPTIONS[kind].items()}
-    shapes = values.get("set_shapes", SET_SHAPES[0])
-    if shapes not in SET_SHAPES:
-        raise InputError(source, key("set_shapes"), f"one of {list(SET_SHAPES)}", shapes)
+    for option, choices in (("set_shapes", SET_SHAPES), ("glb_allocation", GLB_ALLOCATIONS)):
+        choice = values.get(option, choices[0])
+        if choice not in choices:
+            raise InputError(source, key(option), f"one of {list(choices)}", choice)
     if "fill_words_per_cycle" in values:
         fill = values["fill_words_per_cycle"]
         number = isinstance(fill, int | float) and not isinstance(fill, bool)
