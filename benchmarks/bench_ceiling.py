@@ -11,13 +11,20 @@ Prints ceiling − optimum and optimum − rule (median, max) where the optimum 
 the relaxation's bound, its status and seconds (one thread) and the strongest rule's count
 (`--unlimited`: the same traces on the system without its DRAM limit).
 
+`targets`: the evaluation traces drawn again with service targets given to the scenarios' tenants
+by name (`--targets camera=0.98,batch=0.5`; cost tables from `--costs`, default the study's): per
+trace whether the targets are proven unreachable, the proven lower bound on the shortfall and its
+seconds (relmas.ceiling.targets), beside the least shortfall of the rule baselines.
+
     python benchmarks/bench_ceiling.py small --scenarios vision_heavy --jobs 8 --load 4 --traces 100
     python benchmarks/bench_ceiling.py traces --scenarios vision_heavy,bursty
+    python benchmarks/bench_ceiling.py targets --targets camera=0.98,assistant=0.9,batch=0.5
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import sys
 from dataclasses import replace
@@ -28,6 +35,7 @@ from relmas import catalog
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.exact import solve_exact
 from relmas.ceiling.instance import Instance
+from relmas.ceiling.targets import shortfall_bound
 from relmas.config import load_config
 from relmas.errors import InputError
 from relmas.evaluate import load_job_trace
@@ -119,9 +127,60 @@ def traces(args: argparse.Namespace, study: Study, scenario: str) -> list[dict]:
     return rows
 
 
+def with_targets(config: dict, targets: dict[str, float]) -> dict:
+    """`config` with `targets` (tenant -> rate) set on every scenario's tenants of those names."""
+    config = copy.deepcopy(config)
+    for scenario in config["scenarios"].values():
+        for tenant in scenario.get("tenants", []):
+            if tenant["name"] in targets:
+                tenant["target"] = targets[tenant["name"]]
+    return config
+
+
+def targets(args: argparse.Namespace, study: Study, scenario: str) -> list[dict]:
+    served = Study(with_targets(study.config, args.targets), args.config)
+    system = study.system(scenario)
+    tables = study.costs(scenario, args.costs)
+    rows = []
+    for seed in study.config["evaluation"]["seeds"]:
+        jobs = served.trace(scenario, seed, args.costs)
+        instance = Instance.of(system, tables, jobs)
+        bound = shortfall_bound(instance, jobs, time_limit_s=args.time_limit)
+        rules = {
+            name: Engine(system, tables, jobs).run(make_policy(name)).metrics["shortfall"]
+            for name in catalog.of_kind("rule")
+        }
+        rule = min(rules, key=rules.__getitem__)
+        rows.append(
+            {
+                "scenario": scenario,
+                "seed": seed,
+                "jobs": jobs.height,
+                "groups": bound.groups,
+                "targets": bound.reachable,
+                "shortfall >=": round(bound.shortfall, 4),
+                "least rule shortfall": round(rules[rule], 4),
+                "rule": rule,
+                "status": bound.status,
+                "rounds": bound.rounds,
+                "seconds": round(bound.seconds, 1),
+            }
+        )
+        print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
+    return rows
+
+
+def _rates(text: str) -> dict[str, float]:
+    """`--targets`: tenant=rate,... ."""
+    pairs = [item.split("=") for item in text.split(",")]
+    if any(len(pair) != 2 for pair in pairs):
+        raise argparse.ArgumentTypeError(f"expected tenant=rate,..., got {text!r}")
+    return {name: float(rate) for name, rate in pairs}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=["small", "traces"])
+    parser.add_argument("mode", choices=["small", "traces", "targets"])
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--scenarios", default=None, help="comma-separated (default: all)")
     parser.add_argument("--jobs", type=int, default=6, help="small: jobs per trace")
@@ -135,6 +194,8 @@ def main() -> int:
         help="small: this arrival load (a short trace that "
         "starts idle needs a higher one to be contended)",
     )
+    parser.add_argument("--targets", type=_rates, default={}, help="targets: tenant=rate,...")
+    parser.add_argument("--costs", default=None, help="targets: the cost tables' directory")
     args = parser.parse_args()
     try:
         study = Study(load_config(args.config), args.config)
@@ -146,7 +207,7 @@ def main() -> int:
                 rows.append(small(args, study, name))
                 print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
             else:
-                rows += traces(args, study, name)
+                rows += (traces if args.mode == "traces" else targets)(args, study, name)
     except InputError as error:
         print(error, file=sys.stderr)
         return 2
@@ -156,6 +217,15 @@ def main() -> int:
     if args.mode == "traces":
         summary = table.group_by("scenario", maintain_order=True).agg(
             pl.col("ceiling-rule (points)").mean().round(1).alias("mean ceiling-rule (points)"),
+            pl.col("seconds").median().alias("median s"),
+            pl.col("seconds").max().alias("max s"),
+        )
+        print(markdown_table(summary))
+    if args.mode == "targets":
+        summary = table.group_by("scenario", maintain_order=True).agg(
+            (pl.col("targets") == "unreachable").sum().alias("proven unreachable"),
+            pl.col("shortfall >=").mean().round(4).alias("mean shortfall >="),
+            pl.col("least rule shortfall").mean().round(4).alias("mean least rule shortfall"),
             pl.col("seconds").median().alias("median s"),
             pl.col("seconds").max().alias("max s"),
         )
