@@ -152,3 +152,15 @@ def test_the_bound_stage_says_whether_a_traces_targets_are_reachable(tmp_path: P
     assert row["relaxation_status"] == "converged" and row["ceiling_met"] < row["jobs"]
     unmet = (row["jobs"] - row["relaxation_value"]) / row["jobs"]
     assert row["shortfall_lower"] == pytest.approx(unmet, abs=1e-5)
+
+
+def test_a_solve_stopped_before_any_round_keeps_what_is_proven_without_it():
+    # No time for a round: the bound is what each group loses on jobs that cannot meet their
+    # deadline even alone (here the first of two, with target 1.0), and the status says so.
+    system, tables = _one_type({"one": [(1.0, 0)]}, count=1)
+    late = _serve(_trace([("one", 0.0, 0.5), ("one", 0.0, 3.0)]), ["a", "a"], {"a": 1.0})
+    stopped = _bound(system, tables, late, time_limit_s=1e-9)
+    assert (stopped.status, stopped.rounds, stopped.reachable) == ("time_limit", 0, UNREACHABLE)
+    assert stopped.jobs == pytest.approx(1.0, abs=1e-5)
+    tight = _serve(_trace([("one", 0.0, 1.0), ("one", 0.0, 1.0)]), ["a", "b"], {"a": 1, "b": 1})
+    assert _bound(system, tables, tight, time_limit_s=1e-9).reachable == NOT_PROVEN
