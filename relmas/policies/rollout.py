@@ -33,9 +33,8 @@ from relmas.policies.triage import fastest_idle, feasible
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
 from relmas.sim.engine import Engine
-from relmas.sim.kernels import STATUS_DECISION, STATUS_STALLED, State, Tables, advance
+from relmas.sim.kernels import STATUS_DECISION, STATUS_STALLED, State, Tables, advance, on_time
 from relmas.sim.kernels import apply_decision as apply
-from relmas.sim.metrics import deadline_met
 
 WAIT = -1  # the candidate that starts nothing
 FEASIBLE, HOPELESS, ANY = 1, 0, -1  # which ready jobs a ranking looks at
@@ -43,14 +42,17 @@ FEASIBLE, HOPELESS, ANY = 1, 0, -1  # which ready jobs a ranking looks at
 
 @njit(cache=True)
 def _score(T: Tables, D: State, known: int) -> float:
-    """Met deadlines minus certain misses among the first `known` jobs (by arrival)."""
+    """Met deadlines minus certain misses (dropped past a firm deadline, finished late, or no
+    longer feasible) among the first `known` jobs (by arrival)."""
     now = access.now(D)
     score = 0.0
     for job in range(known):
         deadline = access.job_deadline(D, job)
         finish = access.job_finish(D, job)
-        if finish >= 0.0:
-            score += 1.0 if deadline_met(finish, deadline) else -1.0
+        if access.job_dropped(D, job):
+            score -= 1.0
+        elif finish >= 0.0:
+            score += 1.0 if on_time(finish, deadline) else -1.0
         elif not feasible(now, T.remaining_work[access.job_next_row(D, job)], deadline):
             score -= 1.0
     return score

@@ -3,7 +3,7 @@
 A step is one decision of the engine's stepping API: start one candidate job on the fastest idle
 instance for its next layer (whole, or for a resizing agent possibly cut into pieces), or wait for
 the next event (candidates, features and mask: `relmas.rl.observation`). The episode ends when
-every job has finished (`terminated`).
+every job has finished or been dropped past its firm deadline (`terminated`).
 
 Reward (docs/relmas.md), for jobs weighted w_i = p_i^e / mean_j(p_j^e) by priority p_i (e = 0:
 every job counts alike, as in the SLA rate):
@@ -56,10 +56,10 @@ from relmas.sim.kernels import (
     State,
     Tables,
     advance,
+    on_time,
     start_layer,
     start_piece,
 )
-from relmas.sim.metrics import deadline_met
 from relmas.sim.system import System
 
 
@@ -169,7 +169,7 @@ def reach_decision(E: EnvArrays) -> tuple[bool, float]:
     finished = access.finished_count(S)
     for i in range(E.counts[COUNT_CREDITED], finished):
         job = access.finished_job(S, i)
-        if deadline_met(access.job_finish(S, job), access.job_deadline(S, job)):
+        if on_time(access.job_finish(S, job), access.job_deadline(S, job)):
             E.counts[COUNT_MET] += 1
             met_weight += E.weight[job]
         else:
@@ -323,7 +323,7 @@ class SchedulingEnv(gym.Env):
 
     @property
     def missed(self) -> int:
-        """Jobs finished late so far."""
+        """Jobs finished late or dropped past a firm deadline so far."""
         return int(self.arrays.counts[COUNT_MISSED])
 
     def _info(self, invalid: bool, credit: float) -> dict[str, Any]:

@@ -29,25 +29,33 @@ from relmas.sim.kernels import (
     JF_PRIORITY,
     JF_READY_SINCE,
     JF_START,
+    JF_TARGET,
     JF_WAITED,
     JI_CURSOR,
     JI_END,
+    JI_FIRM,
     JI_PENDING,
     JI_PIECES_LEFT,
     JI_SPLIT,
     JI_STATE,
+    JI_TENANT,
+    JOB_DROPPED,
     JOB_READY,
     SF_BW_IN_USE,
     SF_CAPACITY,
     SF_NOW,
     SI_DECISIONS,
     SI_DONE,
+    SI_DROPPED,
     SI_IDLE,
     SI_NEWLY_READY_N,
     SI_NEXT_ARRIVAL,
     SI_READY_N,
     SI_RUNNING,
     SI_WAITING,
+    TC_ARRIVED,
+    TC_MET,
+    TC_MISSED,
     State,
     copy_state,
     refresh_rates,
@@ -64,6 +72,7 @@ __all__ = [
     "copy_state",
     "count_decision",
     "decision_count",
+    "dropped_count",
     "finished_count",
     "finished_job",
     "idle_count",
@@ -72,9 +81,11 @@ __all__ = [
     "job_count",
     "job_deadline",
     "job_deadlines",
+    "job_dropped",
     "job_end_row",
     "job_finish",
     "job_finish_times",
+    "job_firm",
     "job_is_ready",
     "job_isolated",
     "job_next_row",
@@ -86,6 +97,8 @@ __all__ = [
     "job_ready_since",
     "job_split",
     "job_start",
+    "job_target",
+    "job_tenant",
     "job_waited",
     "newly_ready_count",
     "newly_ready_job",
@@ -100,6 +113,11 @@ __all__ = [
     "task_demand",
     "task_rate",
     "task_work_left",
+    "tenant_achieved",
+    "tenant_arrived",
+    "tenant_count",
+    "tenant_met",
+    "tenant_missed",
 ]
 
 # ----------------------------------------------------------------------------- system
@@ -130,14 +148,20 @@ def decision_count(state: State) -> int:
 
 @njit(cache=True)
 def finished_count(state: State) -> int:
-    """Jobs finished so far."""
+    """Jobs done so far: finished, or dropped past a firm deadline (`job_dropped`)."""
     return state.si[SI_DONE]
 
 
 @njit(cache=True)
 def finished_job(state: State, i: int) -> int:
-    """The `i`-th job to finish (0 <= i < finished_count)."""
+    """The `i`-th job to finish or be dropped (0 <= i < finished_count)."""
     return state.done_log[i]
+
+
+@njit(cache=True)
+def dropped_count(state: State) -> int:
+    """Jobs dropped so far, past their firm deadline (relmas.sim.kernels)."""
+    return state.si[SI_DROPPED]
 
 
 @njit(cache=True)
@@ -175,7 +199,8 @@ def newly_ready_count(state: State) -> int:
 @njit(cache=True)
 def newly_ready_job(state: State, i: int) -> int:
     """The `i`-th of them, 0 <= i < newly_ready_count; a policy that keeps its own index of the
-    ready jobs adds these at each decision point (jobs leave the ready set only by starting)."""
+    ready jobs adds these at each decision point. Jobs leave the ready set by starting, or by
+    being dropped past a firm deadline (one of these may have been since: `job_is_ready`)."""
     return state.newly_ready[i]
 
 
@@ -289,8 +314,32 @@ def job_start(state: State, job: int) -> float:
 
 @njit(cache=True)
 def job_finish(state: State, job: int) -> float:
-    """When the job finished, -1 before."""
+    """When the job finished, -1 before, NaN if it was dropped."""
     return state.jf[job, JF_FINISH]
+
+
+@njit(cache=True)
+def job_dropped(state: State, job: int) -> bool:
+    """Whether the job was dropped past its firm deadline: done, never to finish."""
+    return state.ji[job, JI_STATE] == JOB_DROPPED
+
+
+@njit(cache=True)
+def job_firm(state: State, job: int) -> bool:
+    """Whether the job's deadline is firm (it is dropped once the deadline has passed)."""
+    return state.ji[job, JI_FIRM] != 0
+
+
+@njit(cache=True)
+def job_target(state: State, job: int) -> float:
+    """The deadline-hit-rate target the job counts towards, NaN if none."""
+    return state.jf[job, JF_TARGET]
+
+
+@njit(cache=True)
+def job_tenant(state: State, job: int) -> int:
+    """The job's tenant: an index into `Engine.tenants` (sorted names) and the tenant counters."""
+    return state.ji[job, JI_TENANT]
 
 
 @njit(cache=True)
@@ -330,7 +379,7 @@ def job_split(state: State, job: int) -> int:
 
 @njit(cache=True)
 def job_finish_times(state: State) -> np.ndarray:
-    """Every job's finish time (-1 if not finished), a view."""
+    """Every job's finish time (-1 if not finished, NaN if dropped), a view."""
     return state.jf[:, JF_FINISH]
 
 
@@ -350,6 +399,42 @@ def job_priorities(state: State) -> np.ndarray:
 def job_next_rows(state: State) -> np.ndarray:
     """Every job's next row (`job_next_row`), a view that follows the simulation."""
     return state.ji[:, JI_CURSOR]
+
+
+# ----------------------------------------------------------------------------- tenants
+
+
+@njit(cache=True)
+def tenant_count(state: State) -> int:
+    return state.tc.shape[0]
+
+
+@njit(cache=True)
+def tenant_arrived(state: State, tenant: int) -> int:
+    """The tenant's jobs arrived so far."""
+    return state.tc[tenant, TC_ARRIVED]
+
+
+@njit(cache=True)
+def tenant_met(state: State, tenant: int) -> int:
+    """The tenant's jobs finished by their deadline so far."""
+    return state.tc[tenant, TC_MET]
+
+
+@njit(cache=True)
+def tenant_missed(state: State, tenant: int) -> int:
+    """The tenant's jobs certain to have missed their deadline: finished late or dropped so far
+    (a job still ready or running past its soft deadline counts once it finishes)."""
+    return state.tc[tenant, TC_MISSED]
+
+
+@njit(cache=True)
+def tenant_achieved(state: State, tenant: int) -> float:
+    """The tenant's deadline-hit rate so far, met / (met + missed); 1 while none is decided (no
+    miss yet: no deficit against any target)."""
+    met = state.tc[tenant, TC_MET]
+    decided = met + state.tc[tenant, TC_MISSED]
+    return met / decided if decided > 0 else 1.0
 
 
 # ----------------------------------------------------------------------------- decisions

@@ -3,14 +3,17 @@
 Two users: heuristics run to completion inside one jitted loop (`run`), and the
 reinforcement-learning environment steps it: `next_decision()` advances to the next decision point
 and returns a `DecisionView` of the state, `step(assignments)` applies one decision (assignments, or
-none = wait for the next event), `pop_finished()` reports the jobs finished since the last call.
+none = wait for the next event), `pop_finished()` reports the jobs finished (or dropped past a firm
+deadline, relmas.sim.kernels) since the last call.
 `snapshot()` and `restore()` go back to an earlier point, e.g. for a search over decisions. Such a
 search covers the schedules the engine allows, in which layers start only at events (arrivals,
 completions, a wait's end): a continuous-time model that may start a layer at any instant can
 score above them, so it bounds the engine's best schedule rather than equals it.
 
 Jobs are held internally in arrival order (ties by job_id); the public API speaks of internal job
-indices (positions in `engine.jobs`), and `engine.jobs["job_id"]` maps them back.
+indices (positions in `engine.jobs`), and `engine.jobs["job_id"]` maps them back. Tenants are
+indexed in the order of `engine.tenants`, their names sorted: the same tenant has the same index on
+every trace of a scenario that has all its tenants (not so in order of first arrival).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from relmas.schemas import with_job_defaults
-from relmas.sim import kernels
+from relmas.sim import access, kernels
 from relmas.sim.costs import CostTables, PieceTables
 from relmas.sim.metrics import deadline_met
 from relmas.sim.result import SimResult, build_result
@@ -36,7 +39,8 @@ if TYPE_CHECKING:
 
 
 class Engine:
-    """Discrete-event simulation of `jobs` (JOB_SCHEMA) on `system` with the costs of `tables`.
+    """Discrete-event simulation of `jobs` (JOB_SCHEMA; without `target` or `firm`: none, soft
+    deadlines) on `system` with the costs of `tables`.
 
     `static_w` maps accelerator names to static power (W, default 0); `record` keeps the timeline of
     running tasks and their bandwidth (for Gantt charts and tests) at the cost of memory.
@@ -63,6 +67,7 @@ class Engine:
         self.system = system
         self.tables = tables
         self.jobs = with_job_defaults(jobs).sort(["arrival_s", "job_id"])
+        self.tenants: tuple[str, ...] = tuple(sorted(set(self.jobs["tenant"].to_list())))
         # the engine's clock reads seconds since origin_s (relmas.sim.times); results add it back
         self.origin_s = time_origin(self.jobs["arrival_s"][0])
         self.static_w = {name: float((static_w or {}).get(name, 0.0)) for name in tables.types}
@@ -78,7 +83,9 @@ class Engine:
         self.kernel_pieces = kernels.Pieces(
             pieces.count, pieces.offset, pieces.latency_s, pieces.demand_bps, pieces.energy_j
         )
-        self.state = _initial_state(system, tables, self.jobs, self.origin_s, record, record_buffer)
+        self.state = _initial_state(
+            system, tables, self.jobs, self.tenants, self.origin_s, record, record_buffer
+        )
         T, S = self.kernel_tables, self.state
         self._advance_kernel = kernels.entry_point(kernels.advance, T, S)
         self._start_layer = kernels.entry_point(kernels.start_layer, T, S, 0, 0)
@@ -99,6 +106,7 @@ class Engine:
 
     @property
     def finished(self) -> bool:
+        """Whether every job has finished or been dropped."""
         return int(self.state.si[kernels.SI_DONE]) == self.jobs.height
 
     @property
@@ -152,7 +160,8 @@ class Engine:
         S.si[kernels.SI_WAITING] = 1
 
     def pop_finished(self) -> tuple[np.ndarray, np.ndarray]:
-        """Jobs (internal indices) finished since the last call, and whether each met its SLA."""
+        """Jobs (internal indices) finished or dropped since the last call, and whether each met
+        its SLA (a dropped job never does)."""
         si = self.state.si
         done = int(si[kernels.SI_DONE])
         jobs = self.state.done_log[si[kernels.SI_REPORTED] : done].copy()
@@ -280,8 +289,10 @@ class DecisionView:
     """The engine at one decision point, as policies see it; stale once the engine moves on.
 
     Per ready job (aligned with `ready_jobs`): ids, deadlines, slack, remaining work (best type per
-    layer), waiting time, next layer's latency and bandwidth demand on each accelerator type.
-    Per accelerator instance: type, idle flag, busy time left, current bandwidth share.
+    layer), waiting time, next layer's latency and bandwidth demand on each accelerator type, its
+    tenant's index and its target. Per accelerator instance: type, idle flag, busy time left,
+    current bandwidth share. Per tenant (`engine.tenants`' order): jobs arrived, met, missed and
+    the rate achieved so far (relmas.sim.access).
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -321,6 +332,36 @@ class DecisionView:
     def slack_s(self) -> np.ndarray:
         """Time left to the deadline (negative once missed)."""
         return self.deadline_s - self.now
+
+    @cached_property
+    def tenant_index(self) -> np.ndarray:
+        """Each ready job's tenant, an index into `engine.tenants` and the per-tenant arrays."""
+        return self.engine.state.ji[self.ready_jobs, kernels.JI_TENANT]
+
+    @cached_property
+    def target(self) -> np.ndarray:
+        """Each ready job's deadline-hit-rate target (NaN: none)."""
+        return self.engine.state.jf[self.ready_jobs, kernels.JF_TARGET]
+
+    @cached_property
+    def tenant_arrived(self) -> np.ndarray:
+        return self.engine.state.tc[:, kernels.TC_ARRIVED].copy()
+
+    @cached_property
+    def tenant_met(self) -> np.ndarray:
+        """Jobs of each tenant finished by their deadline so far."""
+        return self.engine.state.tc[:, kernels.TC_MET].copy()
+
+    @cached_property
+    def tenant_missed(self) -> np.ndarray:
+        """Jobs of each tenant finished late or dropped so far."""
+        return self.engine.state.tc[:, kernels.TC_MISSED].copy()
+
+    @cached_property
+    def tenant_achieved(self) -> np.ndarray:
+        """Each tenant's deadline-hit rate so far (`relmas.sim.access.tenant_achieved`)."""
+        S = self.engine.state
+        return np.array([access.tenant_achieved(S, k) for k in range(S.tc.shape[0])])
 
     @cached_property
     def pieces_left(self) -> np.ndarray:
@@ -394,6 +435,7 @@ def _initial_state(
     system: System,
     tables: CostTables,
     jobs: pl.DataFrame,
+    tenants: tuple[str, ...],
     origin_s: float,
     record: bool,
     record_buffer: int,
@@ -401,6 +443,7 @@ def _initial_state(
     n = jobs.height
     index = {name: i for i, name in enumerate(tables.models)}
     models = np.array([index[m] for m in jobs["model"].to_list()], dtype=np.int64)
+    tenant = {name: i for i, name in enumerate(tenants)}
     jf = np.zeros((n, kernels.JF_COLUMNS))
     jf[:, kernels.JF_ARRIVAL] = jobs["arrival_s"].to_numpy() - origin_s
     jf[:, kernels.JF_DEADLINE] = jobs["deadline_s"].to_numpy() - origin_s
@@ -408,9 +451,12 @@ def _initial_state(
     jf[:, kernels.JF_PRIORITY] = jobs["priority"].to_numpy()
     jf[:, kernels.JF_START] = -1.0
     jf[:, kernels.JF_FINISH] = -1.0
+    jf[:, kernels.JF_TARGET] = jobs["target"].fill_null(np.nan).to_numpy()
     ji = np.zeros((n, kernels.JI_COLUMNS), dtype=np.int64)
     ji[:, kernels.JI_CURSOR] = tables.first_row[models]
     ji[:, kernels.JI_END] = tables.first_row[models] + tables.n_layers[models]
+    ji[:, kernels.JI_FIRM] = jobs["firm"].to_numpy()
+    ji[:, kernels.JI_TENANT] = [tenant[name] for name in jobs["tenant"].to_list()]
     types = [tables.types.index(name) for name in system.instance_types]
     accelerators = len(types)
     ai = np.zeros((accelerators, kernels.AI_COLUMNS), dtype=np.int64)
@@ -420,6 +466,7 @@ def _initial_state(
     sf = np.zeros(kernels.SF_COLUMNS)
     sf[kernels.SF_NOW] = jf[0, kernels.JF_ARRIVAL]
     sf[kernels.SF_CAPACITY] = system.bandwidth_bytes_per_s
+    sf[kernels.SF_FIRM_NEXT] = np.inf
     si = np.zeros(kernels.SI_COLUMNS, dtype=np.int64)
     si[kernels.SI_IDLE] = accelerators
     si[kernels.SI_SHARING] = SHARING_MODES.index(system.sharing)
@@ -437,5 +484,6 @@ def _initial_state(
         ready_pos=np.full(n, -1, dtype=np.int64),
         newly_ready=np.full(n, -1, dtype=np.int64),
         done_log=np.full(n, -1, dtype=np.int64),
+        tc=np.zeros((len(tenants), kernels.TC_COLUMNS), dtype=np.int64),
         record=np.zeros((capacity, kernels.RECORD_COLUMNS)),
     )

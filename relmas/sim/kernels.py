@@ -25,6 +25,19 @@ apart from a job's progress (its next layer, its count of pending tasks and of p
 started), so that a layer may run as several pieces (operator resizing, `start_piece`): a job whose
 layer has pieces left stays ready while its started pieces run, other jobs may interleave with it,
 and the layer completes when its last piece does. `start_layer` is the unsplit case.
+
+Firm deadlines (docs/simulator.md): a job with a firm deadline (JI_FIRM) that is past it (beyond
+the rounding tolerance of `on_time`, the test of a met deadline) and has no task running is
+*dropped* at the event where that is first seen: it leaves the ready list, is never started again,
+counts as done (`done_log`) and has a NaN finish time. Every decision point comes right after an
+event, so no job starts past its firm deadline. A job with a layer (or pieces) running when its
+deadline passes starts nothing more and is dropped when they end (its last layer too: a firm job
+meets its deadline or is dropped, it never finishes late). The ready jobs are scanned for late
+ones only at an event past SF_FIRM_NEXT, the earliest deadline of a firm job made ready since the
+last scan (inf without firm jobs: one comparison per event).
+
+Service counters: per tenant (State.tc, rows in the order of `Engine.tenants`), the jobs arrived,
+met (finished by their deadline) and missed (finished late, or dropped), counted when it happens.
 """
 
 from __future__ import annotations
@@ -39,14 +52,17 @@ from numba import njit
 # Job float columns (State.jf[job, column]).
 JF_ARRIVAL, JF_DEADLINE, JF_ISOLATED, JF_PRIORITY = 0, 1, 2, 3
 JF_START, JF_FINISH, JF_READY_SINCE, JF_WAITED = 4, 5, 6, 7
-JF_COLUMNS = 8
+JF_TARGET = 8  # deadline-hit-rate target of the job's service level, NaN: none (policies read it)
+JF_COLUMNS = 9
 # Job integer columns (State.ji[job, column]): the row cursor (next layer), the model's end row, ...
 JI_CURSOR, JI_END, JI_STATE, JI_PENDING = 0, 1, 2, 3
 # ... the split variant of the current layer and its pieces not yet started (0: none pending).
 JI_SPLIT, JI_PIECES_LEFT = 4, 5
-JI_COLUMNS = 6
-# Job states.
-JOB_FUTURE, JOB_READY, JOB_RUNNING, JOB_DONE = 0, 1, 2, 3
+# ... whether its deadline is firm (1: dropped once passed) and its tenant (row of State.tc).
+JI_FIRM, JI_TENANT = 6, 7
+JI_COLUMNS = 8
+# Job states (JOB_DROPPED: past its firm deadline, out of the system unfinished).
+JOB_FUTURE, JOB_READY, JOB_RUNNING, JOB_DONE, JOB_DROPPED = 0, 1, 2, 3, 4
 # Accelerator float columns: remaining work (seconds at rate 1), demand (B/s), rate, busy time.
 AF_WORK, AF_DEMAND, AF_RATE, AF_BUSY = 0, 1, 2, 3
 AF_COLUMNS = 4
@@ -54,18 +70,23 @@ AF_COLUMNS = 4
 # variant (0 = whole layer) and piece index.
 AI_TYPE, AI_JOB, AI_ROW, AI_SPLIT, AI_PIECE = 0, 1, 2, 3, 4
 AI_COLUMNS = 5
-# Scalar floats: time, bandwidth capacity and use (B/s), bytes moved, dynamic energy.
-SF_NOW, SF_CAPACITY, SF_BW_IN_USE, SF_BYTES_MOVED, SF_ENERGY = 0, 1, 2, 3, 4
-SF_COLUMNS = 5
+# Scalar floats: time, bandwidth capacity and use (B/s), bytes moved, dynamic energy, and the
+# earliest deadline of a firm job made ready since the last scan for late ones (inf: none).
+SF_NOW, SF_CAPACITY, SF_BW_IN_USE, SF_BYTES_MOVED, SF_ENERGY, SF_FIRM_NEXT = 0, 1, 2, 3, 4, 5
+SF_COLUMNS = 6
 # Scalar integers (SI_NEWLY_READY_N: length of State.newly_ready; SI_AT_DECISION: `advance` last
 # stopped at a decision point). The last two are the Python engine's, in the state so that a
 # snapshot holds them: SI_REPORTED, the finished jobs `Engine.pop_finished` reported;
-# SI_TIMELINE, the engine's last flushed timeline chunk (-1: none).
+# SI_TIMELINE, the engine's last flushed timeline chunk (-1: none). SI_DONE counts the finished and
+# the dropped jobs (`done_log`), SI_DROPPED the dropped ones.
 SI_NEXT_ARRIVAL, SI_DONE, SI_DECISIONS, SI_ASSIGNMENTS = 0, 1, 2, 3
 SI_RUNNING, SI_IDLE, SI_READY_N, SI_NEWLY_READY_N = 4, 5, 6, 7
 SI_WAITING, SI_DIRTY, SI_SHARING, SI_AT_DECISION, SI_RECORD, SI_RECORD_N = 8, 9, 10, 11, 12, 13
-SI_REPORTED, SI_TIMELINE = 14, 15
-SI_COLUMNS = 16
+SI_REPORTED, SI_TIMELINE, SI_DROPPED = 14, 15, 16
+SI_COLUMNS = 17
+# Tenant counters (State.tc[tenant, column]): jobs arrived, met, missed (finished late or dropped).
+TC_ARRIVED, TC_MET, TC_MISSED = 0, 1, 2
+TC_COLUMNS = 3
 # Bandwidth sharing modes.
 SHARING_PROPORTIONAL, SHARING_MAXMIN = 0, 1
 # What `advance` stopped at.
@@ -109,7 +130,8 @@ class State(NamedTuple):
     ready: np.ndarray  # int64[jobs]: dense list of ready jobs
     ready_pos: np.ndarray  # int64[jobs]: position in `ready`, -1 if absent
     newly_ready: np.ndarray  # int64[jobs]: jobs that became ready since the last decision point
-    done_log: np.ndarray  # int64[jobs]: jobs in order of completion
+    done_log: np.ndarray  # int64[jobs]: jobs in order of completion (finish or drop)
+    tc: np.ndarray  # int64[tenants, TC_COLUMNS]: service counters per tenant
     record: np.ndarray  # float64[capacity, RECORD_COLUMNS]: timeline buffer
 
 
@@ -133,6 +155,7 @@ def copy_state(S: State, D: State) -> None:
     D.ready_pos[:] = S.ready_pos
     D.newly_ready[:] = S.newly_ready
     D.done_log[:] = S.done_log
+    D.tc[:] = S.tc
     D.si[SI_RECORD] = 1 if D.record.shape[0] > 0 else 0
     D.si[SI_RECORD_N] = 0
 
@@ -141,7 +164,30 @@ def copy_state(S: State, D: State) -> None:
 
 
 @njit(cache=True)
+def on_time(time: float, deadline: float) -> bool:
+    """Whether `time` is by `deadline` up to float rounding of the event times: a job finishing
+    then meets it (`relmas.sim.metrics.deadline_met`), a firm job is not dropped then. False for a
+    NaN time (a dropped job's finish), made +inf first: a vectorised `<=` on NaN raises the
+    invalid-operation flag (numpy's warning) even where a branch would skip it."""
+    if time != time:
+        time = math.inf
+    return time <= deadline + TIME_TOL * max(1.0, abs(deadline))
+
+
+@njit(cache=True)
+def on_time_each(times: np.ndarray, deadlines: np.ndarray) -> np.ndarray:
+    """`on_time` of each (time, deadline) pair of two 1-d arrays; here, so that Numba's cache of
+    it (keyed on this file) follows `on_time`'s edits."""
+    out = np.empty(times.shape[0], dtype=np.bool_)
+    for i in range(times.shape[0]):
+        out[i] = on_time(times[i], deadlines[i])
+    return out
+
+
+@njit(cache=True)
 def _make_ready(S: State, job: int) -> None:
+    if S.ji[job, JI_FIRM] != 0:
+        S.sf[SF_FIRM_NEXT] = min(S.sf[SF_FIRM_NEXT], S.jf[job, JF_DEADLINE])
     S.ji[job, JI_STATE] = JOB_READY
     S.jf[job, JF_READY_SINCE] = S.sf[SF_NOW]
     n = S.si[SI_READY_N]
@@ -239,6 +285,48 @@ def start_piece(P: Pieces, S: State, job: int, acc: int, split: int) -> None:
 
 
 @njit(cache=True)
+def _log_done(S: State, job: int, met: bool) -> None:
+    """Count the finished or dropped `job` done, and met or missed for its tenant."""
+    S.done_log[S.si[SI_DONE]] = job
+    S.si[SI_DONE] += 1
+    S.tc[S.ji[job, JI_TENANT], TC_MET if met else TC_MISSED] += 1
+
+
+@njit(cache=True)
+def _drop(S: State, job: int) -> None:
+    """Take the firm `job`, past its deadline with no task running, out of the system."""
+    if S.ji[job, JI_STATE] == JOB_READY:
+        _remove_ready(S, job)
+    S.ji[job, JI_STATE] = JOB_DROPPED
+    S.jf[job, JF_FINISH] = np.nan
+    S.si[SI_DROPPED] += 1
+    _log_done(S, job, False)
+
+
+@njit(cache=True)
+def _drop_late(S: State) -> None:
+    """At an event past SF_FIRM_NEXT: drop the ready firm jobs past their deadline (one with pieces
+    of its layer running starts no more and is dropped when they end) and lower SF_FIRM_NEXT to
+    the earliest deadline of the firm jobs left ready."""
+    now = S.sf[SF_NOW]
+    earliest = math.inf
+    i = 0
+    while i < S.si[SI_READY_N]:
+        job = S.ready[i]
+        deadline = S.jf[job, JF_DEADLINE]
+        if S.ji[job, JI_FIRM] == 0 or on_time(now, deadline):
+            if S.ji[job, JI_FIRM] != 0:
+                earliest = min(earliest, deadline)
+            i += 1
+        elif S.ji[job, JI_PENDING] > 0:
+            _remove_ready(S, job)  # the last ready job moves to position i
+            S.ji[job, JI_STATE] = JOB_RUNNING
+        else:
+            _drop(S, job)
+    S.sf[SF_FIRM_NEXT] = earliest
+
+
+@njit(cache=True)
 def _complete_task(S: State, acc: int) -> None:
     job = S.ai[acc, AI_JOB]
     S.ai[acc, AI_JOB] = -1
@@ -249,14 +337,19 @@ def _complete_task(S: State, acc: int) -> None:
     S.si[SI_IDLE] += 1
     S.si[SI_DIRTY] = 1
     S.ji[job, JI_PENDING] -= 1
-    if S.ji[job, JI_PENDING] > 0 or S.ji[job, JI_PIECES_LEFT] > 0:
+    if S.ji[job, JI_PENDING] > 0:
+        return
+    now = S.sf[SF_NOW]
+    if S.ji[job, JI_FIRM] != 0 and not on_time(now, S.jf[job, JF_DEADLINE]):
+        _drop(S, job)
+        return
+    if S.ji[job, JI_PIECES_LEFT] > 0:
         return
     S.ji[job, JI_CURSOR] += 1
     if S.ji[job, JI_CURSOR] == S.ji[job, JI_END]:
         S.ji[job, JI_STATE] = JOB_DONE
-        S.jf[job, JF_FINISH] = S.sf[SF_NOW]
-        S.done_log[S.si[SI_DONE]] = job
-        S.si[SI_DONE] += 1
+        S.jf[job, JF_FINISH] = now
+        _log_done(S, job, on_time(now, S.jf[job, JF_DEADLINE]))
     else:
         _make_ready(S, job)
 
@@ -333,8 +426,11 @@ def advance(T: Tables, S: State) -> int:
     Takes the cost tables like every loop the engine drives (`Engine._advance`), unused here.
 
     A pending `wait` (SI_WAITING) makes the first event happen before the next decision point.
-    Returns a STATUS_* code; STATUS_FLUSH asks the caller to empty the timeline buffer and to
-    call again.
+    At each event: tasks complete (a firm job past its deadline is dropped instead of becoming
+    ready), jobs arrive, then late firm jobs are dropped from the ready list.
+
+    Returns a STATUS_* code; STATUS_FLUSH asks the caller to empty the timeline buffer and to call
+    again.
     """
     jf, af, ai, sf, si = S.jf, S.af, S.ai, S.sf, S.si
     jobs = jf.shape[0]
@@ -372,10 +468,13 @@ def advance(T: Tables, S: State) -> int:
             else:
                 af[a, AF_WORK] -= rate * dt
         while nxt < jobs and jf[nxt, JF_ARRIVAL] <= t_next:
+            S.tc[S.ji[nxt, JI_TENANT], TC_ARRIVED] += 1
             _make_ready(S, nxt)
             nxt += 1
         si[SI_NEXT_ARRIVAL] = nxt
         si[SI_WAITING] = 0
+        if not on_time(t_next, sf[SF_FIRM_NEXT]):
+            _drop_late(S)
 
 
 @njit(cache=True)

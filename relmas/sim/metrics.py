@@ -1,10 +1,13 @@
 """Scheduling metrics of a finished simulation, from per-job times and per-accelerator busy times.
 
 Definitions (docs/simulator.md):
-- SLA satisfaction rate: fraction of jobs finishing by their deadline (overall and per tenant);
+- SLA satisfaction rate: fraction of jobs finishing by their deadline (overall and per tenant); a
+  job dropped past its firm deadline (NaN finish) counts as missed;
 - normalised progress NP_i = isolated_i / turnaround_i (PREMA), turnaround = finish - arrival;
-- ANTT = mean(1 / NP_i); STP = sum(NP_i); fairness = min(NP) / max(NP);
-- makespan = last finish - first arrival; utilisation of an instance = busy time / makespan, where
+- ANTT = mean(1 / NP_i); STP = sum(NP_i); fairness = min(NP) / max(NP), and the turnaround
+  percentiles: over the finished jobs only (a dropped job has no turnaround; NaN if none finished);
+- makespan = end of the run (the last task's end: the last finish, or later if the last tasks
+  were a dropped job's) - first arrival; utilisation of an instance = busy time / makespan, where
   busy means a task is assigned to it (possibly slowed down by bandwidth contention);
 - energy = dynamic energy of the executed layers + static power x makespan of every instance
   + the scheduler's own energy per decision.
@@ -13,35 +16,45 @@ Definitions (docs/simulator.md):
 from __future__ import annotations
 
 import numpy as np
-from numba import vectorize
 
-from relmas.sim.kernels import TIME_TOL
+from relmas.sim.kernels import TIME_TOL as TIME_TOL  # the tolerance of `deadline_met`
+from relmas.sim.kernels import on_time_each
 
 
-@vectorize(["boolean(float64, float64)"], cache=True)
-def deadline_met(finish_s: float, deadline_s: float) -> bool:
-    """Whether each job finished by its deadline (up to float rounding of the event times); a
-    ufunc, so that jitted code (a rollout's score) uses the same test on one job."""
-    return finish_s <= deadline_s + TIME_TOL * max(1.0, abs(deadline_s))
+def deadline_met(finish_s: np.ndarray, deadline_s: np.ndarray) -> np.ndarray:
+    """Whether each job finished by its deadline (arrays broadcast together), up to float
+    rounding of the event times; never for a dropped job's NaN finish. Jitted code tests one job
+    with `relmas.sim.kernels.on_time`, the same test."""
+    finish, deadline = np.broadcast_arrays(
+        np.asarray(finish_s, dtype=np.float64), np.asarray(deadline_s, dtype=np.float64)
+    )
+    return on_time_each(finish.ravel(), deadline.ravel()).reshape(finish.shape)
 
 
 def job_metrics(
-    arrival_s: np.ndarray, finish_s: np.ndarray, deadline_s: np.ndarray, isolated_s: np.ndarray
+    arrival_s: np.ndarray,
+    finish_s: np.ndarray,
+    deadline_s: np.ndarray,
+    isolated_s: np.ndarray,
+    end_s: float,
 ) -> dict[str, float]:
-    """SLA rate, ANTT, STP, fairness, makespan and turnaround percentiles of finished jobs."""
-    turnaround = finish_s - arrival_s
-    progress = isolated_s / turnaround
+    """SLA rate over all jobs, dropped ones (NaN finish) missed; ANTT, STP, fairness and
+    turnaround percentiles over the finished ones; makespan to the run's end `end_s`."""
+    finished = ~np.isnan(finish_s)
+    turnaround = finish_s[finished] - arrival_s[finished]
+    progress = isolated_s[finished] / turnaround
+    some = turnaround.size > 0
     return {
         "jobs": float(arrival_s.size),
         "sla_rate": float(np.mean(deadline_met(finish_s, deadline_s))),
-        "antt": float(np.mean(1.0 / progress)),
+        "antt": float(np.mean(1.0 / progress)) if some else np.nan,
         "stp": float(np.sum(progress)),
-        "fairness": float(progress.min() / progress.max()),
-        "makespan_s": float(finish_s.max() - arrival_s.min()),
-        "turnaround_mean_s": float(turnaround.mean()),
-        "turnaround_p50_s": float(np.percentile(turnaround, 50)),
-        "turnaround_p95_s": float(np.percentile(turnaround, 95)),
-        "turnaround_p99_s": float(np.percentile(turnaround, 99)),
+        "fairness": float(progress.min() / progress.max()) if some else np.nan,
+        "makespan_s": float(end_s - arrival_s.min()),
+        "turnaround_mean_s": float(turnaround.mean()) if some else np.nan,
+        "turnaround_p50_s": float(np.percentile(turnaround, 50)) if some else np.nan,
+        "turnaround_p95_s": float(np.percentile(turnaround, 95)) if some else np.nan,
+        "turnaround_p99_s": float(np.percentile(turnaround, 99)) if some else np.nan,
     }
 
 

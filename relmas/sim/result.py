@@ -33,6 +33,8 @@ JOB_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "isolated_s": pl.Float64(),
     "turnaround_s": pl.Float64(),
     "met": pl.Boolean(),
+    # dropped past its firm deadline (relmas.sim.kernels): never finished, finish_s NaN, not met
+    "dropped": pl.Boolean(),
 }
 
 ACCELERATOR_RESULT_SCHEMA: dict[str, pl.DataType] = {
@@ -61,12 +63,15 @@ class SimResult:
 
 def build_result(engine: Engine, policy: str, timeline: pl.DataFrame | None) -> SimResult:
     """The result of `engine`'s finished run: metrics from its times (since its origin), per-job
-    rows and `timeline` in the trace's own times (the origin added back)."""
+    rows and `timeline` in the trace's own times (the origin added back). A dropped job has NaN
+    finish and turnaround, and a NaN start if it never started."""
     S = engine.state
     arrival = S.jf[:, kernels.JF_ARRIVAL]
     finish = S.jf[:, kernels.JF_FINISH]
     deadline = S.jf[:, kernels.JF_DEADLINE]
     isolated = S.jf[:, kernels.JF_ISOLATED]
+    start = S.jf[:, kernels.JF_START]
+    gone = S.ji[:, kernels.JI_STATE] == kernels.JOB_DROPPED
     met = deadline_met(finish, deadline)
     jobs = engine.jobs
     origin = engine.origin_s
@@ -77,18 +82,20 @@ def build_result(engine: Engine, policy: str, timeline: pl.DataFrame | None) -> 
             "model": jobs["model"],
             "priority": jobs["priority"],
             "arrival_s": jobs["arrival_s"],
-            "start_s": S.jf[:, kernels.JF_START] + origin,
+            "start_s": np.where(start >= 0.0, start + origin, np.nan),
             "finish_s": finish + origin,
             "deadline_s": jobs["deadline_s"],
             "isolated_s": isolated,
             "turnaround_s": finish - arrival,
             "met": met,
+            "dropped": gone,
         },
         schema=JOB_RESULT_SCHEMA,
     )
     if timeline is not None:
         timeline = timeline.with_columns(pl.col("start_s", "end_s") + origin)
-    metrics: dict[str, float | None] = dict(job_metrics(arrival, finish, deadline, isolated))
+    end = float(S.sf[kernels.SF_NOW])
+    metrics: dict[str, float | None] = dict(job_metrics(arrival, finish, deadline, isolated, end))
     service = service_groups(frame.with_columns(jobs["target"], jobs["model_target"]))
     metrics.update(service_summary(service, jobs.height))
     metrics["dropped"] = frame.select(dropped(frame).sum()).item()
