@@ -12,7 +12,9 @@ together in the plan too, so they never demand more bandwidth than the plan's cu
 and every task runs at its alone rate. Each start happens at an event (an arrival, a completion)
 or at the decision point of the task before it, where the engine stops anyway: its instance is
 idle and its job ready. Jobs the plan leaves late start only once every planned task has ended
-(they would otherwise take bandwidth from planned ones), greedily.
+(they would otherwise take bandwidth from planned ones), greedily. Under firm deadlines the engine
+drops a job past its deadline: the planned tasks of a dropped job (one the plan made late: the
+others end no later than planned) are skipped as if done.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 import polars as pl
 
 from relmas.policies.base import Policy
+from relmas.sim import access
 from relmas.sim.engine import DecisionView, Engine
 from relmas.sim.kernels import TIME_TOL
 
@@ -76,6 +79,10 @@ class PlanReplay(Policy):
         tasks = self.plan.tasks
         while self._next < len(tasks):
             task = tasks[self._next]
+            if access.job_dropped(view.engine.state, task.job):
+                self._done[self._next] = True
+                self._next += 1
+                continue
             waits_for = self._by_end[: self._waits[self._next]]
             waits_for = waits_for[waits_for < self._next]
             if task.instance not in idle or task.job not in ready:

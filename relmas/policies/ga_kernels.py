@@ -30,7 +30,15 @@ from numba import njit
 from relmas.hw import jit_cache
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
-from relmas.sim.access import accelerator_count, can_wait, is_idle, job_is_ready, job_next_row, now
+from relmas.sim.access import (
+    accelerator_count,
+    can_wait,
+    is_idle,
+    job_dropped,
+    job_is_ready,
+    job_next_row,
+    now,
+)
 from relmas.sim.kernels import (
     STATUS_DECISION,
     State,
@@ -59,11 +67,16 @@ def plan_starts(
 
     Fills `out_job`/`out_acc`, returns the number of pairs, and moves the instances' positions in
     their sequences past them (the caller starts them). Sets `held[g]` for a layer that only its
-    release time kept from starting (the holds a schedule needs).
+    release time kept from starting (the holds a schedule needs). Layers of a job dropped past its
+    firm deadline are skipped: they never run.
     """
     count = 0
     for a in range(accelerator_count(S)):
-        if not is_idle(S, a) or position[a] == start[a + 1]:
+        if not is_idle(S, a):
+            continue
+        while position[a] < start[a + 1] and job_dropped(S, gene_job[sequence[position[a]]]):
+            position[a] += 1
+        if position[a] == start[a + 1]:
             continue
         g = sequence[position[a]]
         job = gene_job[g]

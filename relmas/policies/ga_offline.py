@@ -362,12 +362,16 @@ class _Search:
 
         Exact for every schedule of whole layers (the decoder starts the same layers at the same
         decision points, `tests/test_ga_offline.py`); a layer the policy cut into pieces is
-        represented by its first piece's instance and start (the decoder runs it whole)."""
+        represented by its first piece's instance and start (the decoder runs it whole). The
+        layers a job dropped past its firm deadline never started are keyed at the run's end,
+        after every layer that ran on their instance (and held: they wait until the job is gone).
+        """
         engine, layout = self.engine, self.layout
         replay = Engine(engine.system, engine.tables, engine.jobs)
         policy.reset(replay)
         accelerator = np.zeros(layout.genes, dtype=np.int64)
         key = np.zeros(layout.genes)
+        started = np.zeros(layout.genes, dtype=bool)
         cursor = job_next_rows(replay.state)
         while (view := replay.next_decision()) is not None:
             assignments = list(policy.decide(view))
@@ -377,9 +381,11 @@ class _Search:
                     gene = layout.gene_offset[job] + cursor[job]
                     accelerator[gene] = assignment[1]
                     key[gene] = view.now
+                    started[gene] = True
                 replay.assign(*assignment)
             if not assignments:
                 replay.wait()
+        key[~started] = replay.now
         # The holds it needs: the layers that a plan holding every layer back kept waiting.
         _, hold = self._decode(accelerator[None], key[None], np.ones((1, layout.genes), bool))
         return accelerator, key, hold[0]
@@ -419,13 +425,16 @@ class _Search:
         self, accelerators: np.ndarray, keys: np.ndarray, holds: np.ndarray
     ) -> _Population:
         """Simulate the individuals. Fitness: (-deadlines met, -priority-weighted met, total
-        tardiness, sum of finish times), compared lexicographically, lower first. Holds that did
-        not bind are lifted (the same schedule), so that only holds that matter are inherited."""
+        tardiness, sum of finish times), compared lexicographically, lower first; a job dropped
+        past its firm deadline (NaN finish) is missed and adds to neither sum (dropping late work
+        early frees the instances). Holds that did not bind are lifted (the same schedule), so
+        that only holds that matter are inherited."""
         finish, holds = self._decode(accelerators, keys, holds)
         met = deadline_met(finish, self.deadline)
-        tardiness = np.maximum(finish - self.deadline, 0.0).sum(axis=1)
+        tardiness = np.fmax(finish - self.deadline, 0.0).sum(axis=1)
         weighted = (met * self.priority).sum(axis=1)
-        fitness = np.stack((-met.sum(axis=1), -weighted, tardiness, finish.sum(axis=1)), axis=1)
+        total = np.nansum(finish, axis=1)
+        fitness = np.stack((-met.sum(axis=1), -weighted, tardiness, total), axis=1)
         return _Population(accelerators, keys, holds, fitness, ~met)
 
     def _crossover(
