@@ -301,13 +301,15 @@ def test_the_project_cites_only_its_own_files() -> None:
 
 # The engine state's layout (relmas.sim.kernels): column constants, job states, and the State arrays
 # they index. Private to relmas.sim: everything else reads the state through relmas.sim.access.
-STATE_ARRAYS = {"jf", "ji", "af", "ai", "sf", "si"}
+STATE_ARRAYS = {"jf", "ji", "af", "ai", "sf", "si", "tc"}
 
 
 def _state_layout_names() -> set[str]:
     from relmas.sim import kernels
 
-    layout = re.compile(r"^((JF|JI|AF|AI|SF|SI)_\w+|JOB_(FUTURE|READY|RUNNING|DONE)|\w+_COLUMNS)$")
+    layout = re.compile(
+        r"^((JF|JI|AF|AI|SF|SI|TC)_\w+|JOB_(FUTURE|READY|RUNNING|DONE|DROPPED)|\w+_COLUMNS)$"
+    )
     return {name for name in vars(kernels) if layout.match(name)}
 
 
@@ -316,6 +318,7 @@ def test_only_relmas_sim_reads_the_engine_states_layout() -> None:
     breaks when the layout changes: it must use relmas.sim.access (or the engine's methods)."""
     names = _state_layout_names()
     assert {"SI_RECORD", "SI_NEXT_ARRIVAL", "JF_DEADLINE", "JOB_READY", "SI_COLUMNS"} <= names
+    assert {"TC_MET", "JI_TENANT", "JF_TARGET", "JOB_DROPPED"} <= names
     sources = sorted(PACKAGE.rglob("*.py")) + sorted((ROOT / "benchmarks").rglob("*.py"))
     sources += sorted((ROOT / "workflow").rglob("*.py"))
     found = []

@@ -163,14 +163,17 @@ class Hesitant(Policy):
         return pairs
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_the_decoder_reproduces_a_schedule_that_holds_work_back_exactly(seed):
+@pytest.mark.parametrize(("seed", "firm"), [(0, False), (1, False), (0, True), (1, True)])
+def test_the_decoder_reproduces_a_schedule_that_holds_work_back_exactly(seed, firm):
     # The genes of an online policy's schedule (instances, start times, holds) decode to the very
     # same schedule, to the last bit, although the policy left ready layers and idle instances
-    # waiting; without the holds the decoder would start those layers sooner.
+    # waiting; without the holds the decoder would start those layers sooner. Under firm
+    # deadlines the layers the schedule never ran (of dropped jobs) are skipped.
     system, tables, jobs = random_case(10 + seed, jobs=12)
+    jobs = jobs.with_columns(firm=pl.lit(firm))
     recorded = Engine(system, tables, jobs, record=True)
     expected = recorded.run(Hesitant(seed))
+    assert expected.jobs["dropped"].any() == firm
     engine = Engine(system, tables, jobs, record=True)
     layout = GeneLayout.of(engine)
     search = _Search(make_policy("ga_offline"), engine, layout)

@@ -83,8 +83,9 @@ ENV_SETTINGS = {
 }
 
 
-def make_env(tables, seed=0, system=SYSTEM, **settings) -> SchedulingEnv:
+def make_env(tables, seed=0, system=SYSTEM, firm=False, **settings) -> SchedulingEnv:
     jobs = generate_trace("synthetic", SCENARIO, system, tables, seed)
+    jobs = jobs.with_columns(firm=pl.lit(firm))
     return SchedulingEnv(system, tables, jobs, **{**ENV_SETTINGS, **settings})
 
 
@@ -188,12 +189,14 @@ def test_invalid_actions_are_replaced_and_flagged(tables):
         SchedulingEnv(SYSTEM, tables, env.jobs, **ENV_SETTINGS).step(0)
 
 
-@pytest.mark.parametrize("exponent", [0.0, 1.0])
-def test_credits_add_up_to_weighted_met_minus_missed(tables, exponent):
+@pytest.mark.parametrize(("exponent", "firm"), [(0.0, False), (1.0, False), (1.0, True)])
+def test_credits_add_up_to_weighted_met_minus_missed(tables, exponent, firm):
+    """A job dropped past its firm deadline is missed, charged once like a late one."""
     reward = reward_settings(met=1.0, missed=2.0, priority_exponent=exponent, progress=0.5)
-    env = make_env(tables, 1, reward=reward)
+    env = make_env(tables, 1, firm=firm, reward=reward)
     _, credits, _ = random_rollout(env, 7)
     result = env.engine.result("relmas")
+    assert result.jobs["dropped"].any() == firm
     met = result.jobs["met"].to_numpy()
     weight = result.jobs["priority"].to_numpy().astype(float) ** exponent
     weight /= weight.mean()

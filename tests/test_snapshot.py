@@ -1,13 +1,15 @@
 """Engine snapshots: restoring one puts back everything a caller of the engine can observe.
 
 A search over the engine's decisions (try a branch, go back, try another) relies on it: after
-`restore`, the same decisions must give the same decision points, finished-job reports, results
-and recorded timeline as if the abandoned branches had never been taken.
+`restore`, the same decisions must give the same decision points, finished-job reports, tenant
+counters, results and recorded timeline as if the abandoned branches had never been taken (firm
+deadlines' drops included).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -54,6 +56,9 @@ def observed(engine: Engine, report: bool) -> tuple:
             view.pieces_left[np.argsort(view.ready_jobs)].tolist(),
             view.busy_left_s.tolist(),
             view.can_wait,
+            view.tenant_arrived.tolist(),
+            view.tenant_met.tolist(),
+            view.tenant_missed.tolist(),
         )
     return point, finished.tolist(), met.tolist(), engine.decisions, engine.finished
 
@@ -86,12 +91,14 @@ def explore(engine: Engine, rng: np.random.Generator, limit: int) -> list[Decisi
 
 
 def outcome(engine: Engine) -> tuple:
+    """The result, NaN (a dropped job's times) as None, so that equal outcomes compare equal."""
     result = engine.result("random")
     timeline = result.timeline
     return (
-        result.jobs.sort("job_id").to_dicts(),
-        result.metrics,
+        result.jobs.sort("job_id").fill_nan(None).to_dicts(),
+        {name: None if value != value else value for name, value in result.metrics.items()},
         None if timeline is None else timeline.to_dicts(),
+        engine.state.tc.tolist(),
     )
 
 
@@ -100,11 +107,12 @@ def outcome(engine: Engine) -> tuple:
     seed=st.integers(0, 10_000),
     record=st.booleans(),
     pieces=st.booleans(),
+    firm=st.booleans(),
     prefix=st.integers(0, 30),
     branch=st.integers(0, 30),
 )
 def test_restore_replays_every_branch_as_if_the_others_had_not_been_taken(
-    seed, record, pieces, prefix, branch
+    seed, record, pieces, firm, prefix, branch
 ):
     """Random decisions, a snapshot, more decisions (branch B, with a second snapshot inside it),
     back to the first snapshot for other decisions (branch A), then back into B: each branch
@@ -112,6 +120,8 @@ def test_restore_replays_every_branch_as_if_the_others_had_not_been_taken(
     system, tables, jobs = contended_case(
         seed, 12, {"a": 3, "b": 5}, 4.0, (1.0, 3.0), splits=(2,) if pieces else ()
     )
+    tenants = pl.Series(["u", "v", "w"] * 4)
+    jobs = jobs.with_columns(tenant=tenants, firm=pl.lit(firm))
     rng = np.random.default_rng(seed)
 
     def new_engine() -> Engine:
