@@ -148,10 +148,9 @@ def _sample_gantt(
 ) -> Path:
     """Gantt charts of the first `jobs` jobs of one evaluation trace: RELMAS (where it was
     evaluated) beside `best`, the scenario's best baseline chosen on validation, same jobs."""
-    from relmas.evaluate import simulate
+    from relmas.evaluate import load_job_trace, simulate
     from relmas.figures.gantt import plot_schedules
     from relmas.policies import make_policy
-    from relmas.schemas import JOB_SCHEMA
     from relmas.study import policy_options
 
     evaluated = aggregated.filter(pl.col("scenario") == scenario)["policy"].to_list()
@@ -160,7 +159,7 @@ def _sample_gantt(
     shown = [p for p in (agent, best) if p in evaluated] or evaluated[:1]
     study = Study(config, source)
     system, tables = study.system(scenario), study.costs(scenario, costs_dir)
-    trace = read_parquet(workload_file(workloads_dir, scenario, seed), JOB_SCHEMA)
+    trace = load_job_trace(workload_file(workloads_dir, scenario, seed), tables)
     first = trace.sort("arrival_s").head(jobs)
     results = {}
     for policy in shown:

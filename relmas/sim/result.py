@@ -16,7 +16,7 @@ from relmas.sim.metrics import (
     sla_by_group,
     utilisation,
 )
-from relmas.sim.service import dropped, service_groups, service_summary
+from relmas.sim.service import service_groups, service_summary
 
 if TYPE_CHECKING:
     from relmas.sim.engine import Engine
@@ -98,7 +98,7 @@ def build_result(engine: Engine, policy: str, timeline: pl.DataFrame | None) -> 
     metrics: dict[str, float | None] = dict(job_metrics(arrival, finish, deadline, isolated, end))
     service = service_groups(frame.with_columns(jobs["target"], jobs["model_target"]))
     metrics.update(service_summary(service, jobs.height))
-    metrics["dropped"] = frame.select(dropped(frame).sum()).item()
+    metrics["dropped"] = int(gone.sum())
     makespan = metrics["makespan_s"]
     busy = S.af[:, kernels.AF_BUSY].copy()
     util = utilisation(busy, makespan)

@@ -52,7 +52,7 @@ def group_key() -> pl.Expr:
     )
 
 
-def dropped(jobs: pl.DataFrame) -> pl.Expr:
+def _dropped(jobs: pl.DataFrame) -> pl.Expr:
     """Whether each job of per-job results `jobs` was dropped past its firm deadline (results
     without a `dropped` column have none)."""
     return pl.col("dropped") if "dropped" in jobs.columns else pl.lit(False)
@@ -61,7 +61,7 @@ def dropped(jobs: pl.DataFrame) -> pl.Expr:
 def service_groups(jobs: pl.DataFrame) -> pl.DataFrame:
     """GROUP_SCHEMA rows of per-job results `jobs` (columns tenant, model, target, model_target,
     met, and `dropped` if any), sorted by group."""
-    hit = pl.col("met") & ~dropped(jobs)
+    hit = pl.col("met") & ~_dropped(jobs)
     rows = (
         jobs.filter(pl.col("target").is_not_null())
         .with_columns(group=group_key(), hit=hit)
