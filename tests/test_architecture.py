@@ -301,7 +301,7 @@ def test_the_project_cites_only_its_own_files() -> None:
 
 # The engine state's layout (relmas.sim.kernels): column constants, job states, and the State arrays
 # they index. Private to relmas.sim: everything else reads the state through relmas.sim.access.
-STATE_ARRAYS = {"jf", "ji", "af", "ai", "sf", "si", "tc"}
+STATE_ARRAYS = {"jf", "ji", "af", "ai", "sf", "si", "tc", "jt"}
 
 
 def _state_layout_names() -> set[str]:
@@ -318,7 +318,7 @@ def test_only_relmas_sim_reads_the_engine_states_layout() -> None:
     breaks when the layout changes: it must use relmas.sim.access (or the engine's methods)."""
     names = _state_layout_names()
     assert {"SI_RECORD", "SI_NEXT_ARRIVAL", "JF_DEADLINE", "JOB_READY", "SI_COLUMNS"} <= names
-    assert {"TC_MET", "JI_TENANT", "JF_TARGET", "JOB_DROPPED"} <= names
+    assert {"TC_MET", "JI_TENANT", "JOB_DROPPED"} <= names
     sources = sorted(PACKAGE.rglob("*.py")) + sorted((ROOT / "benchmarks").rglob("*.py"))
     sources += sorted((ROOT / "workflow").rglob("*.py"))
     found = []

@@ -29,7 +29,6 @@ from relmas.sim.kernels import (
     JF_PRIORITY,
     JF_READY_SINCE,
     JF_START,
-    JF_TARGET,
     JF_WAITED,
     JI_CURSOR,
     JI_END,
@@ -333,7 +332,7 @@ def job_firm(state: State, job: int) -> bool:
 @njit(cache=True)
 def job_target(state: State, job: int) -> float:
     """The deadline-hit-rate target the job counts towards, NaN if none."""
-    return state.jf[job, JF_TARGET]
+    return state.jt[job]
 
 
 @njit(cache=True)

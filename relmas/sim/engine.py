@@ -341,7 +341,7 @@ class DecisionView:
     @cached_property
     def target(self) -> np.ndarray:
         """Each ready job's deadline-hit-rate target (NaN: none)."""
-        return self.engine.state.jf[self.ready_jobs, kernels.JF_TARGET]
+        return self.engine.state.jt[self.ready_jobs]
 
     @cached_property
     def tenant_arrived(self) -> np.ndarray:
@@ -451,7 +451,6 @@ def _initial_state(
     jf[:, kernels.JF_PRIORITY] = jobs["priority"].to_numpy()
     jf[:, kernels.JF_START] = -1.0
     jf[:, kernels.JF_FINISH] = -1.0
-    jf[:, kernels.JF_TARGET] = jobs["target"].fill_null(np.nan).to_numpy()
     ji = np.zeros((n, kernels.JI_COLUMNS), dtype=np.int64)
     ji[:, kernels.JI_CURSOR] = tables.first_row[models]
     ji[:, kernels.JI_END] = tables.first_row[models] + tables.n_layers[models]
@@ -485,5 +484,6 @@ def _initial_state(
         newly_ready=np.full(n, -1, dtype=np.int64),
         done_log=np.full(n, -1, dtype=np.int64),
         tc=np.zeros((len(tenants), kernels.TC_COLUMNS), dtype=np.int64),
+        jt=jobs["target"].fill_null(np.nan).to_numpy().astype(np.float64),
         record=np.zeros((capacity, kernels.RECORD_COLUMNS)),
     )

@@ -52,8 +52,7 @@ from numba import njit
 # Job float columns (State.jf[job, column]).
 JF_ARRIVAL, JF_DEADLINE, JF_ISOLATED, JF_PRIORITY = 0, 1, 2, 3
 JF_START, JF_FINISH, JF_READY_SINCE, JF_WAITED = 4, 5, 6, 7
-JF_TARGET = 8  # deadline-hit-rate target of the job's service level, NaN: none (policies read it)
-JF_COLUMNS = 9
+JF_COLUMNS = 8  # 64 bytes a job: a scan of the ready jobs reads one cache line each
 # Job integer columns (State.ji[job, column]): the row cursor (next layer), the model's end row, ...
 JI_CURSOR, JI_END, JI_STATE, JI_PENDING = 0, 1, 2, 3
 # ... the split variant of the current layer and its pieces not yet started (0: none pending).
@@ -132,6 +131,7 @@ class State(NamedTuple):
     newly_ready: np.ndarray  # int64[jobs]: jobs that became ready since the last decision point
     done_log: np.ndarray  # int64[jobs]: jobs in order of completion (finish or drop)
     tc: np.ndarray  # int64[tenants, TC_COLUMNS]: service counters per tenant
+    jt: np.ndarray  # float64[jobs]: deadline-hit-rate targets, NaN: none (jf stays 64 B a job)
     record: np.ndarray  # float64[capacity, RECORD_COLUMNS]: timeline buffer
 
 
@@ -156,6 +156,7 @@ def copy_state(S: State, D: State) -> None:
     D.newly_ready[:] = S.newly_ready
     D.done_log[:] = S.done_log
     D.tc[:] = S.tc
+    D.jt[:] = S.jt
     D.si[SI_RECORD] = 1 if D.record.shape[0] > 0 else 0
     D.si[SI_RECORD_N] = 0
 
@@ -473,8 +474,8 @@ def advance(T: Tables, S: State) -> int:
             nxt += 1
         si[SI_NEXT_ARRIVAL] = nxt
         si[SI_WAITING] = 0
-        if not on_time(t_next, sf[SF_FIRM_NEXT]):
-            _drop_late(S)
+        if t_next > sf[SF_FIRM_NEXT] and not on_time(t_next, sf[SF_FIRM_NEXT]):
+            _drop_late(S)  # (the first test alone, always false without firm jobs, is cheaper)
 
 
 @njit(cache=True)
