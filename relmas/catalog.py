@@ -17,8 +17,8 @@ from typing import Literal
 
 BEST = "best"  # as a reference: the teacher with the best SLA rate on the validation traces
 
-Kind = Literal["heuristic", "rule", "search", "offline", "learned"]
-KINDS: tuple[Kind, ...] = ("heuristic", "rule", "search", "offline", "learned")
+Kind = Literal["heuristic", "rule", "target", "search", "offline", "learned"]
+KINDS: tuple[Kind, ...] = ("heuristic", "rule", "target", "search", "offline", "learned")
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,11 @@ class PolicyEntry:
     """One policy of the contract.
 
     kind: `heuristic` (a fixed online rule), `rule` (a rule baseline: one of the agent's slot rules
-    as an online policy over all ready jobs), `search` (an online policy that searches at each
-    decision), `offline` (knows the whole trace: an upper reference for small traces only),
-    `learned` (deploys a trained agent: needs `--agent`, its rows name the agent's scenario).
+    as an online policy over all ready jobs), `target` (a target-aware baseline: a rule baseline
+    that puts the tenants' service targets before its order), `search` (an online policy that
+    searches at each decision), `offline` (knows the whole trace: an upper reference for small
+    traces only), `learned` (deploys a trained agent: needs `--agent`, its rows name the agent's
+    scenario).
     """
 
     name: str
@@ -68,6 +70,12 @@ CATALOG: tuple[PolicyEntry, ...] = (
     PolicyEntry("edf_feasible_patient_gated", "rule", _RULES),
     PolicyEntry("sjf_feasible_patient_gated_ordered", "rule", _RULES),
     PolicyEntry("edf_feasible_patient_gated_ordered", "rule", _RULES),
+    PolicyEntry("sjf_feasible_deficit", "target", _RULES),
+    PolicyEntry("edf_feasible_deficit", "target", _RULES),
+    PolicyEntry("sjf_feasible_patient_gated_ordered_deficit", "target", _RULES),
+    PolicyEntry("edf_feasible_patient_gated_ordered_deficit", "target", _RULES),
+    PolicyEntry("sjf_feasible_tokens", "target", _RULES),
+    PolicyEntry("sjf_feasible_by_target", "target", _RULES),
     PolicyEntry("ga_offline", "offline", "relmas.policies.ga_offline", options="ga"),
     PolicyEntry("gacer", "search", "relmas.policies.gacer", options="gacer", resizing=True),
     PolicyEntry("relmas", "learned", "relmas.rl.policy"),

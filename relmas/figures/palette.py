@@ -1,9 +1,10 @@
 """One colour per policy and one order of policies, for every figure and table of the report.
 
 Both come from the catalog (relmas.catalog): policies are grouped by kind — the heuristics (the
-online search policy among them), the rule baselines, the offline bound, the learned policies — in
-catalog order inside a group, and each group draws its colours from a family of its own (blues
-and greens, oranges, greys, and strong red and purple for the learned policies, drawn on top).
+online search policy among them), the rule baselines, the target-aware baselines, the offline
+bound, the learned policies — in catalog order inside a group, and each group draws its colours
+from a family of its own (blues and greens, oranges, golds, greys, and strong red and purple for
+the learned policies, drawn on top).
 A policy keeps its colour whichever policies a figure shows, since colours are assigned over the
 whole catalog, not over the policies present.
 """
@@ -48,6 +49,11 @@ GROUPS: tuple[Group, ...] = (
         "rule baselines",
         ("rule",),
         ("#ff7f0e", "#8c564b", "#ffbb78", "#c49c94", "#e6550d", "#fdd0a2", "#a0522d", "#fd8d3c"),
+    ),
+    Group(
+        "target-aware baselines",
+        ("target",),
+        ("#b8860b", "#e7ba52", "#8c6d1f", "#f0d878", "#d4a017", "#bd9e39"),
     ),
     Group("offline", ("offline",), ("#4d4d4d", "#969696")),
     Group("learned", ("learned",), ("#d62728", "#7b2cbf", "#e377c2", "#8b0000")),

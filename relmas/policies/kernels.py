@@ -262,11 +262,18 @@ def _random_job(S: State, P: Planner, planned: int) -> int:
 
 
 @njit(cache=True)
-def _prema_tokens(S: State, job: int, time: float) -> float:
-    """priority x (1 + time spent waiting / isolated latency): PREMA's tokens, accrued continuously,
-    equal to the sum of the per-decision increments priority x waited / isolated."""
+def token_growth(S: State, job: int, time: float) -> float:
+    """1 + time the job spent waiting ready / its isolated latency: what PREMA's tokens are per
+    unit of priority, accrued continuously (the sum of the per-decision increments waited /
+    isolated). The target-aware token rule scales it by a tenant's deficit instead."""
     waited = job_waited(S, job) + time - job_ready_since(S, job)
-    return job_priority(S, job) * (1.0 + waited / job_isolated(S, job))
+    return 1.0 + waited / job_isolated(S, job)
+
+
+@njit(cache=True)
+def _prema_tokens(S: State, job: int, time: float) -> float:
+    """priority x token_growth: PREMA's tokens."""
+    return job_priority(S, job) * token_growth(S, job, time)
 
 
 @njit(cache=True)

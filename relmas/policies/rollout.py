@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from relmas.hw import jit_cache
+from relmas.policies import kernels as policy_kernels
 from relmas.policies import make_policy, triage
 from relmas.policies import rules as rules_module
 from relmas.policies.rules import RuleBaseline, choose
@@ -66,7 +67,7 @@ def _rollout(
     job: int,
     accelerator: int,
     end: float,
-    rule: tuple[int, bool, bool, bool],
+    rule: tuple[int, bool, bool, bool, int],
     clairvoyant: bool,
     out_job: np.ndarray,
     out_acc: np.ndarray,
@@ -85,7 +86,7 @@ def _rollout(
             return -np.inf  # waited with nothing to come
         if status != STATUS_DECISION or access.now(D) >= end:
             return _score(T, D, known)
-        out_job[0], out_acc[0] = choose(T, D, rule[0], rule[1], rule[2], rule[3])
+        out_job[0], out_acc[0] = choose(T, D, *rule)
         apply(T, D, out_job, out_acc, 1 if out_job[0] >= 0 else 0)
 
 
@@ -137,7 +138,7 @@ def run_rollout(
     T: Tables,
     S: State,
     D: State,
-    rule: tuple[int, bool, bool, bool],
+    rule: tuple[int, bool, bool, bool, int],
     horizon_s: float,
     candidates: int,
     clairvoyant: bool,
@@ -152,7 +153,7 @@ def run_rollout(
         status = advance(T, S)
         if status != STATUS_DECISION:
             return status
-        first, first_acc = choose(T, S, rule[0], rule[1], rule[2], rule[3])
+        first, first_acc = choose(T, S, *rule)
         end = access.now(S) + horizon_s
         n = _candidates(T, S, first, candidates, jobs)
         best = _rollout(T, S, D, first, first_acc, end, rule, clairvoyant, out_job, out_acc)
@@ -199,7 +200,7 @@ def _first_idle_of_other_type(S: State, acc: int, fastest: int) -> bool:
 # their edits.
 jit_cache.refresh(
     run_rollout,
-    (engine_kernels, access, triage, rules_module, sys.modules[__name__]),
+    (engine_kernels, access, triage, policy_kernels, rules_module, sys.modules[__name__]),
     stamp="relmas-policies-rollout.sha256",
 )
 

@@ -17,6 +17,13 @@ otherwise they start the rule's pick. `_patient_gated_ordered` holds back for th
 where it may wait: when something will start anyway, it tries its candidates in the same order
 holding back only for a busy instance (the slot rules' form of the same name).
 
+The target-aware baselines (catalog kind `target`, docs/simulator.md "Target-aware baselines")
+are rule baselines with a precedence class before the rule's order among the feasible jobs (`by`):
+the tenant furthest below its target first (`_deficit`), the jobs at the token threshold (tokens
+grow with the deficit and the time waited, as PREMA's with the priority; `_tokens`), or the highest
+target first (static priority). They read the engine's per-tenant counters (`relmas.sim.access`);
+without targets every job is in one class, and each is its base rule.
+
 One decision starts at most one job, as the agent's does, so the next decision (at the same time
 while an instance is idle and a job ready) sees it running: a rule baseline gives the same schedule
 as its slot rule run through the environment with every ready job a candidate (tested). Each
@@ -33,8 +40,10 @@ import numpy as np
 from numba import njit
 
 from relmas.hw import jit_cache
+from relmas.policies import kernels as policy_kernels
 from relmas.policies import triage
 from relmas.policies.base import Policy, register
+from relmas.policies.kernels import token_growth
 from relmas.policies.triage import (
     busy_gain,
     earliest_finish,
@@ -50,12 +59,70 @@ from relmas.sim.engine import DecisionView, Engine
 from relmas.sim.kernels import STATUS_DECISION, State, Tables, advance, apply_decision
 
 RANK_SJF, RANK_EDF = 0, 1  # the rule's order among feasible jobs: remaining work, deadline
+# Which feasible jobs go before the rule's order (docs/simulator.md, "Target-aware baselines"):
+# none (the rule itself), the tenant furthest below its target, the highest target, or the jobs
+# at the token threshold.
+BY_RULE, BY_DEFICIT, BY_TARGET, BY_TOKENS = 0, 1, 2, 3
+TOKEN_LEVELS = 3.0  # a job is a token candidate with at least 1 / this of the most tokens
 
 
 @njit(cache=True)
 def _before(key: float, job: int, best_key: float, best: int) -> bool:
     """(key, job) ranks before the best so far (ties: lower job index, i.e. earlier arrival)."""
     return best < 0 or key < best_key or (key == best_key and job < best)
+
+
+@njit(cache=True)
+def _ahead(
+    level: float, key: float, job: int, best_level: float, best_key: float, best: int
+) -> bool:
+    """(level, key, job) ranks before the best so far: the precedence class `level` first, then
+    `_before`."""
+    if best >= 0 and level != best_level:
+        return level < best_level
+    return _before(key, job, best_key, best)
+
+
+@njit(cache=True)
+def _deficit(S: State, job: int) -> float:
+    """The job's target minus its tenant's deadline-hit rate so far (`access.tenant_achieved`,
+    1 while none of the tenant's jobs is decided); -inf for a job without a target."""
+    target = access.job_target(S, job)
+    if np.isnan(target):
+        return -np.inf
+    return target - access.tenant_achieved(S, access.job_tenant(S, job))
+
+
+@njit(cache=True)
+def _tokens(S: State, job: int, now: float) -> float:
+    """The token rule's tokens: the deficit above 0 x PREMA's growth with waiting
+    (`kernels.token_growth`); 0 for a tenant at or above its target, or a job without one."""
+    return max(0.0, _deficit(S, job)) * token_growth(S, job, now)
+
+
+@njit(cache=True)
+def _token_threshold(T: Tables, S: State, now: float) -> float:
+    """The most tokens of a feasible ready job / TOKEN_LEVELS (0 when no job has any)."""
+    most = 0.0
+    for i in range(access.ready_count(S)):
+        job = access.ready_job(S, i)
+        remaining = T.remaining_work[access.job_next_row(S, job)]
+        if feasible(now, remaining, access.job_deadline(S, job)):
+            most = max(most, _tokens(S, job, now))
+    return most / TOKEN_LEVELS
+
+
+@njit(cache=True)
+def _precedence(S: State, job: int, by: int, now: float, threshold: float) -> float:
+    """The job's precedence class among the feasible jobs, lower first (`by`: BY_*)."""
+    if by == BY_DEFICIT:
+        return -_deficit(S, job)  # furthest below its target first; no target (inf) last
+    if by == BY_TARGET:
+        target = access.job_target(S, job)
+        return np.inf if np.isnan(target) else -target
+    if by == BY_TOKENS:
+        return 0.0 if _tokens(S, job, now) >= threshold else 1.0
+    return 0.0
 
 
 @njit(cache=True)
@@ -101,12 +168,14 @@ def _may_wait(T: Tables, S: State, hopeless: int, running_demand: float) -> bool
 
 @njit(cache=True)
 def choose(
-    T: Tables, S: State, rank: int, patient: bool, gated: bool, ordered: bool
+    T: Tables, S: State, rank: int, patient: bool, gated: bool, ordered: bool, by: int
 ) -> tuple[int, int]:
-    """One decision of a rule baseline: (job, instance) to start, or (-1, -1) to wait."""
+    """One decision of a rule baseline: (job, instance) to start, or (-1, -1) to wait. `by`
+    (BY_*) puts a precedence class before the rule's order among the feasible jobs."""
     access.refresh_rates(S)
     now = access.now(S)
-    first, first_key = -1, np.inf  # the rule's pick among the feasible jobs
+    threshold = _token_threshold(T, S, now) if by == BY_TOKENS else 0.0
+    first, first_level, first_key = -1, np.inf, np.inf  # the rule's pick among the feasible jobs
     reference, reference_work = -1, np.inf  # SJF's pick among all ready jobs
     hopeless, hopeless_work = -1, np.inf  # the hopeless job with the least remaining work
     for i in range(access.ready_count(S)):
@@ -117,8 +186,9 @@ def choose(
             reference, reference_work = job, remaining
         if feasible(now, remaining, deadline):
             key = remaining if rank == RANK_SJF else deadline
-            if _before(key, job, first_key, first):
-                first, first_key = job, key
+            level = _precedence(S, job, by, now, threshold)
+            if _ahead(level, key, job, first_level, first_key, first):
+                first, first_level, first_key = job, level, key
         elif _before(remaining, job, hopeless_work, hopeless):
             hopeless, hopeless_work = job, remaining
     preferred = first if first >= 0 else reference
@@ -129,16 +199,18 @@ def choose(
         for job in (first, reference):
             if job >= 0 and not _held(T, S, job, patient, gated, running_demand, busy_left):
                 return job, fastest_idle(T, S, access.job_next_row(S, job))
-        other, other_work = -1, np.inf  # the other feasible jobs, least remaining work first
+        # the other feasible jobs, by precedence class then least remaining work
+        other, other_level, other_work = -1, np.inf, np.inf
         for i in range(access.ready_count(S)):
             job = access.ready_job(S, i)
             remaining = T.remaining_work[access.job_next_row(S, job)]
-            if (
-                feasible(now, remaining, access.job_deadline(S, job))
-                and _before(remaining, job, other_work, other)
-                and not _held(T, S, job, patient, gated, running_demand, busy_left)
+            if not feasible(now, remaining, access.job_deadline(S, job)):
+                continue
+            level = _precedence(S, job, by, now, threshold)
+            if _ahead(level, remaining, job, other_level, other_work, other) and not _held(
+                T, S, job, patient, gated, running_demand, busy_left
             ):
-                other, other_work = job, remaining
+                other, other_level, other_work = job, level, remaining
         if (
             other < 0
             and hopeless >= 0
@@ -162,31 +234,34 @@ def run_rule(
     patient: bool,
     gated: bool,
     ordered: bool,
+    by: int,
 ) -> int:
     """Simulate to the end (or to a full timeline buffer) deciding with a rule baseline."""
     while True:
         status = advance(T, S)
         if status != STATUS_DECISION:
             return status
-        out_job[0], out_acc[0] = choose(T, S, rank, patient, gated, ordered)
+        out_job[0], out_acc[0] = choose(T, S, rank, patient, gated, ordered, by)
         apply_decision(T, S, out_job, out_acc, 1 if out_job[0] >= 0 else 0)
 
 
 # The cached kernels embed the engine's accessors and the triage tests: recompile on their edits.
 jit_cache.refresh(
     run_rule,
-    (engine_kernels, access, triage, sys.modules[__name__]),
+    (engine_kernels, access, triage, policy_kernels, sys.modules[__name__]),
     stamp="relmas-policies-rules.sha256",
 )
 
 
 class RuleBaseline(Policy):
-    """A rule baseline: its ranking among feasible jobs (`rank`) and what it holds back."""
+    """A rule baseline: its ranking among feasible jobs (`rank`), the precedence before it
+    (`by`) and what it holds back."""
 
     rank: ClassVar[int]
     patient: ClassVar[bool] = False
     gated: ClassVar[bool] = False
     ordered: ClassVar[bool] = False  # gated only where it may wait
+    by: ClassVar[int] = BY_RULE
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed  # deterministic: accepted like every policy's
@@ -198,9 +273,9 @@ class RuleBaseline(Policy):
         self._out = (np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
 
     @property
-    def parameters(self) -> tuple[int, bool, bool, bool]:
-        """(rank, patient, gated, ordered): `choose`'s arguments after the engine's arrays."""
-        return self.rank, self.patient, self.gated, self.ordered
+    def parameters(self) -> tuple[int, bool, bool, bool, int]:
+        """(rank, patient, gated, ordered, by): `choose`'s arguments after the engine's arrays."""
+        return self.rank, self.patient, self.gated, self.ordered, self.by
 
     def decide(self, view: DecisionView) -> list[tuple[int, int]]:
         engine = view.engine
@@ -274,3 +349,55 @@ class EDFFeasiblePatientGatedOrdered(EDFFeasiblePatientGated):
 
     name = "edf_feasible_patient_gated_ordered"
     ordered = True
+
+
+# Target-aware baselines (catalog kind `target`): a precedence class before the rule's order.
+
+
+@register("sjf_feasible_deficit")
+class SJFFeasibleDeficit(SJFFeasible):
+    """`sjf_feasible` serving the tenant furthest below its target first."""
+
+    name = "sjf_feasible_deficit"
+    by = BY_DEFICIT
+
+
+@register("edf_feasible_deficit")
+class EDFFeasibleDeficit(EDFFeasible):
+    """`edf_feasible` serving the tenant furthest below its target first."""
+
+    name = "edf_feasible_deficit"
+    by = BY_DEFICIT
+
+
+@register("sjf_feasible_patient_gated_ordered_deficit")
+class SJFFeasiblePatientGatedOrderedDeficit(SJFFeasiblePatientGatedOrdered):
+    """`sjf_feasible_patient_gated_ordered` serving the tenant furthest below its target first."""
+
+    name = "sjf_feasible_patient_gated_ordered_deficit"
+    by = BY_DEFICIT
+
+
+@register("edf_feasible_patient_gated_ordered_deficit")
+class EDFFeasiblePatientGatedOrderedDeficit(EDFFeasiblePatientGatedOrdered):
+    """`edf_feasible_patient_gated_ordered` serving the tenant furthest below its target first."""
+
+    name = "edf_feasible_patient_gated_ordered_deficit"
+    by = BY_DEFICIT
+
+
+@register("sjf_feasible_tokens")
+class SJFFeasibleTokens(SJFFeasible):
+    """PREMA's token rule with each tenant's deficit in place of the priority: the shortest of
+    the feasible jobs at the token threshold."""
+
+    name = "sjf_feasible_tokens"
+    by = BY_TOKENS
+
+
+@register("sjf_feasible_by_target")
+class SJFFeasibleByTarget(SJFFeasible):
+    """Static priority: the feasible jobs of the highest target first, then `sjf_feasible`."""
+
+    name = "sjf_feasible_by_target"
+    by = BY_TARGET
