@@ -1,5 +1,5 @@
-"""The report's figures of evaluation results: metrics by scenario, SLA rate per tenant, sweeps and
-learning curves.
+"""The report's figures of evaluation results: metrics by scenario, SLA rate per tenant, achieved
+against target per service group, sweeps and learning curves.
 
 Every policy takes its colour and place from relmas.figures.palette (grouped by kind, the learned
 policies outlined and on top). Intervals are drawn only where there are two seeds or more: a
@@ -71,28 +71,59 @@ def plot_metric_by_scenario(aggregated: pl.DataFrame, metric: str, label: str) -
 def plot_tenant_sla(tenants: pl.DataFrame, scenario: str) -> plt.Figure:
     """SLA rate per tenant (bars, pooled over seeds) for every policy on one scenario."""
     rows = tenants.filter(pl.col("scenario") == scenario)
-    names = rows["tenant"].unique(maintain_order=True).to_list()
-    policies = palette.order(rows["policy"])
-    width = 0.8 / len(policies)
     fig, ax = plt.subplots(figsize=(8, 4))
-    for i, policy in enumerate(policies):
-        part = rows.filter(pl.col("policy") == policy)
-        values = dict(zip(part["tenant"], part["sla_rate"], strict=True))
-        x = np.arange(len(names)) + (i - (len(policies) - 1) / 2) * width
-        ax.bar(
-            x,
-            [values.get(t, np.nan) for t in names],
-            width,
-            label=policy,
-            color=palette.colour(policy),
-            edgecolor="black" if palette.prominent(policy) else "none",
-        )
-    ax.set_xticks(np.arange(len(names)), names)
+    _policy_bars(ax, rows, "tenant", "sla_rate", rows["tenant"].unique(maintain_order=True))
     ax.set_ylabel("SLA rate (jobs of all seeds pooled)")
     ax.set_title(f"{scenario}: SLA rate per tenant")
     ax.legend(fontsize="small", ncol=2)
     fig.tight_layout()
     return fig
+
+
+def plot_service_groups(groups: pl.DataFrame, scenario: str) -> plt.Figure:
+    """Achieved deadline-hit rate per service group (bars: its jobs of all seeds pooled) for every
+    policy on one scenario, the group's target a black mark across its bars; groups by target,
+    highest first. `groups`: scenario, policy, group, achieved, target."""
+    rows = groups.filter(pl.col("scenario") == scenario)
+    targets = (
+        rows.group_by("group")
+        .agg(pl.col("target").first())
+        .sort("target", "group", descending=[True, False])
+    )
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    _policy_bars(ax, rows, "group", "achieved", targets["group"])
+    for x, target in enumerate(targets["target"]):
+        label = "target" if x == 0 else "_nolegend_"
+        ax.plot(
+            [x - 0.45, x + 0.45], [target, target], color="black", lw=2.5, zorder=3, label=label
+        )
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("deadline-hit rate (jobs of all seeds pooled)")
+    ax.set_title(f"{scenario}: achieved against target per service group")
+    # beside the axes: a target mark near 1 would hide under a legend inside them
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig
+
+
+def _policy_bars(ax: plt.Axes, rows: pl.DataFrame, key: str, value: str, names: pl.Series) -> None:
+    """One bar per policy (palette order and colour) at each of `names`, a value of column `key`
+    of `rows`, of height `value`; the names label the x axis."""
+    policies = palette.order(rows["policy"])
+    width = 0.8 / len(policies)
+    for i, policy in enumerate(policies):
+        part = rows.filter(pl.col("policy") == policy)
+        values = dict(zip(part[key], part[value], strict=True))
+        x = np.arange(len(names)) + (i - (len(policies) - 1) / 2) * width
+        ax.bar(
+            x,
+            [values.get(name, np.nan) for name in names],
+            width,
+            label=policy,
+            color=palette.colour(policy),
+            edgecolor="black" if palette.prominent(policy) else "none",
+        )
+    ax.set_xticks(np.arange(len(names)), names.to_list())
 
 
 SWEEP_AXES = {
