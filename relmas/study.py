@@ -170,6 +170,18 @@ def policy_options(config: Mapping[str, Any], policy: str) -> dict[str, Any]:
     return dict(config["evaluation"][section]) if section else {}
 
 
+def target_scenarios(config: Mapping[str, Any]) -> list[str]:
+    """The scenarios some tenant of which is promised a deadline-hit rate (`target`, `targets`):
+    their traces carry service targets, so the report reads their runs' service groups and draws
+    achieved against target for them."""
+    study = Study(config)
+    return [
+        name
+        for name in config["scenarios"]
+        if any(t.target is not None or t.targets for t in study.scenario(name).tenants)
+    ]
+
+
 def sweep_points(
     config: Mapping[str, Any], source: str | Path | None = None
 ) -> list[tuple[str, float]]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relmas import catalog
-from relmas.study import evaluation_runs
+from relmas.study import evaluation_runs, target_scenarios
 
 # metrics drawn as bars by scenario beside the SLA rate: name -> axis label
 METRIC_FIGURES: dict[str, str] = {
@@ -36,7 +36,11 @@ class ReportFigure:
 
 def report_figures(config: Mapping[str, Any]) -> list[ReportFigure]:
     """Every figure of the report of `config`, in the order report.md shows them."""
-    figures = [ReportFigure("sla_rate", "Evaluation", "sla_rate", {"figure": "SLA rate"})]
+    figures = [
+        ReportFigure(f"service_{scenario}", "Service levels", "service", {"scenario": scenario})
+        for scenario in target_scenarios(config)
+    ]
+    figures.append(ReportFigure("sla_rate", "Evaluation", "sla_rate", {"figure": "SLA rate"}))
     figures += [
         ReportFigure(metric, "Evaluation", "metric", {"figure": label})
         for metric, label in METRIC_FIGURES.items()

@@ -19,6 +19,7 @@ from relmas.figures.contents import METRIC_FIGURES  # noqa: E402
 from relmas.figures.results import (  # noqa: E402
     plot_learning_curves,
     plot_metric_by_scenario,
+    plot_service_groups,
     plot_sweep,
     plot_tenant_sla,
 )
@@ -35,13 +36,15 @@ def draw_figures(
     *,
     aggregated: pl.DataFrame,
     tenants: pl.DataFrame,
+    groups: pl.DataFrame,
     sweeps: pl.DataFrame,
     learning: Mapping[str, Mapping[str, Any]],
     gantt: tuple[int, str | None],
     dirs: tuple[Path, Path, Path],
 ) -> dict[str, Path]:
     """Draw and save every figure of the report (relmas.figures.contents lists them); return
-    their paths by name. `gantt`: the evaluation seed and the best baseline of the first
+    their paths by name. `groups`: the service groups pooled over the seeds (one figure per
+    scenario with any); `gantt`: the evaluation seed and the best baseline of the first
     scenario, whose schedule is drawn; `dirs`: the workloads, costs and agents directories."""
     from relmas.io import atomic_path
 
@@ -55,6 +58,8 @@ def draw_figures(
         plt.close(fig)
         figures[name] = path
 
+    for scenario in groups["scenario"].unique(maintain_order=True):
+        save(plot_service_groups(groups, scenario), f"service_{scenario}")
     save(plot_metric_by_scenario(aggregated, "sla_rate", "SLA rate"), "sla_rate")
     for metric, label in METRIC_FIGURES.items():
         save(plot_metric_by_scenario(aggregated, metric, label), metric)

@@ -11,12 +11,21 @@ import polars as pl
 
 from relmas.ceiling.rows import with_kinds
 from relmas.figures import palette
-from relmas.paths import ResultPaths, evaluation_file, summary_of
+from relmas.paths import ResultPaths, evaluation_file, groups_of, summary_of
 from relmas.report.ceiling import ceiling_markdown, ceiling_table, read_bounds, reference_rows
 from relmas.report.figures import draw_figures
 from relmas.report.headline import headline_markdown, headline_table
 from relmas.report.load import collect_summaries, collect_sweeps, read_learning, read_validation
 from relmas.report.markdown import image_markdown, markdown_table, mean_column
+from relmas.report.service import (
+    pooled_groups,
+    read_groups,
+    service_headline,
+    service_markdown,
+    service_table,
+    target_scenarios_of,
+    targets_bound_table,
+)
 from relmas.report.stats import (
     aggregate,
     best_baselines,
@@ -58,7 +67,9 @@ def write_report(
     generalisation runs, `{validation_dir}/{scenario}.parquet` (the baselines on the validation
     traces: the best baseline's choice), `{sweeps_dir}/{sweep}/{value}.parquet` for the sweeps and
     `{agents_dir}/{scenario}/{policy}/curve.parquet` (+ agent.json) for every evaluated agent and
-    `{bounds_dir}/{scenario}/seed{n}.parquet` (`relmas bound`: the ceiling of each trace).
+    `{bounds_dir}/{scenario}/seed{n}.parquet` (`relmas bound`: the ceiling of each trace), and on
+    the scenarios whose runs carry service targets `{eval_dir}/{scenario}/{policy}/seed{n}.groups
+    .parquet` (each service group's achieved rate and target).
     Returns the paths of the figures and tables, for MLflow.
     """
     from relmas.io import write_parquet
@@ -81,6 +92,10 @@ def write_report(
     bounds = read_bounds(bounds_dir or paths.bounds_dir, scenarios, seeds)
     references = reference_rows(summary, bounds)
     results = {run: pl.read_parquet(path) for run, path in base.items()}
+    targeted = target_scenarios_of(summary)
+    groups = read_groups(
+        {run: groups_of(path) for run, path in base.items() if run[0] in targeted}, summary
+    )
     write_parquet(with_kinds(summary, references), out_dir / "summary.parquet")
     tables = [out_dir / "summary.parquet"]
 
@@ -101,14 +116,23 @@ def write_report(
         out_dir / "figures",
         aggregated=aggregated,
         tenants=tenants,
+        groups=pooled_groups(groups),
         sweeps=sweeps,
         learning=learning,
         gantt=(seeds[0], baselines.get(scenarios[0], (None, None))[0]),
         dirs=(workloads_dir, costs_dir, agents_dir),
     )
 
+    service = service_table(own, baselines)
+    targets = service_markdown(
+        service,
+        service_headline(service, validation),
+        targets_bound_table(summary, bounds),
+        figures,
+        out_dir,
+    )
     ceiling = ceiling_markdown(ceiling_table(summary, references, baselines), bounds)
-    sections = _markdown(config, aggregated, headline, ceiling, tenants, figures, out_dir)
+    sections = _markdown(config, aggregated, headline, targets + ceiling, tenants, figures, out_dir)
     sections += generalisation_markdown(config, generalisation)
     sections += resizing_markdown(resizing, learning)
     sections += sweeps_markdown(config, sweeps, figures, out_dir)
@@ -121,11 +145,14 @@ def _markdown(
     config: Mapping[str, Any],
     aggregated: pl.DataFrame,
     headline: pl.DataFrame,
-    ceiling: list[str],
+    after_headline: list[str],
     tenants: pl.DataFrame,
     figures: Mapping[str, Path],
     out_dir: Path,
 ) -> list[str]:
+    """report.md from its title to the cost model; `after_headline`: the sections right after
+    the headline (service levels, the ceiling)."""
+
     def image(name: str, caption: str) -> str:
         return image_markdown(figures, out_dir, name, caption)
 
@@ -143,7 +170,7 @@ def _markdown(
         f"Evaluation seeds {seeds} (traces no agent was trained or validated on). {intervals} "
         "Policies are grouped by kind: " + ", ".join(g.title for g in palette.GROUPS) + ".\n",
         *headline_markdown(config, headline),
-        *ceiling,
+        *after_headline,
         "## SLA satisfaction rate\n",
         markdown_table(sla),
         "",

@@ -19,6 +19,7 @@ from relmas.study import (
     relaxation_options,
     sweep_points,
     sweep_policies,
+    target_scenarios,
 )
 
 # Every output under the config's own results directory (`results:`).
@@ -75,6 +76,8 @@ def scenario_trace_file(wildcards):
 EVAL_SEEDS = CONFIG["evaluation"]["seeds"]
 # (scenario, policy) pairs evaluated: ga_offline only on small scenarios
 EVAL_RUNS = evaluation_runs(CONFIG)
+# scenarios whose tenants are promised a deadline-hit rate: the report reads their service groups
+TARGET_SCENARIOS = target_scenarios(CONFIG)
 
 
 def agent_files(scenario, policy):

@@ -6,6 +6,13 @@ rule report:
             for scenario, policy in EVAL_RUNS
             for seed in EVAL_SEEDS
         ],
+        # each service group's achieved rate against its target, on the scenarios with targets
+        groups=[
+            groups_of(PATHS.evaluation(scenario, policy, seed))
+            for scenario, policy in EVAL_RUNS
+            if scenario in TARGET_SCENARIOS
+            for seed in EVAL_SEEDS
+        ],
         generalisation=[
             summary_of(PATHS.evaluation(scenario, policy, seed, agent=agent))
             for agent, scenario, policy in GENERALISATION_RUNS
