@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 import yaml
 
+from relmas import catalog
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.stage import trace_ceiling
 from relmas.ceiling.targets import NOT_PROVEN, UNREACHABLE, has_targets, shortfall_bound
@@ -118,7 +119,7 @@ def test_no_policy_falls_short_by_less_than_the_proven_bound(seed, dram_gbps, pi
     bound = _bound(system, tables, jobs)
     assert bound.status == "converged"
     assert bound.shortfall == bound.jobs / jobs.height
-    runs = {name: make_policy(name, seed=seed) for name in ONLINE}
+    runs = {name: make_policy(name, seed=seed) for name in (*ONLINE, *catalog.of_kind("target"))}
     runs["ga_offline"] = make_policy("ga_offline", seed=seed, population=4, generations=2)
     for name, policy in runs.items():
         shortfall = Engine(system, tables, jobs).run(policy).metrics["shortfall"]
