@@ -19,6 +19,7 @@ from relmas.figures import palette
 from relmas.figures.contents import report_figures
 from relmas.figures.results import plot_service_groups
 from relmas.io import write_parquet
+from relmas.report.headline import headline_markdown, headline_table
 from relmas.report.service import (
     RUN_GROUP_SCHEMA,
     bound_sentences,
@@ -130,6 +131,15 @@ def test_beats_and_ties_go_by_the_interval_of_the_difference(
     (row,) = service_headline(table, summary(values)).iter_rows(named=True)
     assert shortfall_verdict(row) == verdict
     assert f"relmas {verdict} the best target-aware baseline" in service_sentence(row)
+
+
+def test_the_sla_headline_says_where_the_best_baseline_is_chosen_by_shortfall(quick_config) -> None:
+    rows = summary(TIERS)
+    table = headline_table(rows, {"tiers": (TOKENS, 0.8)})
+    config = load_config(quick_config)
+    said = "On the scenarios with service targets (tiers) the best baseline is instead the"
+    assert said in "\n".join(headline_markdown(config, table, ["tiers"]))
+    assert "service targets" not in "\n".join(headline_markdown(config, table))
 
 
 def test_with_one_seed_the_verdict_goes_by_the_difference_alone() -> None:

@@ -132,7 +132,8 @@ def write_report(
         out_dir,
     )
     ceiling = ceiling_markdown(ceiling_table(summary, references, baselines), bounds)
-    sections = _markdown(config, aggregated, headline, targets + ceiling, tenants, figures, out_dir)
+    top = headline_markdown(config, headline, targeted) + targets + ceiling
+    sections = _markdown(config, aggregated, top, tenants, figures, out_dir)
     sections += generalisation_markdown(config, generalisation)
     sections += resizing_markdown(resizing, learning)
     sections += sweeps_markdown(config, sweeps, figures, out_dir)
@@ -144,14 +145,13 @@ def write_report(
 def _markdown(
     config: Mapping[str, Any],
     aggregated: pl.DataFrame,
-    headline: pl.DataFrame,
-    after_headline: list[str],
+    top: list[str],
     tenants: pl.DataFrame,
     figures: Mapping[str, Path],
     out_dir: Path,
 ) -> list[str]:
-    """report.md from its title to the cost model; `after_headline`: the sections right after
-    the headline (service levels, the ceiling)."""
+    """report.md from its title to the cost model; `top`: the sections after the title (the
+    headline, service levels, the ceiling)."""
 
     def image(name: str, caption: str) -> str:
         return image_markdown(figures, out_dir, name, caption)
@@ -169,8 +169,7 @@ def _markdown(
         f"# relmas report — experiment `{config['experiment']}`\n",
         f"Evaluation seeds {seeds} (traces no agent was trained or validated on). {intervals} "
         "Policies are grouped by kind: " + ", ".join(g.title for g in palette.GROUPS) + ".\n",
-        *headline_markdown(config, headline),
-        *after_headline,
+        *top,
         "## SLA satisfaction rate\n",
         markdown_table(sla),
         "",
