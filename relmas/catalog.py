@@ -72,6 +72,8 @@ CATALOG: tuple[PolicyEntry, ...] = (
     PolicyEntry("edf_feasible_patient_gated_ordered", "rule", _RULES),
     PolicyEntry("sjf_feasible_deficit", "target", _RULES),
     PolicyEntry("edf_feasible_deficit", "target", _RULES),
+    PolicyEntry("sjf_feasible_patient_gated_deficit", "target", _RULES),
+    PolicyEntry("edf_feasible_patient_gated_deficit", "target", _RULES),
     PolicyEntry("sjf_feasible_patient_gated_ordered_deficit", "target", _RULES),
     PolicyEntry("edf_feasible_patient_gated_ordered_deficit", "target", _RULES),
     PolicyEntry("sjf_feasible_tokens", "target", _RULES),

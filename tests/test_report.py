@@ -135,25 +135,29 @@ def test_a_tie_on_validation_goes_to_the_first_baseline_in_catalog_order() -> No
     assert best_baselines(tied.filter(pl.col("policy") != "fcfs"))["mixed"][0] == "sjf"
 
 
-def test_with_targets_the_target_aware_baseline_of_least_shortfall_is_chosen() -> None:
-    """On a scenario whose traces carry targets: among the target-aware baselines, the least mean
-    shortfall, ties by the higher SLA rate, whatever a rule baseline's rate; without targets the
-    SLA rate alone, as before."""
+def test_with_targets_the_baseline_of_least_shortfall_is_chosen() -> None:
+    """On a scenario whose traces carry targets: the online baseline of least mean shortfall, ties
+    by the higher SLA rate, a rule that ignores the targets included (it is the stronger baseline
+    when it falls short by less); without targets the SLA rate alone, as before."""
     rates = {
-        "sjf_feasible": [0.9, 0.9],  # the best rate, but not target-aware
+        "sjf_feasible": [0.9, 0.9],  # the best rate, not target-aware
+        "edf_feasible": [0.5, 0.5],  # not target-aware, the least shortfall below
         "sjf_feasible_deficit": [0.7, 0.7],
         "sjf_feasible_tokens": [0.8, 0.8],
         "sjf_feasible_by_target": [0.6, 0.6],
     }
     shortfall = {
-        "sjf_feasible": 0.0,
+        "sjf_feasible": 0.03,
+        "edf_feasible": 0.01,
         "sjf_feasible_deficit": 0.02,
         "sjf_feasible_tokens": 0.02,
         "sjf_feasible_by_target": 0.05,
     }
     rows = validation(rates).with_columns(shortfall=pl.col("policy").replace_strict(shortfall))
+    assert best_baselines(rows)["mixed"] == ("edf_feasible", pytest.approx(0.5))
     # tokens and deficit tie at 0.02; tokens' rate is higher
-    assert best_baselines(rows)["mixed"] == ("sjf_feasible_tokens", pytest.approx(0.8))
+    without_edf = rows.filter(pl.col("policy") != "edf_feasible")
+    assert best_baselines(without_edf)["mixed"] == ("sjf_feasible_tokens", pytest.approx(0.8))
     assert best_baselines(validation(rates))["mixed"][0] == "sjf_feasible"
 
 

@@ -370,6 +370,22 @@ class EDFFeasibleDeficit(EDFFeasible):
     by = BY_DEFICIT
 
 
+@register("sjf_feasible_patient_gated_deficit")
+class SJFFeasiblePatientGatedDeficit(SJFFeasiblePatientGated):
+    """`sjf_feasible_patient_gated` serving the tenant furthest below its target first."""
+
+    name = "sjf_feasible_patient_gated_deficit"
+    by = BY_DEFICIT
+
+
+@register("edf_feasible_patient_gated_deficit")
+class EDFFeasiblePatientGatedDeficit(EDFFeasiblePatientGated):
+    """`edf_feasible_patient_gated` serving the tenant furthest below its target first."""
+
+    name = "edf_feasible_patient_gated_deficit"
+    by = BY_DEFICIT
+
+
 @register("sjf_feasible_patient_gated_ordered_deficit")
 class SJFFeasiblePatientGatedOrderedDeficit(SJFFeasiblePatientGatedOrdered):
     """`sjf_feasible_patient_gated_ordered` serving the tenant furthest below its target first."""

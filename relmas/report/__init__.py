@@ -17,7 +17,7 @@ load and bandwidth, `relmas.sweep`) and the agents' learning curves (`curve.parq
 One module per part, so that each section has a room of its own: `load` (what the report reads),
 `stats` (intervals, bootstrap ratios, the best baseline's choice), `headline` (the first section),
 `service` (on scenarios with service targets, the headline in target terms: shortfall against the
-best target-aware baseline), `ceiling` (what was left to win), `tables` (the sections after them),
+best baseline), `ceiling` (what was left to win), `tables` (the sections after them),
 `figures` (drawing and saving them), `markdown` (tables and links as Markdown) and `page`
 (report.md and report.html, and `write_report`). The names below are
 the package's interface: the command line, the benchmarks and the tests import them from here.

@@ -225,6 +225,6 @@ def _targeted_text(targeted: Sequence[str]) -> str:
         return ""
     return (
         f" On the scenarios with service targets ({', '.join(targeted)}) the best baseline is "
-        "instead the target-aware baseline of least mean shortfall on the validation traces; their "
+        "instead the one of least mean shortfall on the validation traces; their "
         "headline in target terms is the next section."
     )
