@@ -725,7 +725,7 @@ def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureF
     from relmas.rl.observation import Layout
     from tests.defaults import observation_settings, reward_settings
 
-    settings = observation_settings(candidates=1, reference="sjf")
+    settings = observation_settings(candidates=1, reference="sjf", service=False)
     layout = Layout(settings.slots, 2, 3)  # the hand-written system: big, small × 2
     torch.manual_seed(0)
     net = QNetwork(layout.size, layout.actions, (8,), dueling=False)

@@ -268,7 +268,7 @@ def test_evaluate_writes_and_logs_each_service_group(tmp_path, monkeypatch):
 
 def untrained_agent(directory, scenario: str, instance_types, types) -> None:
     """An agent directory as `relmas train` writes it, with an untrained network (no training)."""
-    settings = observation_settings(candidates=1, reference="sjf")
+    settings = observation_settings(candidates=1, reference="sjf", service=False)
     layout = Layout(settings.slots, len(types), len(instance_types))
     torch.manual_seed(0)
     net = QNetwork(layout.size, layout.actions, (8,), dueling=False)

@@ -40,7 +40,7 @@ from relmas.rl.observation import GlobalFeature, SlotFeature
 from relmas.rl.overhead import overhead_metrics
 from relmas.rl.replay import NStepCollector
 from relmas.rl.rules import cut_form, named_rule, slot_rules
-from relmas.rl.run import rollout, train_scenario
+from relmas.rl.run import best_scored, rollout, train_scenario
 from relmas.rl.settings import parse_training
 from relmas.rl.train import train
 from relmas.sim import access
@@ -267,6 +267,22 @@ RULES = {"reference"} | {  # the whole-layer slot rules
     for name in ("shortest", "earliest")
     for form in ("", "_patient", "_patient_gated", "_patient_gated_ordered")
 }
+DEFICIT_RULES = {f"{name}_deficit" for name in RULES - {"reference"}}  # with service levels
+
+
+def validation_scores(rates: dict, shortfalls: dict) -> dict[str, dict[str, float]]:
+    """Validation scores of the heuristics or slot rules as training ranked them
+    (relmas.rl.run.best_scored), in training's order (`rates`, a training result's: agent.json
+    sorts its keys): the SLA rate, and the shortfall on traces with targets."""
+    return {
+        name: {"sla_rate": rate, **({"shortfall": shortfalls[name]} if shortfalls else {})}
+        for name, rate in rates.items()
+    }
+
+
+def has_targets(config, scenario: str) -> bool:
+    tenants = config["scenarios"][scenario]["tenants"]
+    return any("target" in tenant or "targets" in tenant for tenant in tenants)
 
 
 def holds(state, tables, jobs, targets, patient: bool, gated: bool) -> np.ndarray:
@@ -468,12 +484,17 @@ def test_quick_training_gives_an_agent_that_evaluation_runs(quick, trained):
     assert {"loss", "val_sla_rate", "val_heuristic_sjf_sla_rate"} <= logged
     info = read_agent_info(root / "agent")
     assert info.observation.reference == result.reference
-    assert result.heuristics_validation[result.reference] == max(
-        result.heuristics_validation.values()
-    )
+    # ranked by SLA rate, or on a scenario with targets by shortfall first (its rules deficit-first
+    # too: tests/test_rl_service.py)
+    service = has_targets(config, "mixed")
+    assert info.observation.service == service
+    assert bool(info.rules_shortfall) == bool(info.heuristics_shortfall) == service
+    heuristics = validation_scores(result.heuristics_validation, info.heuristics_shortfall)
+    assert result.reference == best_scored(heuristics)
     assert info.decision_cost == result.decision_cost
-    assert set(result.rules_validation) == RULES
-    assert result.teacher == max(result.rules_validation, key=result.rules_validation.get)
+    assert set(result.rules_validation) == RULES | (DEFICIT_RULES if service else set())
+    rules = validation_scores(result.rules_validation, info.rules_shortfall)
+    assert result.teacher == best_scored(rules)
     assert info.teacher == result.teacher
     validated_at = [step for metrics, step in logs if "val_sla_rate" in metrics]
     assert validated_at == [200, 300, 600, 900]  # after the warm start, every 300, at the end
@@ -813,8 +834,9 @@ def test_resize_training_gives_an_agent_that_acts_as_in_its_environment(quick, r
     info = read_agent_info(root / "resize")
     assert info.observation.resize and info.split_variants == ("whole", "K2", "Y2")
     whole = [name for name in result.rules_validation if not name.endswith("_cut")]
-    assert set(whole) == RULES
-    best = max(whole, key=result.rules_validation.__getitem__)  # ties: the first, as in training
+    assert set(whole) == RULES | (DEFICIT_RULES if has_targets(config, "mixed") else set())
+    scores = validation_scores(result.rules_validation, info.rules_shortfall)
+    best = best_scored({name: scores[name] for name in whole})  # ties: the first, as in training
     assert set(result.rules_validation) == {*whole, best + "_cut"}  # the best rule, cut
     system = scenario_system(config, "mixed")
     tables = load_costs(root / "cut_costs", system, models=tuple(config["models"]))

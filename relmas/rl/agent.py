@@ -6,21 +6,22 @@ system layout) and what one decision costs (MACs, energy on the configured accel
                   "instance_types": [...], "accelerator_types": [...], "split_variants": [...],
                   "decision_cost": {accelerator, macs, energy_j, latency_s},
                   "validation": {...}, "heuristics_validation": {...},
-                  "teacher", "teacher_bonus", "rules_validation": {...}}
+                  "teacher", "teacher_bonus", "rules_validation": {...},
+                  "heuristics_shortfall": {...}, "rules_shortfall": {...}}
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from relmas.errors import InputError
 from relmas.io import atomic_path
 from relmas.rl.checkpoint import BEST, load_policy
-from relmas.rl.env import RewardSettings
+from relmas.rl.env import NO_SERVICE_TERMS, RewardSettings
 from relmas.rl.network import GreedyPolicy
 from relmas.rl.observation import (
     FEATURES_VERSION,
@@ -49,6 +50,9 @@ class AgentInfo:
     teacher: str | None  # slot rule of the warm start
     teacher_bonus: float  # added to the Q-value of the teacher's action when deciding
     rules_validation: dict[str, float]  # SLA rate of each slot rule on validation (warm start)
+    # on traces with service targets, their shortfall, which ranks them first (relmas.rl.run)
+    heuristics_shortfall: dict[str, float] = field(default_factory=dict)
+    rules_shortfall: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, **asdict(self)}
@@ -70,10 +74,11 @@ def read_agent_info(directory: str | Path) -> AgentInfo:
     if raw.get("format") != FORMAT:
         raise InputError(path, "format", f"{FORMAT!r}", raw.get("format"))
     try:
-        return AgentInfo(
+        info = AgentInfo(
             scenario=raw["scenario"],
             observation=ObservationSettings(**raw["observation"]),
-            reward=RewardSettings(**raw["reward"]),
+            # the service terms are absent from agents trained before them
+            reward=RewardSettings(**{**NO_SERVICE_TERMS, **raw["reward"]}),
             instance_types=tuple(raw["instance_types"]),
             accelerator_types=tuple(raw["accelerator_types"]),
             split_variants=tuple(raw.get("split_variants", [WHOLE])),  # absent before resizing
@@ -83,9 +88,14 @@ def read_agent_info(directory: str | Path) -> AgentInfo:
             teacher=raw["teacher"],
             teacher_bonus=float(raw.get("teacher_bonus", 0.0)),  # absent before the bonus
             rules_validation=dict(raw["rules_validation"]),
+            heuristics_shortfall=dict(raw.get("heuristics_shortfall", {})),  # absent before
+            rules_shortfall=dict(raw.get("rules_shortfall", {})),  # service levels
         )
     except (KeyError, TypeError) as error:
         raise InputError(path, str(error), "the keys of an agent.json") from None
+    if info.observation.service is None:  # `resolve_service` decides it before training
+        raise InputError(path, "observation.service", "true or false", None)
+    return info
 
 
 def load_agent(directory: str | Path) -> tuple[AgentInfo, GreedyPolicy]:

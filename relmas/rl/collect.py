@@ -53,6 +53,7 @@ def collect(
     gated: bool,
     ordered: bool,
     cut_pieces: np.ndarray,
+    deficit_first: bool,
     schedule: np.ndarray,
     teacher_steps: int,
     explore_seed: int,
@@ -62,7 +63,7 @@ def collect(
     store: bool,
 ) -> tuple[int, bool, float]:
     """Steps `step`, `step` + 1, ... before `stop`, or to the end of the episode: the slot rule
-    of (`preference` ... `cut_pieces`, `rule_action`'s) acts before `teacher_steps`, then the
+    of (`preference` ... `deficit_first`, `rule_action`'s) acts before `teacher_steps`, then the
     network (`params`, `layout`, `n_heads`) epsilon-greedily with epsilon =
     `epsilon_at(step, *schedule)`, `bonus` added to the Q-value of the rule's action;
     `counts[action]` counts the actions taken and, with `store`, the transitions go to the
@@ -75,7 +76,7 @@ def collect(
         expert = at < teacher_steps
         if expert:
             action = rule_action(
-                E.obs, E.mask, preference, sizes, patient, gated, ordered, cut_pieces
+                E.obs, E.mask, preference, sizes, patient, gated, ordered, cut_pieces, deficit_first
             )
         else:
             epsilon = epsilon_at(at, schedule[0], schedule[1], schedule[2])
@@ -83,7 +84,15 @@ def collect(
             favoured = -1
             if bonus > 0.0:
                 favoured = rule_action(
-                    E.obs, E.mask, preference, sizes, patient, gated, ordered, cut_pieces
+                    E.obs,
+                    E.mask,
+                    preference,
+                    sizes,
+                    patient,
+                    gated,
+                    ordered,
+                    cut_pieces,
+                    deficit_first,
                 )
             action = epsilon_greedy(q_values, E.mask, epsilon, explore_seed, at, favoured, bonus)
         counts[action] += 1
@@ -236,10 +245,10 @@ def play(env: SchedulingEnv, policy: GreedyPolicy | SlotRule) -> np.ndarray:
 
 def _no_rule(
     env: SchedulingEnv,
-) -> tuple[np.ndarray, np.ndarray, bool, bool, bool, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, bool, bool, bool, np.ndarray, bool]:
     """`collect`'s rule arguments without a teacher (never used: there are no teacher steps)."""
     empty = np.zeros(0, dtype=np.int64)
-    return empty, env.layout.sizes, False, False, False, empty
+    return empty, env.layout.sizes, False, False, False, empty, False
 
 
 class PythonSteps:

@@ -18,6 +18,16 @@ every job counts alike, as in the SLA rate):
   layer of a feasible job pays at once; the payment is taken back when the job finishes (and earns
   its credit) or becomes hopeless. Without it the only signal of a decision arrives hundreds of
   decisions later.
+
+Two terms aim at service levels (both 0 by default, and nothing on a trace without targets):
+
+- *deficit weighting*: a job's credit and its miss's penalty are multiplied by 1 + `deficit_weight`
+  x max(0, deficit) / target, deficit = the job's target - its tenant's deadline-hit rate so far
+  (`relmas.rl.observation.deficit`, read when the credit is settled): a deadline of a tenant
+  below its target counts more, in proportion to how far below;
+- *shortfall*: at the end of an episode, - `shortfall` x the trace's service shortfall
+  (`relmas.sim.service.shortfall`) x its jobs: the deadlines still missing to reach every target,
+  the metric the targets are judged by.
 """
 
 from __future__ import annotations
@@ -42,11 +52,14 @@ from relmas.rl.observation import (
     FEATURE_BOUND,
     ObservationSettings,
     Observer,
+    deficit,
     observation_layout,
     observe,
+    resolve_service,
 )
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
+from relmas.sim import service as service_module
 from relmas.sim.costs import WHOLE, CostTables
 from relmas.sim.engine import Engine
 from relmas.sim.kernels import (
@@ -60,23 +73,41 @@ from relmas.sim.kernels import (
     start_layer,
     start_piece,
 )
+from relmas.sim.service import RATE_TOL, group_key, shortfall
 from relmas.sim.system import System
+
+# The service-level terms at the values that leave the reward as without service levels.
+NO_SERVICE_TERMS = {"deficit_weight": 0.0, "shortfall": 0.0}
 
 
 @dataclass(frozen=True)
 class RewardSettings:
-    """Credit of a met deadline, penalty of a (certain) miss, priority exponent, shaping weight
-    (defaults: the schema's `training.reward`, relmas.config.schema_defaults)."""
+    """Credit of a met deadline, penalty of a (certain) miss, priority exponent, shaping weight,
+    the service-level terms (defaults: the schema's `training.reward`,
+    relmas.config.schema_defaults; an agent.json written before the service terms has neither:
+    `relmas.rl.agent` reads them as 0)."""
 
     met: float
     missed: float
     priority_exponent: float
     progress: float
+    deficit_weight: float
+    shortfall: float
 
     def job_weights(self, priority: np.ndarray) -> np.ndarray:
         """w_i = p_i^e normalised to mean 1 over the trace."""
         raw = np.asarray(priority, dtype=np.float64) ** self.priority_exponent
         return raw / raw.mean()
+
+
+@njit(cache=True)
+def deficit_factor(S: State, job: int, deficit_weight: float) -> float:
+    """1 + `deficit_weight` x max(0, deficit) / target of `job` now: what its credit or penalty
+    is multiplied by (1 without a target, or with weight 0)."""
+    target = access.job_target(S, job)
+    if deficit_weight == 0.0 or not target > 0.0:  # NaN: no target
+        return 1.0
+    return 1.0 + deficit_weight * max(0.0, deficit(S, job)) / target
 
 
 @njit(cache=True)
@@ -86,12 +117,14 @@ def settle(
     penalized: np.ndarray,
     weight: np.ndarray,
     initial_work: np.ndarray,
+    deficit_weight: float,
 ) -> tuple[int, float, float]:
     """Mark the ready jobs that have certainly missed their deadline in `penalized`. Returns (jobs
-    finished so far, sum of `weight` of the newly marked jobs, progress potential = sum over the
-    ready and running jobs not marked of weight x fraction of their work done, a layer counting as
-    done once all its pieces started; work = `remaining_work` of the cost tables' rows from
-    `initial_work`). One call per decision point: the reward's whole bookkeeping."""
+    finished so far, sum of `weight` x `deficit_factor` of the newly marked jobs, progress
+    potential = sum over the ready and running jobs not marked of weight x fraction of their work
+    done, a layer counting as done once all its pieces started; work = `remaining_work` of the
+    cost tables' rows from `initial_work`). One call per decision point: the reward's whole
+    bookkeeping."""
     now = access.now(S)
     penalty = 0.0
     potential = 0.0
@@ -102,7 +135,7 @@ def settle(
             potential += weight[job] * (1.0 - remaining / initial_work[job])
         elif penalized[job] == 0:
             penalized[job] = 1
-            penalty += weight[job]
+            penalty += weight[job] * deficit_factor(S, job, deficit_weight)
     for a in range(access.accelerator_count(S)):
         job = access.running_job(S, a)
         if job >= 0 and penalized[job] == 0 and access.job_pieces_left(S, job) == 0:
@@ -126,6 +159,7 @@ class EnvArrays(NamedTuple):
     reference: np.ndarray  # int64[1]: the reference heuristic's rule code
     alpha: np.ndarray  # float64[1]: its parameter
     scales: np.ndarray  # float64[3]: tau, tau_layer, bandwidth capacity
+    tenant_target: np.ndarray  # float64[tenants] with service-level features, else empty
     slots: np.ndarray  # int64[slots]: the job of each slot (-1 = empty)
     targets: np.ndarray  # int64[slots]: the instance each slot's job would start on
     obs: np.ndarray  # float32[features]: the observation at the current decision point
@@ -133,34 +167,54 @@ class EnvArrays(NamedTuple):
     penalized: np.ndarray  # int8[jobs]: 1 once a job's miss is charged
     weight: np.ndarray  # float64[jobs]: the jobs' reward weights
     initial_work: np.ndarray  # float64[jobs]: remaining work at arrival
-    reward: np.ndarray  # float64[4]: met credit, miss penalty, shaping weight, gamma
+    reward: np.ndarray  # float64[6]: met credit, miss penalty, shaping weight, gamma, deficit
+    # weight, shortfall weight
     counts: np.ndarray  # int64[3]: jobs met, jobs missed, finished jobs credited so far
     values: np.ndarray  # float64[2]: progress potential now, the episode's credit so far
+    group: np.ndarray  # int64[jobs]: each job's service group (-1: no target), `job_groups`
+    group_size: np.ndarray  # int64[groups]: the jobs of each group
+    group_target: np.ndarray  # float64[groups]: its target
+    group_met: np.ndarray  # int64[groups]: its jobs that met their deadline so far
 
 
 COUNT_MET, COUNT_MISSED, COUNT_CREDITED = 0, 1, 2
 VALUE_POTENTIAL, VALUE_CREDIT = 0, 1
 REWARD_MET, REWARD_MISSED, REWARD_PROGRESS, REWARD_GAMMA = 0, 1, 2, 3
+REWARD_DEFICIT, REWARD_SHORTFALL = 4, 5
 
 
 @njit(cache=True)
 def reach_decision(E: EnvArrays) -> tuple[bool, float]:
     """Run to the next decision point and observe it (the reference pick, the features, the mask)
     and settle the reward's bookkeeping. Returns (terminated, credit since the last decision
-    point); the new potential is left in `E.values`."""
+    point, with the shortfall term at the end); the new potential is left in `E.values`."""
     T, S = E.T, E.S
     status = advance(T, S)
     if status == STATUS_STALLED:
         raise RuntimeError("the agent waited although no event can happen any more")
-    missed = E.reward[REWARD_MISSED]
+    missed, deficit_weight = E.reward[REWARD_MISSED], E.reward[REWARD_DEFICIT]
     hopeless = 0.0
     potential = 0.0
     if status == STATUS_DECISION:
         count = plan(T, S, E.planner, E.reference[0], E.alpha[0])
         reference = E.planner.out_job[0] if count > 0 else -1
         can_wait = access.can_wait(S)
-        observe(T, E.P, S, E.scales, reference, can_wait, E.obs, E.slots, E.targets, E.mask)
-        _, hopeless, potential = settle(T.remaining_work, S, E.penalized, E.weight, E.initial_work)
+        observe(
+            T,
+            E.P,
+            S,
+            E.scales,
+            E.tenant_target,
+            reference,
+            can_wait,
+            E.obs,
+            E.slots,
+            E.targets,
+            E.mask,
+        )
+        _, hopeless, potential = settle(
+            T.remaining_work, S, E.penalized, E.weight, E.initial_work, deficit_weight
+        )
     else:
         E.obs[:] = 0.0
         E.mask[:] = False
@@ -171,14 +225,20 @@ def reach_decision(E: EnvArrays) -> tuple[bool, float]:
         job = access.finished_job(S, i)
         if on_time(access.job_finish(S, job), access.job_deadline(S, job)):
             E.counts[COUNT_MET] += 1
-            met_weight += E.weight[job]
+            met_weight += E.weight[job] * deficit_factor(S, job, deficit_weight)
+            if E.group[job] >= 0:
+                E.group_met[E.group[job]] += 1
         else:
             E.counts[COUNT_MISSED] += 1
             if E.penalized[job] == 0:
                 E.penalized[job] = 1
-                unpaid_weight += E.weight[job]
+                unpaid_weight += E.weight[job] * deficit_factor(S, job, deficit_weight)
     E.counts[COUNT_CREDITED] = finished
     credit = E.reward[REWARD_MET] * met_weight - missed * unpaid_weight - missed * hopeless
+    if status != STATUS_DECISION and E.reward[REWARD_SHORTFALL] > 0.0:
+        jobs = E.group.shape[0]
+        lacking = shortfall(E.group_size, E.group_met, E.group_target, jobs) * jobs
+        credit -= E.reward[REWARD_SHORTFALL] * lacking
     E.values[VALUE_POTENTIAL] = potential
     E.values[VALUE_CREDIT] += credit
     return status != STATUS_DECISION, credit
@@ -212,9 +272,27 @@ def env_step(E: EnvArrays, action: int) -> tuple[float, float, bool]:
 # of these sources changes.
 jit_cache.refresh(
     env_step,
-    (engine_kernels, access, triage, heuristic_kernels, observation_module, sys.modules[__name__]),
+    (engine_kernels, access, triage, heuristic_kernels, observation_module, service_module)
+    + (sys.modules[__name__],),
     stamp="relmas-rl-env.sha256",
 )
+
+
+def job_groups(jobs: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each of `jobs`' service group (`relmas.sim.service`: an index into the groups sorted by
+    name, -1 without a target), and per group its jobs and its target."""
+    keys = jobs.select(group=group_key())["group"]
+    groups = (
+        jobs.with_columns(group=keys)
+        .filter(pl.col("group").is_not_null())
+        .group_by("group")
+        .agg(pl.len().alias("size"), pl.col("target").first())
+        .sort("group")
+    )
+    index = {name: g for g, name in enumerate(groups["group"].to_list())}
+    group = np.array([index.get(key, -1) for key in keys.to_list()], dtype=np.int64)
+    size = groups["size"].to_numpy().astype(np.int64)
+    return group, size, groups["target"].to_numpy().astype(np.float64)
 
 
 class SchedulingEnv(gym.Env):
@@ -241,7 +319,7 @@ class SchedulingEnv(gym.Env):
         self.system = system
         self.tables = tables
         self.jobs = jobs
-        self.observation_settings = observation
+        self.observation_settings = observation = resolve_service(observation, jobs)
         self.reward_settings = reward
         self.gamma = gamma
         variants = tables.pieces.variants if tables.pieces is not None else (WHOLE,)
@@ -264,6 +342,7 @@ class SchedulingEnv(gym.Env):
         observer = self.observer = Observer(engine, self.observation_settings)
         reference, settings = observer.reference, self.reward_settings
         weight = settings.job_weights(engine.jobs["priority"].to_numpy())
+        group, group_size, group_target = job_groups(engine.jobs)
         tables = engine.tables
         self.arrays = EnvArrays(
             T=engine.kernel_tables,
@@ -273,6 +352,7 @@ class SchedulingEnv(gym.Env):
             reference=np.array([reference.code], dtype=np.int64),
             alpha=np.array([reference.alpha]),
             scales=observer.scales,
+            tenant_target=observer.tenant_target,
             slots=observer.slots,
             targets=observer.targets,
             obs=np.zeros(self.layout.size, dtype=np.float32),
@@ -280,9 +360,16 @@ class SchedulingEnv(gym.Env):
             penalized=np.zeros(engine.jobs.height, dtype=np.int8),
             weight=np.ascontiguousarray(weight, dtype=np.float64),
             initial_work=tables.remaining_work_s[tables.first_row[engine.model_indices]],
-            reward=np.array([settings.met, settings.missed, settings.progress, self.gamma]),
+            reward=np.array(
+                [settings.met, settings.missed, settings.progress, self.gamma]
+                + [settings.deficit_weight, settings.shortfall]
+            ),
             counts=np.zeros(3, dtype=np.int64),
             values=np.zeros(2),
+            group=group,
+            group_size=group_size,
+            group_target=group_target,
+            group_met=np.zeros(group_size.shape[0], dtype=np.int64),
         )
         self._step = engine_kernels.entry_point(env_step, self.arrays, 0)
         _, credit = engine_kernels.entry_point(reach_decision, self.arrays)(self.arrays)
@@ -337,8 +424,16 @@ class SchedulingEnv(gym.Env):
         return info
 
     def episode_metrics(self) -> Mapping[str, float]:
-        """SLA rate and total credit of the finished episode (for validation)."""
+        """SLA rate and total credit of the finished episode (for validation), and on a trace
+        with targets its service shortfall and targets met (`relmas.sim.service`'s metrics)."""
         if self.engine is None or not self.engine.finished:
             raise RuntimeError("the episode has not finished")
-        credit = float(self.arrays.values[VALUE_CREDIT])
-        return {"sla_rate": self.met / self.jobs.height, "episode_credit": credit}
+        E = self.arrays
+        credit = float(E.values[VALUE_CREDIT])
+        metrics = {"sla_rate": self.met / self.jobs.height, "episode_credit": credit}
+        if E.group_size.shape[0] > 0:
+            size, met, target = E.group_size, E.group_met, E.group_target
+            lacking = shortfall(size, met, target, self.jobs.height)
+            reached = int(np.sum(met / size >= target - RATE_TOL))
+            metrics.update(shortfall=float(lacking), targets_met=float(reached))
+        return metrics

@@ -8,7 +8,11 @@ serving them first is what makes EDF collapse. The slots are, in this order:
   the agent can always do what that heuristic does (and the warm start can imitate it);
 - `candidates` slots: the feasible jobs with the least remaining work (SJF among feasible jobs);
 - `candidates` slots: the feasible jobs with the earliest deadlines (EDF among feasible jobs);
-- one slot: the hopeless job with the least remaining work (work for otherwise idle instances).
+- one slot: the hopeless job with the least remaining work (work for otherwise idle instances);
+- with service levels (`ObservationSettings.service`), `candidates` more slots: the feasible jobs
+  of the tenants furthest below their targets (deficit = target - the tenant's deadline-hit rate
+  so far; a job without a target ranks after every job with one), ties by least remaining work:
+  the candidates of a deficit-first rule, which the SJF and EDF rankings need not hold.
 
 *Feasible* = it can still meet its deadline: slack >= remaining work at full speed on the best
 types. A job that is not feasible has certainly missed (no layer runs faster than its `latency_s`),
@@ -36,6 +40,11 @@ shows the pieces its layer still has to start and, per variant, when the cut lay
 the idle instances and the cut's extra DRAM traffic, both against the uncut layer on the target
 instance — what GACER's search weighs: parallelism gained against traffic added.
 
+Service levels are an option of the observation, not a new version of it: with
+`service` each slot also shows its job's target, its tenant's rate so far, deficit and share of
+the ready jobs, and the globals the worst deficit and the share of tenants below target; without
+it (agents trained before, scenarios without targets by default) the layout is the one before.
+
 Features (docs/relmas.md lists them all) are computed by one Numba kernel from the engine's state
 arrays in three steps (pick the candidates, write the features, build the mask), a few
 microseconds per decision, and normalised by two time scales of the system: tau, the mean isolated
@@ -49,12 +58,13 @@ environment's (`relmas.rl.env`).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
+import polars as pl
 from numba import njit
 
 from relmas.hw import jit_cache
@@ -67,12 +77,15 @@ from relmas.policies.triage import (
     feasible,
     scan_instances,
 )
+from relmas.schemas import with_job_defaults
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
 from relmas.sim.engine import DecisionView, Engine
 from relmas.sim.kernels import Pieces, State, Tables
 
 # Version of the feature set below: agents and resumable runs of another version are refused.
+# The service-level features are an option of the observation (`ObservationSettings.service`,
+# recorded in agent.json), not a version: agents without them keep their layout.
 FEATURES_VERSION = 2  # 2: bandwidth demands and the finish on a busy instance (holding back)
 FEATURE_BOUND = 30.0  # features are clipped to [-FEATURE_BOUND, FEATURE_BOUND]
 
@@ -120,37 +133,82 @@ class GlobalFeature(IntEnum):
     RUNNING_DEMAND = 7  # full-speed bandwidth demand of the running layers / capacity
 
 
+class ServiceFeature(IntEnum):
+    """Offsets within a slot's service-level features, the last of its features (with
+    `ObservationSettings.service`). A tenant's rate so far is `access.tenant_achieved` (1 while
+    none of its jobs is decided); its deficit, target - that rate."""
+
+    TARGET = 0  # the job's target (0 without one)
+    HAS_TARGET = 1  # 1 if the job has a target
+    ACHIEVED = 2  # its tenant's deadline-hit rate so far
+    DEFICIT = 3  # max(0, target - the tenant's rate so far), 0 without a target
+    TENANT_READY = 4  # share of the ready jobs that are its tenant's
+
+
+class ServiceGlobalFeature(IntEnum):
+    """Offsets within the service-level global features, after the global ones (with
+    `ObservationSettings.service`), over the tenants with a target (`tenant_targets`)."""
+
+    WORST_DEFICIT = 0  # the largest deficit, 0 when every tenant is at or above its target
+    BELOW_TARGET = 1  # share of the tenants below their target
+
+
 SLOT_BASE_FEATURES = len(SlotFeature)
 INSTANCE_FEATURES = len(InstanceFeature)
 GLOBAL_FEATURES = len(GlobalFeature)
+SERVICE_FEATURES = len(ServiceFeature)
+SERVICE_GLOBAL_FEATURES = len(ServiceGlobalFeature)
 
 
 @njit(cache=True)
-def slot_width(types: int, variants: int) -> int:
+def slot_width(types: int, variants: int, service: bool) -> int:
     """Features per slot: the base ones, latency and demand per type, then with split variants
-    the share of pieces left and (finish, extra traffic) per variant >= 1."""
+    the share of pieces left and (finish, extra traffic) per variant >= 1, then with `service`
+    the service-level ones."""
     cuts = 1 + 2 * (variants - 1) if variants > 1 else 0
-    return SLOT_BASE_FEATURES + 2 * types + cuts
+    return SLOT_BASE_FEATURES + 2 * types + cuts + (SERVICE_FEATURES if service else 0)
+
+
+@njit(cache=True)
+def deficit(S: State, job: int) -> float:
+    """The job's target minus its tenant's deadline-hit rate so far (negative above the target),
+    NaN without a target: how far the tenant is below what the job counts towards."""
+    return access.job_target(S, job) - access.tenant_achieved(S, access.job_tenant(S, job))
 
 
 @dataclass(frozen=True)
 class ObservationSettings:
-    """`candidates` jobs per ranking (shortest, earliest feasible); `reference` heuristic name;
-    `resize`: actions also choose a split variant of the next layer (relmas_resize). The config
-    keys have the schema's defaults only (`training.observation`, relmas.config.schema_defaults)."""
+    """`candidates` jobs per ranking (shortest, earliest feasible, and with service levels the
+    deficit ranking); `reference` heuristic name; `resize`: actions also choose a split variant of
+    the next layer (relmas_resize); `service`: the service-level slots and features (None: whether
+    the jobs carry targets, `resolve_service`; False in an agent.json written before the option).
+    The config keys have the schema's defaults only (`training.observation`,
+    relmas.config.schema_defaults)."""
 
     candidates: int
     reference: str
     resize: bool = False  # not a config key: set by the policy trained (relmas.rl.run)
+    service: bool | None = False
 
     @property
     def slots(self) -> int:
-        return 2 + 2 * self.candidates
+        return 2 + (3 if self.service else 2) * self.candidates
 
     def slot_groups(self) -> tuple[str, ...]:
         """What each slot stands for (its candidate ranking), then wait."""
         k = self.candidates
-        return ("reference", *["shortest"] * k, *["earliest"] * k, "hopeless", "wait")
+        deficit = ["deficit"] * k if self.service else []
+        return ("reference", *["shortest"] * k, *["earliest"] * k, "hopeless", *deficit, "wait")
+
+
+def resolve_service(settings: ObservationSettings, jobs: pl.DataFrame) -> ObservationSettings:
+    """`settings` with `service` None decided: the service-level slots and features are seen
+    where the jobs carry targets (a scenario whose tenants have one). The one place that decides
+    it, for training, the environment and the deployed policy alike."""
+    if settings.service is not None:
+        return settings
+    carries = bool(with_job_defaults(jobs)["target"].is_not_null().any())
+    return replace(settings, service=carries)
 
 
 @dataclass(frozen=True)
@@ -162,14 +220,16 @@ class Layout:
     types: int
     instances: int
     variants: int = 1
+    service: bool = False  # the service-level features (`ObservationSettings.service`)
 
     @cached_property
     def slot_features(self) -> int:
-        return slot_width.py_func(self.types, self.variants)
+        return slot_width.py_func(self.types, self.variants, self.service)
 
     @property
     def size(self) -> int:
-        return self._global_features + GLOBAL_FEATURES
+        service = SERVICE_GLOBAL_FEATURES if self.service else 0
+        return self._global_features + GLOBAL_FEATURES + service
 
     @property
     def actions(self) -> int:
@@ -193,6 +253,14 @@ class Layout:
     def global_feature(self, feature: GlobalFeature) -> int:
         """Index of the global `feature` in the observation."""
         return global_index.py_func(self.sizes, feature)
+
+    def service_feature(self, slot: int, feature: ServiceFeature) -> int:
+        """Index of `slot`'s service-level `feature` (a layout with `service`)."""
+        return service_index.py_func(self.sizes, slot, feature)
+
+    def service_global_feature(self, feature: ServiceGlobalFeature) -> int:
+        """Index of the service-level global `feature` (a layout with `service`)."""
+        return global_index.py_func(self.sizes, GLOBAL_FEATURES + feature)
 
     def cut_finish_feature(self, slot: int, variant: int) -> int:
         """Index of `slot`'s feature: log finish of its layer cut by `variant` >= 1, against the
@@ -219,6 +287,12 @@ class Layout:
 def global_index(sizes: np.ndarray, feature: int) -> int:
     """Index of the global `feature`, after every slot's and instance's."""
     return sizes[0] * sizes[2] + sizes[4] * INSTANCE_FEATURES + feature
+
+
+@njit(cache=True)
+def service_index(sizes: np.ndarray, slot: int, feature: int) -> int:
+    """Index of `slot`'s service-level `feature`, the last of its features."""
+    return (slot + 1) * sizes[2] - SERVICE_FEATURES + feature
 
 
 @njit(cache=True)
@@ -256,22 +330,51 @@ def oversubscribes(obs: np.ndarray, sizes: np.ndarray, slot: int) -> bool:
 
 
 @njit(cache=True)
+def service_gap(obs: np.ndarray, sizes: np.ndarray, slot: int) -> float:
+    """`deficit` of `slot`'s job read back from its service-level features (target - its
+    tenant's rate so far), -inf without a target: a deficit-first rule's key."""
+    if obs[service_index(sizes, slot, ServiceFeature.HAS_TARGET)] == 0.0:
+        return -np.inf
+    target = float(obs[service_index(sizes, slot, ServiceFeature.TARGET)])
+    return target - float(obs[service_index(sizes, slot, ServiceFeature.ACHIEVED)])
+
+
+@njit(cache=True)
 def _signed_log(x: float) -> float:
     return np.log1p(x) if x >= 0.0 else -np.log1p(-x)
 
 
 @njit(cache=True)
-def _insert(keys: np.ndarray, jobs: np.ndarray, key: float, job: int) -> None:
-    """Insert (key, job) into the ascending top-k arrays if it ranks (ties: lower job first)."""
+def _before(
+    key: float, tie: float, job: int, other_key: float, other_tie: float, other: int
+) -> bool:
+    """(key, tie, job) ranks before (other_key, other_tie, other), lexicographically."""
+    if key != other_key:
+        return key < other_key
+    if tie != other_tie:
+        return tie < other_tie
+    return job < other
+
+
+@njit(cache=True)
+def _insert(
+    keys: np.ndarray, ties: np.ndarray, jobs: np.ndarray, key: float, tie: float, job: int
+) -> None:
+    """Insert (key, tie, job) into the ascending top-k arrays (empty entries: job -1) if it ranks
+    (ties of key: by `tie`, then lower job first)."""
     k = keys.shape[0]
-    if key > keys[k - 1] or (key == keys[k - 1] and (jobs[k - 1] >= 0 and job > jobs[k - 1])):
+    if jobs[k - 1] >= 0 and not _before(key, tie, job, keys[k - 1], ties[k - 1], jobs[k - 1]):
         return
     i = k - 1
-    while i > 0 and (key < keys[i - 1] or (key == keys[i - 1] and job < jobs[i - 1])):
+    while i > 0 and (
+        jobs[i - 1] < 0 or _before(key, tie, job, keys[i - 1], ties[i - 1], jobs[i - 1])
+    ):
         keys[i] = keys[i - 1]
+        ties[i] = ties[i - 1]
         jobs[i] = jobs[i - 1]
         i -= 1
     keys[i] = key
+    ties[i] = tie
     jobs[i] = job
 
 
@@ -287,6 +390,7 @@ def observe(
     P: Pieces,
     S: State,
     scales: np.ndarray,
+    tenant_target: np.ndarray,
     reference: int,
     can_wait: bool,
     obs: np.ndarray,
@@ -298,12 +402,17 @@ def observe(
     the features `obs` and the action `mask`, in three steps: pick the candidates, write the
     features, build the mask (as many split variants of `P` per slot as `mask` has room for).
 
-    `scales` = (tau, tau_layer, bandwidth capacity in B/s)."""
+    `scales` = (tau, tau_layer, bandwidth capacity in B/s); `tenant_target` = each tenant's
+    target (`tenant_targets`) for the service-level slots and features, empty without them."""
     access.refresh_rates(S)
-    queue, feasible_jobs, feasible_work = _pick_candidates(T, S, reference, slots, targets)
+    service = tenant_target.shape[0] > 0
+    tenant_ready = np.zeros(access.tenant_count(S) if service else 0, dtype=np.int64)
+    queue, feasible_jobs, feasible_work = _pick_candidates(
+        T, S, reference, slots, targets, tenant_ready
+    )
     running_demand, busy_left, idle_types = scan_instances(S)
     variants = (mask.shape[0] - 1) // slots.shape[0]
-    width = slot_width(T.latency.shape[1], variants)
+    width = slot_width(T.latency.shape[1], variants, service)
     obs[:] = 0.0
     busy_until = np.empty(idle_types.shape[0])  # work array of the cut features' list schedule
     for s in range(slots.shape[0]):
@@ -322,6 +431,9 @@ def observe(
                 busy_until,
                 obs,
             )
+            if service:
+                at = (s + 1) * width - SERVICE_FEATURES
+                _write_service(S, slots[s], tenant_ready, queue, obs, at)
     base = slots.shape[0] * width
     for a in range(access.accelerator_count(S)):
         _write_instance(S, a, busy_left[a], scales, obs, base + a * INSTANCE_FEATURES)
@@ -335,6 +447,8 @@ def observe(
     obs[base + GlobalFeature.IDLE] = idle_types.shape[0] / instances
     obs[base + GlobalFeature.CAN_WAIT] = 1.0 if can_wait else 0.0
     obs[base + GlobalFeature.RUNNING_DEMAND] = _share(running_demand, capacity)
+    if service:
+        _write_service_globals(S, tenant_target, obs, base + GLOBAL_FEATURES)
     for i in range(obs.shape[0]):
         obs[i] = min(max(obs[i], -FEATURE_BOUND), FEATURE_BOUND)
     _build_mask(T, P, S, slots, targets, can_wait, running_demand, capacity, mask)
@@ -342,20 +456,30 @@ def observe(
 
 @njit(cache=True, inline="always")  # no call overhead per step
 def _pick_candidates(
-    T: Tables, S: State, reference: int, slots: np.ndarray, targets: np.ndarray
+    T: Tables,
+    S: State,
+    reference: int,
+    slots: np.ndarray,
+    targets: np.ndarray,
+    tenant_ready: np.ndarray,
 ) -> tuple[int, int, float]:
     """The slots' jobs (the module doc's rankings after the `reference` job) and the fastest idle
-    instance for each one's next layer (-1 for an empty slot). Returns (ready jobs, feasible ready
-    jobs, their remaining work)."""
+    instance for each one's next layer (-1 for an empty slot). With service levels
+    (`tenant_ready` not empty) also the deficit ranking, and each tenant's ready jobs counted into
+    `tenant_ready`. Returns (ready jobs, feasible ready jobs, their remaining work)."""
     now = access.now(S)
     n_slots = slots.shape[0]
-    k = (n_slots - 2) // 2
-    short_key = np.full(k, np.inf)
+    service = tenant_ready.shape[0] > 0
+    k = (n_slots - 2) // (3 if service else 2)
+    short_key, short_tie = np.full(k, np.inf), np.zeros(k)
     short_job = np.full(k, -1, dtype=np.int64)
-    early_key = np.full(k, np.inf)
+    early_key, early_tie = np.full(k, np.inf), np.zeros(k)
     early_job = np.full(k, -1, dtype=np.int64)
-    hopeless_key = np.full(1, np.inf)
+    hopeless_key, hopeless_tie = np.full(1, np.inf), np.zeros(1)
     hopeless_job = np.full(1, -1, dtype=np.int64)
+    k_deficit = k if service else 0
+    deficit_key, deficit_tie = np.full(k_deficit, np.inf), np.zeros(k_deficit)
+    deficit_job = np.full(k_deficit, -1, dtype=np.int64)
     feasible_jobs = 0
     feasible_work = 0.0
     queue = access.ready_count(S)
@@ -363,17 +487,24 @@ def _pick_candidates(
         job = access.ready_job(S, i)
         remaining = T.remaining_work[access.job_next_row(S, job)]
         deadline = access.job_deadline(S, job)
+        if service:
+            tenant_ready[access.job_tenant(S, job)] += 1
         if feasible(now, remaining, deadline):
             feasible_jobs += 1
             feasible_work += remaining
-            _insert(short_key, short_job, remaining, job)
-            _insert(early_key, early_job, deadline, job)
+            _insert(short_key, short_tie, short_job, remaining, 0.0, job)
+            _insert(early_key, early_tie, early_job, deadline, 0.0, job)
+            if service:
+                gap = deficit(S, job)  # furthest below first; no target (NaN) after all
+                key = -gap if gap == gap else np.inf
+                _insert(deficit_key, deficit_tie, deficit_job, key, remaining, job)
         else:
-            _insert(hopeless_key, hopeless_job, remaining, job)
+            _insert(hopeless_key, hopeless_tie, hopeless_job, remaining, 0.0, job)
     slots[0] = reference
     slots[1 : 1 + k] = short_job
     slots[1 + k : 1 + 2 * k] = early_job
-    slots[n_slots - 1] = hopeless_job[0]
+    slots[1 + 2 * k] = hopeless_job[0]
+    slots[2 + 2 * k : 2 + 2 * k + k_deficit] = deficit_job
     for s in range(n_slots):
         targets[s] = -1 if slots[s] < 0 else fastest_idle(T, S, access.job_next_row(S, slots[s]))
     return queue, feasible_jobs, feasible_work
@@ -421,6 +552,39 @@ def _write_slot(
     if variants > 1:
         cuts_at = base + SLOT_BASE_FEATURES + 2 * n_types
         _observe_cuts(T, P, S, job, kind, variants, idle_types, busy_until, obs, cuts_at)
+
+
+@njit(cache=True, inline="always")  # no call overhead per step
+def _write_service(
+    S: State, job: int, tenant_ready: np.ndarray, queue: int, obs: np.ndarray, at: int
+) -> None:
+    """The service-level features of the slot holding `job` from `obs[at]` (`tenant_ready`: the
+    ready jobs of each tenant, `queue` of all)."""
+    tenant = access.job_tenant(S, job)
+    target = access.job_target(S, job)
+    achieved = access.tenant_achieved(S, tenant)
+    obs[at + ServiceFeature.ACHIEVED] = achieved
+    obs[at + ServiceFeature.TENANT_READY] = tenant_ready[tenant] / queue
+    if target == target:  # not NaN
+        obs[at + ServiceFeature.TARGET] = target
+        obs[at + ServiceFeature.HAS_TARGET] = 1.0
+        obs[at + ServiceFeature.DEFICIT] = max(0.0, target - achieved)
+
+
+@njit(cache=True, inline="always")  # no call overhead per step
+def _write_service_globals(S: State, tenant_target: np.ndarray, obs: np.ndarray, at: int) -> None:
+    """The service-level global features from `obs[at]`, over the tenants with a target."""
+    worst, below, with_target = 0.0, 0, 0
+    for tenant in range(tenant_target.shape[0]):
+        target = tenant_target[tenant]
+        if target != target:  # NaN: no target
+            continue
+        with_target += 1
+        gap = target - access.tenant_achieved(S, tenant)
+        worst = max(worst, gap)
+        below += 1 if gap > 0.0 else 0
+    obs[at + ServiceGlobalFeature.WORST_DEFICIT] = worst
+    obs[at + ServiceGlobalFeature.BELOW_TARGET] = below / with_target if with_target > 0 else 0.0
 
 
 @njit(cache=True, inline="always")  # no call overhead per step
@@ -543,13 +707,31 @@ def time_scales(engine: Engine) -> tuple[float, float]:
 def observation_layout(
     settings: ObservationSettings, types: int, instances: int, split_variants: tuple[str, ...]
 ) -> Layout:
-    """The layout of `settings` on a system of `types` and `instances` whose piece tables have
-    `split_variants` (variant 0 = whole layer; only a resizing agent chooses among them)."""
+    """The layout of `settings` (`service` decided, `resolve_service`) on a system of `types`
+    and `instances` whose piece tables have `split_variants` (variant 0 = whole layer; only a
+    resizing agent chooses among them)."""
     if settings.resize and len(split_variants) < 2:
         raise ValueError(
             "a resizing agent needs piece tables with cuts (relmas profile --pieces, resizing:)"
         )
-    return Layout(settings.slots, types, instances, len(split_variants) if settings.resize else 1)
+    if settings.service is None:
+        raise ValueError("the observation's service option is undecided (resolve_service)")
+    variants = len(split_variants) if settings.resize else 1
+    return Layout(settings.slots, types, instances, variants, settings.service)
+
+
+def tenant_targets(engine: Engine, settings: ObservationSettings) -> np.ndarray:
+    """Each tenant's target (`engine.tenants`' order; NaN: none) for the service-level global
+    features: the mean target of its jobs that have one (its own target, or with per-model
+    targets their mean over its jobs); empty when `settings` has no service features."""
+    if not settings.service:
+        return np.zeros(0)
+    targets = np.full(len(engine.tenants), np.nan)
+    means = engine.jobs.group_by("tenant").agg(pl.col("target").mean())
+    for tenant, target in means.iter_rows():
+        if target is not None:
+            targets[engine.tenants.index(tenant)] = target
+    return targets
 
 
 class Observation(NamedTuple):
@@ -562,7 +744,7 @@ class Observer:
 
     def __init__(self, engine: Engine, settings: ObservationSettings):
         self.engine = engine
-        self.settings = settings
+        self.settings = settings = resolve_service(settings, engine.jobs)
         self.layout = observation_layout(
             settings,
             len(engine.tables.types),
@@ -572,6 +754,7 @@ class Observer:
         tau, tau_layer = time_scales(engine)
         capacity = access.bandwidth_capacity(engine.state)
         self.scales = np.array([tau, tau_layer, capacity])
+        self.tenant_target = tenant_targets(engine, settings)
         self.slots = np.full(settings.slots, -1, dtype=np.int64)
         self.targets = np.full(settings.slots, -1, dtype=np.int64)
         self.reference: HeuristicPolicy = make_policy(settings.reference)  # type: ignore[assignment]
@@ -582,6 +765,7 @@ class Observer:
             engine.kernel_pieces,
             engine.state,
             self.scales,
+            self.tenant_target,
             0,
             True,
             np.zeros(self.layout.size, dtype=np.float32),
@@ -602,6 +786,7 @@ class Observer:
             engine.kernel_pieces,
             engine.state,
             self.scales,
+            self.tenant_target,
             reference,
             view.can_wait,
             obs,

@@ -8,6 +8,11 @@ slot rules (`relmas.rl.rules`: the reference, SJF and EDF among feasible jobs, t
 holding back work; for relmas_resize the best of them cut too) are scored too and the best one is
 the teacher. The agent is validated after the warm start and every `training.dqn.validation_every`
 steps (SLA rate on the validation traces); the best is best.pt.
+
+On a scenario whose jobs carry service targets, "best" is the least service shortfall on the
+validation traces, ties by SLA rate (`relmas.rl.train.validation_key`), for the reference, the
+teacher and best.pt alike; the observation then has the service-level slots and features unless
+`training.observation.service` says otherwise, and the slot rules their deficit-first forms.
 """
 
 from __future__ import annotations
@@ -28,22 +33,25 @@ from relmas.hw.spec import Spec
 from relmas.rl.agent import AgentInfo, write_agent_info
 from relmas.rl.checkpoint import BEST, load_network
 from relmas.rl.collect import play
-from relmas.rl.env import SchedulingEnv
+from relmas.rl.env import NO_SERVICE_TERMS, SchedulingEnv
 from relmas.rl.network import GreedyPolicy, QNetwork
-from relmas.rl.observation import FEATURES_VERSION, ObservationSettings
+from relmas.rl.observation import FEATURES_VERSION, ObservationSettings, resolve_service
 from relmas.rl.overhead import decision_cost
 from relmas.rl.rules import CUT_SUFFIX, SlotRule, cut_form, slot_rules
 from relmas.rl.settings import (
     TrainingSettings,
     parse_training,
 )
-from relmas.rl.train import Logger, TrainResult, train
+from relmas.rl.train import Logger, TrainResult, train, validation_key
 from relmas.sim.costs import WHOLE, CostTables
 from relmas.sim.system import System
 from relmas.study import Study
 from relmas.workload import generate_trace
 
 Policy = GreedyPolicy | SlotRule  # what `rollout` runs: the network greedily, or a slot rule
+Scores = dict[str, dict[str, float]]  # validation metrics of each heuristic or slot rule
+RANKED = ("sla_rate", "shortfall")  # the metrics that rank them (validation_key; no shortfall
+# without targets)
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,8 @@ class ScenarioTrainResult:
     reference: str  # the heuristic of the reference slot
     teacher: str | None  # the slot rule of the warm start (None without one)
     heuristics_validation: dict[str, float]  # SLA rate of each heuristic on the validation traces
-    rules_validation: dict[str, float]  # SLA rate of each slot rule (with a warm start)
+    rules_validation: dict[str, float]  # SLA rate of each slot rule (with a warm start); on traces
+    # with targets their shortfall, which ranks them first, is in agent.json
     validation: dict[str, float]  # the best agent's validation metrics
     decision_cost: dict[str, Any]  # MACs, energy and latency of one decision
     wall_seconds: float
@@ -106,13 +115,10 @@ def train_scenario(
     tables = study.costs(scenario, costs_dir)
     resize = _resizes(policy or catalog.learned()[0], tables, costs_dir, source)
 
-    def trace(seed: int) -> pl.DataFrame:
-        return generate_trace(scenario, parsed, system, tables, seed, source)
-
     validation_traces = list(study.validation_traces(scenario, costs_dir).values())
     heuristics = heuristic_scores(system, tables, validation_traces)
-    log({f"val_heuristic_{name}_sla_rate": rate for name, rate in heuristics.items()}, 0)
-    observation = _observation(settings.observation, resize, heuristics)
+    log(_scores_log("heuristic", heuristics), 0)
+    observation = _observation(settings.observation, resize, heuristics, validation_traces[0])
     split_variants = tables.pieces.variants if resize else (WHOLE,)
     problem = _problem(config, scenario, system, tables, split_variants if resize else None)
 
@@ -120,7 +126,7 @@ def train_scenario(
         return SchedulingEnv(system, tables, jobs, observation, settings.reward, settings.dqn.gamma)
 
     def make_env(seed: int) -> SchedulingEnv:
-        return env(trace(seed))
+        return env(generate_trace(scenario, parsed, system, tables, seed, source))
 
     validation_envs = [env(jobs) for jobs in validation_traces]
 
@@ -128,13 +134,12 @@ def train_scenario(
         runs = [rollout(env, policy) for env in validation_envs]
         return {key: float(np.mean([run[key] for run in runs])) for key in runs[0]}
 
-    rules: dict[str, float] = {}
+    rules: Scores = {}
     teacher = teacher_rule = None
     if settings.dqn.teacher_steps > 0:
         pieces = tables.pieces.most_pieces if resize else None
-        rules, teacher_rule = _best_rule(observation, validation_envs[0], validate, pieces)
-        log({f"val_rule_{name}_sla_rate": rate for name, rate in rules.items()}, 0)
-        teacher = max(rules, key=rules.__getitem__)
+        rules, teacher, teacher_rule = _best_rule(observation, validation_envs[0], validate, pieces)
+        log(_scores_log("rule", rules), 0)
     learner = train(
         make_env,
         settings.dqn,
@@ -156,10 +161,12 @@ def train_scenario(
         split_variants=split_variants,
         decision_cost=cost,
         validation=learner.best_metrics,
-        heuristics_validation=heuristics,
+        heuristics_validation=_metric(heuristics, "sla_rate"),
         teacher=teacher,
         teacher_bonus=settings.dqn.teacher_bonus if teacher is not None else 0.0,
-        rules_validation=rules,
+        rules_validation=_metric(rules, "sla_rate"),
+        heuristics_shortfall=_metric(heuristics, "shortfall"),
+        rules_shortfall=_metric(rules, "shortfall"),
     )
     write_agent_info(out_dir, info)
     return ScenarioTrainResult(
@@ -167,8 +174,8 @@ def train_scenario(
         learner=learner,
         reference=observation.reference,
         teacher=teacher,
-        heuristics_validation=heuristics,
-        rules_validation=rules,
+        heuristics_validation=info.heuristics_validation,
+        rules_validation=info.rules_validation,
         validation=learner.best_metrics,
         decision_cost=cost,
         wall_seconds=time.perf_counter() - wall,
@@ -178,14 +185,36 @@ def train_scenario(
 
 
 def _observation(
-    settings: ObservationSettings, resize: bool, heuristics: Mapping[str, float]
+    settings: ObservationSettings, resize: bool, heuristics: Scores, jobs: pl.DataFrame
 ) -> ObservationSettings:
-    """The run's observation: `resize` set, and the reference `best` resolved to the heuristic
-    with the best validation SLA rate (the first of equals, in catalog order)."""
-    observation = replace(settings, resize=resize)
+    """The run's observation: `resize` set, the reference `best` resolved to the best heuristic
+    on validation (`best_scored`), and `service` to whether the scenario's jobs (`jobs`, one of
+    its traces) carry targets."""
+    observation = resolve_service(replace(settings, resize=resize), jobs)
     if observation.reference == catalog.BEST:
-        observation = replace(observation, reference=max(heuristics, key=heuristics.__getitem__))
+        observation = replace(observation, reference=best_scored(heuristics))
     return observation
+
+
+def best_scored(scores: Scores) -> str:
+    """The best of `scores` by `validation_key` on the SLA rate (the first of equals, in their
+    order: the catalog's, the slot rules')."""
+    return max(scores, key=lambda name: validation_key(scores[name], "sla_rate"))
+
+
+def _metric(scores: Scores, metric: str) -> dict[str, float]:
+    """`metric` of each of `scores` that has it."""
+    return {name: values[metric] for name, values in scores.items() if metric in values}
+
+
+def _scores_log(kind: str, scores: Scores) -> dict[str, float]:
+    """`scores` as tracked: val_<kind>_<name>_<metric>, the SLA rate and the shortfall."""
+    return {
+        f"val_{kind}_{name}_{metric}": values[metric]
+        for name, values in scores.items()
+        for metric in RANKED
+        if metric in values
+    }
 
 
 def _problem(
@@ -226,28 +255,34 @@ def _best_rule(
     env: SchedulingEnv,
     validate: Callable[[Policy], dict[str, float]],
     most_pieces: tuple[int, ...] | None,
-) -> tuple[dict[str, float], SlotRule]:
-    """The validation SLA rate of every slot rule, and the best rule (the warm start's teacher).
-    With `most_pieces` (a resizing agent) the best whole-layer rule is also scored cut."""
+) -> tuple[Scores, str, SlotRule]:
+    """The validation SLA rate (and on traces with targets the shortfall) of every slot rule, and
+    the best rule's name and rule (`best_scored`: the warm start's teacher). With `most_pieces` (a
+    resizing agent) the best whole-layer rule is also scored cut."""
     candidates = slot_rules(observation, env.layout)
-    rules = {name: validate(rule)["sla_rate"] for name, rule in candidates.items()}
+    rules = {name: _ranked(validate(rule)) for name, rule in candidates.items()}
     if most_pieces is not None:  # cutting is tried on the best whole-layer rule only
-        best = max(rules, key=rules.__getitem__)
+        best = best_scored(rules)
         cut = candidates[best + CUT_SUFFIX] = cut_form(candidates[best], most_pieces)
-        rules[best + CUT_SUFFIX] = validate(cut)["sla_rate"]
-    return rules, candidates[max(rules, key=rules.__getitem__)]
+        rules[best + CUT_SUFFIX] = _ranked(validate(cut))
+    best = best_scored(rules)
+    return rules, best, candidates[best]
 
 
-def heuristic_scores(
-    system: System, tables: CostTables, traces: Sequence[pl.DataFrame]
-) -> dict[str, float]:
-    """Mean SLA rate of every reference heuristic over `traces`."""
-    return {
-        name: float(
-            np.mean([simulate(system, jobs, tables, name).metrics["sla_rate"] for jobs in traces])
-        )
-        for name in catalog.teachers()
-    }
+def _ranked(metrics: Mapping[str, float]) -> dict[str, float]:
+    """What `best_scored` ranks of validation `metrics`: the SLA rate and the shortfall, if any."""
+    return {key: metrics[key] for key in RANKED if key in metrics}
+
+
+def heuristic_scores(system: System, tables: CostTables, traces: Sequence[pl.DataFrame]) -> Scores:
+    """Mean SLA rate of every reference heuristic over `traces`, and their mean shortfall where
+    the traces carry targets."""
+    scores = {}
+    for name in catalog.teachers():
+        runs = [simulate(system, jobs, tables, name).metrics for jobs in traces]
+        ranked = [key for key in RANKED if runs[0][key] is not None]  # no shortfall: no targets
+        scores[name] = {key: float(np.mean([run[key] for run in runs])) for key in ranked}
+    return scores
 
 
 def cheapest_decision(network: QNetwork, specs: Mapping[str, Spec]) -> dict[str, Any]:
@@ -283,8 +318,15 @@ def _manifest(
     the `problem` it is trained on; resuming across a change of any of them would finish training
     on another problem (the learner restarts instead, `relmas.rl.train`)."""
     return {
-        "observation": asdict(observation),
+        "observation": _recorded(asdict(observation), {"service": False}),
         "features": FEATURES_VERSION,
-        "reward": asdict(settings.reward),
+        "reward": _recorded(asdict(settings.reward), NO_SERVICE_TERMS),
         **problem,
     }
+
+
+def _recorded(settings: dict[str, Any], neutral: Mapping[str, Any]) -> dict[str, Any]:
+    """`settings` without the keys at their `neutral` values (the service levels' options,
+    added after other settings): a run saved before those keys existed is the same run, it
+    resumes, and its checkpoint keeps its bytes."""
+    return {k: v for k, v in settings.items() if k not in neutral or v != neutral[k]}

@@ -4,8 +4,9 @@
       seeds: [0, 1, 2, 3, 4, 5, 6, 7]   # training traces (never the evaluation seeds)
       validation_seeds: [100, 101]      # traces scored every dqn.validation_every steps
       jobs: null                        # jobs per training/validation trace (null = the scenario's)
-      observation: {candidates: 2, reference: best}
-      reward: {met: 1.0, missed: 1.0, priority_exponent: 0.0}
+      observation: {candidates: 2, reference: best, service: null}
+      reward: {met: 1.0, missed: 1.0, priority_exponent: 0.0, progress: 1.0,
+               deficit_weight: 0.0, shortfall: 0.0}
       overhead_accelerator: null        # runs the policy network (null = cheapest system type)
       dqn: {...}                        # relmas.rl.dqn.DQNConfig keys except train_seeds
 

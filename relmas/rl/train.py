@@ -90,8 +90,8 @@ def train(
 
     `validate(policy)` is called every `validation_every` steps, after the teacher's last step
     (so that best.pt is never worse on validation than what imitation reached) and at the end;
-    the policy with the highest `validate(...)[config.validation_metric]` is saved as best.pt
-    (without `validate`, best.pt is the final policy). `logger(metrics, step)` receives loss,
+    the policy with the highest `validation_key` of `validate(...)` is saved as best.pt (without
+    `validate`, best.pt is the final policy). `logger(metrics, step)` receives loss,
     q_mean, epsilon (every `log_every` steps), episode_return / episode_length (every episode)
     and val_<metric>; the same rows go to `out_dir`/curve.parquet at every checkpoint.
     `teacher(obs, mask) -> action` acts for the first `teacher_steps` steps (imitation warm start;
@@ -202,6 +202,15 @@ def _train(
     )
 
 
+def validation_key(metrics: Mapping[str, float], metric: str) -> tuple[float, ...]:
+    """What ranks validation results, larger first: on traces whose jobs carry service targets
+    (the results have a `shortfall`) the least shortfall, ties by `metric`; elsewhere `metric`.
+    The one ranking of best.pt, the reference heuristic and the warm start's teacher."""
+    if "shortfall" in metrics:
+        return -metrics["shortfall"], metrics[metric]
+    return (metrics[metric],)
+
+
 def _learn(learner: Learner, state: TrainingState, config: DQNConfig) -> NumpyWeights:
     """One gradient step on a replayed batch at `state.step`; the acting snapshot of the updated
     network."""
@@ -261,7 +270,8 @@ class _Run:
                 f"one of the metrics returned by validation {sorted(metrics)}",
                 metric,
             )
-        if state.best_score is None or metrics[metric] > state.best_score:
+        key = validation_key(metrics, metric)
+        if state.best_score is None or key > validation_key(state.best_metrics, metric):
             state.best_score, state.best_step, state.best_metrics = (
                 metrics[metric],
                 state.step,

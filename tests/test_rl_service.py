@@ -1,0 +1,235 @@
+"""The learner's service levels (docs/relmas.md, "Service levels"): the service-level slots and
+features on a hand state, the deficit-first slot rules, the reward's deficit weighting and
+end-of-episode shortfall on a two-job case, and validation ranked by shortfall."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import polars as pl
+import pytest
+
+from relmas import catalog
+from relmas.errors import InputError
+from relmas.evaluate import simulate
+from relmas.rl.agent import AgentInfo, read_agent_info, write_agent_info
+from relmas.rl.env import SchedulingEnv
+from relmas.rl.observation import (
+    GLOBAL_FEATURES,
+    GlobalFeature,
+    Observer,
+    ServiceFeature,
+    ServiceGlobalFeature,
+    SlotFeature,
+)
+from relmas.rl.rules import slot_rules
+from relmas.rl.run import best_scored, rollout
+from relmas.rl.train import validation_key
+from relmas.sim import Engine
+from relmas.workload import generate_trace
+from tests.defaults import observation_settings, reward_settings
+from tests.test_firm import jobs_frame, one_instance
+from tests.test_rl_env import SCARCE, SCENARIO, SYSTEM, tables  # noqa: F401 (a fixture)
+
+# The hand case: one instance; model A is two layers of 1 s, model B one. Job 0 of tenant a
+# cannot meet its deadline; started at 0 it ends at 1 s, late, and leaves a's rate at 0. Then
+# job 1 (a, A: 2 s) and job 2 (b, B: 1 s) are ready: SJF takes job 2, a tenant below its target
+# (a: 0.9, rate 0) comes first for a deficit-first rule.
+HAND = [("a", "B", 0.0, 0.5), ("a", "A", 0.1, 9.0), ("b", "B", 0.2, 9.0)]
+TARGETS = [0.9, 0.9, 0.5]
+
+
+def hand_jobs(rows=HAND, targets=TARGETS) -> pl.DataFrame:
+    return jobs_frame(rows, False).with_columns(target=pl.Series(targets, dtype=pl.Float64()))
+
+
+def at_one_second(service: bool | None):
+    """The hand case's engine at 1 s (job 0 started at 0 and finished late) and its observer."""
+    system, costs = one_instance()
+    engine = Engine(system, costs, hand_jobs())
+    engine.next_decision()
+    engine.step([(0, 0)])
+    view = engine.next_decision()
+    assert view.now == 1.0 and sorted(view.ready_jobs) == [1, 2]
+    settings = observation_settings(candidates=2, reference="sjf", service=service)
+    observer = Observer(engine, settings)
+    return observer, observer.observe(view)
+
+
+def test_a_tenant_below_its_target_shows_its_deficit():
+    observer, (obs, mask) = at_one_second(None)  # the jobs carry targets: service features on
+    layout = observer.layout
+    assert observer.settings.service and layout.slots == 2 + 3 * 2
+    slots = observer.slots.tolist()
+    assert slots == [2, 2, 1, 1, 2, -1, 1, 2]  # reference, shortest, earliest, hopeless, deficit
+    assert mask.tolist() == [True] * 5 + [False] + [True] * 2 + [False]
+
+    def features(slot: int) -> list[float]:
+        return [float(obs[layout.service_feature(slot, f)]) for f in ServiceFeature]
+
+    # target, has target, the tenant's rate so far, deficit, its share of the ready jobs
+    assert features(6) == pytest.approx([0.9, 1.0, 0.0, 0.9, 0.5])  # job 1: a, 0 of 1 met
+    assert features(7) == pytest.approx([0.5, 1.0, 1.0, 0.0, 0.5])  # job 2: b, none decided
+    assert features(5) == [0.0] * 5  # an empty slot
+    worst = obs[layout.service_global_feature(ServiceGlobalFeature.WORST_DEFICIT)]
+    below = obs[layout.service_global_feature(ServiceGlobalFeature.BELOW_TARGET)]
+    assert (worst, below) == pytest.approx((0.9, 0.5))  # a below, b not
+    # the service features follow the others, which keep their places
+    assert obs[layout.slot_feature(6, SlotFeature.PRESENT)] == 1.0
+    assert obs[layout.global_feature(GlobalFeature.QUEUE)] == pytest.approx(np.log1p(2))
+    assert layout.size == layout.global_feature(0) + GLOBAL_FEATURES + len(ServiceGlobalFeature)
+
+
+def test_without_the_option_the_layout_is_the_one_before():
+    observer, (obs, _) = at_one_second(False)
+    plain = observer.layout
+    assert plain.slots == 6 and not plain.service
+    assert obs.shape == (6 * (11 + 2) + 3 + 8,)  # 11 + 2 x types per slot, 3 per instance, 8
+
+
+def test_deficit_first_rules_serve_the_tenant_below_its_target():
+    observer, (obs, mask) = at_one_second(True)
+    rules = slot_rules(observer.settings, observer.layout)
+    picks = {
+        name: observer.slots[observer.layout.slot_of(rules[name](obs, mask))] for name in rules
+    }
+    assert picks["shortest_feasible"] == 2  # the least work
+    assert picks["shortest_feasible_deficit"] == 1  # a's job: a is 0.9 below its target
+    assert picks["earliest_feasible_deficit"] == 1
+    assert {name for name in rules if name.endswith("_deficit")} == {
+        f"{ranking}_feasible{form}_deficit"
+        for ranking in ("shortest", "earliest")
+        for form in ("", "_patient", "_patient_gated", "_patient_gated_ordered")
+    }
+    # without targets there is nothing to be deficit-first about: no such forms, no such slots
+    plain = observation_settings(service=False)
+    assert not any(name.endswith("_deficit") for name in slot_rules(plain, observer.layout))
+
+
+TARGET_SCENARIO = {
+    **SCENARIO,
+    "tenants": [
+        {**SCENARIO["tenants"][0], "target": 0.95},
+        {**SCENARIO["tenants"][1], "target": 0.8},
+        SCENARIO["tenants"][2],  # no target: ranked after every job with one
+    ],
+}
+SLOT_RANKINGS = {"sjf": "shortest", "edf": "earliest"}
+
+
+@pytest.mark.parametrize("system", [SYSTEM, SCARCE], ids=["8GBps", "2GBps"])
+def test_deficit_slot_rules_equal_the_deficit_baselines_with_every_ready_job_a_candidate(
+    tables,  # noqa: F811 (the fixture)
+    system,
+):
+    """With a candidate slot for every job, each deficit-first slot rule gives the schedule of
+    the target-aware baseline of the same name (relmas.policies.rules), its base rule another."""
+    jobs = generate_trace("synthetic", TARGET_SCENARIO, system, tables, 6)
+    settings = observation_settings(candidates=TARGET_SCENARIO["jobs"], reference="sjf")
+    env = SchedulingEnv(system, tables, jobs, settings, reward_settings(), 0.99)
+    rules = slot_rules(env.observation_settings, env.layout)
+    deficit_baselines = [n for n in catalog.of_kind("target") if n.endswith("_deficit")]
+    assert deficit_baselines
+    for name in deficit_baselines:
+        ranking, form = name.split("_feasible")
+        run = rollout(env, rules[f"{SLOT_RANKINGS[ranking]}_feasible{form}"])
+        expected = env.engine.result("rule").jobs["finish_s"].to_list()
+        baseline = simulate(system, jobs, tables, name)
+        assert baseline.jobs["finish_s"].to_list() == expected
+        assert run["shortfall"] == pytest.approx(baseline.metrics["shortfall"])
+        base = simulate(system, jobs, tables, name.removesuffix("_deficit"))
+        assert base.jobs["finish_s"].to_list() != expected
+
+
+def two_job_env(**reward) -> SchedulingEnv:
+    """Tenant a (target 0.8), one-layer jobs: job 0 cannot meet its deadline, job 1 can; no
+    shaping."""
+    system, costs = one_instance()
+    jobs = hand_jobs([HAND[0], ("a", "B", 0.1, 9.0)], [0.8, 0.8])
+    settings = observation_settings(candidates=1, reference="fcfs")
+    rewards = reward_settings(progress=0.0, **reward)
+    return SchedulingEnv(system, costs, jobs, settings, rewards, 0.99)
+
+
+def credits(env: SchedulingEnv) -> list[float]:
+    """The credits of the episode, acting by the reference (fcfs: job 0, then job 1)."""
+    _, info = env.reset()
+    seen = [info["credit"]]
+    done = False
+    while not done:
+        _, _, done, _, info = env.step(0)
+        seen.append(info["credit"])
+    return seen
+
+
+def test_the_deficit_weights_a_credit_by_the_tenant_s_deficit_when_it_is_settled():
+    """Job 0's miss is charged at 0 s, when tenant a has no decided job (rate 1, no deficit):
+    -1. Job 1 meets its deadline at 2 s, when a has met 1 of 2 (rate 0.5, deficit 0.3): its credit
+    is 1 + w x 0.3 / 0.8."""
+    assert credits(two_job_env()) == pytest.approx([-1.0, 0.0, 1.0])
+    assert credits(two_job_env(deficit_weight=2.0)) == pytest.approx([-1.0, 0.0, 1.75])
+
+
+def test_the_episode_ends_with_the_shortfall_in_deadlines():
+    """Tenant a meets 1 of its 2 jobs against 0.8: shortfall (2/2)(0.8 - 0.5) = 0.3, 0.6 deadlines
+    missing, charged x `shortfall` with the last credit."""
+    env = two_job_env(shortfall=1.5)
+    assert credits(env) == pytest.approx([-1.0, 0.0, 1.0 - 1.5 * 0.6])
+    metrics = env.episode_metrics()
+    assert metrics["shortfall"] == pytest.approx(0.3) and metrics["targets_met"] == 0.0
+    result = simulate(env.system, env.jobs, env.tables, "fcfs")
+    assert metrics["shortfall"] == result.metrics["shortfall"]
+
+
+def test_validation_ranks_by_least_shortfall_on_traces_with_targets():
+    """On traces with targets the least shortfall wins, ties by the SLA rate; without targets the
+    metric alone: the ranking of best.pt, the reference and the teacher."""
+    low, high = {"sla_rate": 0.6, "shortfall": 0.05}, {"sla_rate": 0.7, "shortfall": 0.08}
+    assert validation_key(low, "sla_rate") > validation_key(high, "sla_rate")
+    tie = {"sla_rate": 0.65, "shortfall": 0.05}
+    assert validation_key(tie, "sla_rate") > validation_key(low, "sla_rate")
+    assert validation_key({"sla_rate": 0.7}, "sla_rate") > validation_key(
+        {"sla_rate": 0.6}, "sla_rate"
+    )
+    assert best_scored({"r": high, "s": low, "t": dict(low)}) == "s"  # first of equals
+    assert best_scored({"r": {"sla_rate": 0.6}, "s": {"sla_rate": 0.7}}) == "s"
+
+
+def test_validation_shortfall_is_the_service_metric(tables):  # noqa: F811 (the fixture)
+    """A rollout's shortfall on a trace with targets is the simulator's (the reference slot
+    replays sjf); without targets there is none."""
+    jobs = generate_trace("synthetic", TARGET_SCENARIO, SYSTEM, tables, 3)
+    settings = observation_settings(candidates=2, reference="sjf")
+    env = SchedulingEnv(SYSTEM, tables, jobs, settings, reward_settings(), 0.99)
+    run = rollout(env, slot_rules(env.observation_settings, env.layout)["reference"])
+    result = simulate(SYSTEM, jobs, tables, "sjf")
+    assert run["shortfall"] == result.metrics["shortfall"] > 0
+    assert run["targets_met"] == result.metrics["targets_met"]
+    plain = SchedulingEnv(SYSTEM, tables, jobs.drop("target"), settings, reward_settings(), 0.99)
+    reference = slot_rules(plain.observation_settings, plain.layout)["reference"]
+    assert "shortfall" not in rollout(plain, reference)
+
+
+def test_an_agent_json_without_the_service_decided_is_refused(tmp_path):
+    """Training decides the option (`resolve_service`); an agent.json left at null would give
+    the network a width it was not trained with on one trace and another on the next."""
+    info = AgentInfo(
+        scenario="s",
+        observation=observation_settings(reference="sjf"),  # the schema's null
+        reward=reward_settings(),
+        instance_types=("x",),
+        accelerator_types=("x",),
+        split_variants=("whole",),
+        decision_cost={},
+        validation={},
+        heuristics_validation={},
+        teacher=None,
+        teacher_bonus=0.0,
+        rules_validation={},
+    )
+    write_agent_info(tmp_path, info)
+    with pytest.raises(InputError, match="observation.service: expected true or false"):
+        read_agent_info(tmp_path)
+    write_agent_info(tmp_path, replace(info, observation=replace(info.observation, service=True)))
+    assert read_agent_info(tmp_path).observation.service
