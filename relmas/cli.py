@@ -258,15 +258,16 @@ def cmd_train(args: argparse.Namespace) -> None:
         tags={"scenario": args.scenario, "policy": args.policy},
         params={"scenario": args.scenario, "policy": args.policy, "training": config["training"]},
     ) as run:
-        baselines: list[dict[str, Any]] = []
+        baselines: dict[tuple[str, str], dict[str, Any]] = {}
 
         def logger(metrics: Mapping[str, float], step: int) -> None:
             own = {}
             for name, value in metrics.items():
                 match = _BASELINE_METRIC.fullmatch(name)
                 if match:  # a baseline policy's validation score: a table row, not a metric name
-                    kind, policy = match.groups()
-                    baselines.append({"policy": policy, "kind": kind, "val_sla_rate": value})
+                    kind, policy, metric = match.groups()
+                    row = baselines.setdefault((kind, policy), {"policy": policy, "kind": kind})
+                    row[f"val_{metric}"] = value
                 else:
                     own[name] = value
             run.log_metrics(own, step=step)
@@ -285,7 +286,8 @@ def cmd_train(args: argparse.Namespace) -> None:
         bar.close()
         run.log_metrics(result.metrics())
         if baselines:
-            run.log_table(pl.DataFrame(baselines), "validation_baselines.json")
+            table = pl.from_dicts(list(baselines.values()), infer_schema_length=None)
+            run.log_table(table, "validation_baselines.json")
         for name in ("best.pt", "agent.json", "curve.parquet"):
             run.log_artifact(args.out / name, "agent")
         best = (result.reference, result.heuristics_validation[result.reference])
@@ -310,7 +312,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 # The validation scores of the baseline policies that rl.run logs beside the agent's own.
-_BASELINE_METRIC = re.compile(r"val_(heuristic|rule)_([a-z0-9_]+?)_sla_rate")
+_BASELINE_METRIC = re.compile(r"val_(heuristic|rule)_([a-z0-9_]+?)_(sla_rate|shortfall)")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:

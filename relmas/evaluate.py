@@ -175,7 +175,12 @@ def validate_jobs(
     if jobs["job_id"].is_duplicated().any():
         duplicate = jobs.filter(pl.col("job_id").is_duplicated())["job_id"][0]
         raise InputError(source, "job_id", "unique job ids", duplicate)
-    checks = (
+    # the tenant first: a job of an unknown tenant is named as such, not by its service group
+    checks: tuple[tuple[str, pl.Expr, str], ...] = ()
+    if tenants is not None:
+        known = pl.col("tenant").is_in(list(tenants))
+        checks += (("tenant", known, f"one of the scenario's tenants {list(tenants)}"),)
+    checks += (
         ("model", pl.col("model").is_in(list(tables.models)), f"one of {list(tables.models)}"),
         (
             "arrival_s",
@@ -209,9 +214,6 @@ def validate_jobs(
             "one target per service group (a tenant's jobs, or its jobs of a model_target model)",
         ),
     )
-    if tenants is not None:
-        known = pl.col("tenant").is_in(list(tenants))
-        checks += (("tenant", known, f"one of the scenario's tenants {list(tenants)}"),)
     for column, ok, expected in checks:
         bad = jobs.filter(~ok)
         if bad.height:

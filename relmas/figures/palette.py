@@ -53,7 +53,16 @@ GROUPS: tuple[Group, ...] = (
     Group(
         "target-aware baselines",
         ("target",),
-        ("#b8860b", "#e7ba52", "#8c6d1f", "#f0d878", "#d4a017", "#bd9e39"),
+        (
+            "#b8860b",
+            "#e7ba52",
+            "#8c6d1f",
+            "#f0d878",
+            "#d4a017",
+            "#bd9e39",
+            "#806000",
+            "#ffe08a",
+        ),
     ),
     Group("offline", ("offline",), ("#4d4d4d", "#969696")),
     Group("learned", ("learned",), ("#d62728", "#7b2cbf", "#e377c2", "#8b0000")),
