@@ -267,7 +267,9 @@ RULES = {"reference"} | {  # the whole-layer slot rules
     for name in ("shortest", "earliest")
     for form in ("", "_patient", "_patient_gated", "_patient_gated_ordered")
 }
-DEFICIT_RULES = {f"{name}_deficit" for name in RULES - {"reference"}}  # with service levels
+SERVICE_RULES = {  # with service levels, the target-aware forms (tests/test_rl_service.py)
+    f"{name}{form}" for name in RULES - {"reference"} for form in ("_deficit", "_below")
+}
 
 
 def validation_scores(rates: dict, shortfalls: dict) -> dict[str, dict[str, float]]:
@@ -492,7 +494,7 @@ def test_quick_training_gives_an_agent_that_evaluation_runs(quick, trained):
     heuristics = validation_scores(result.heuristics_validation, info.heuristics_shortfall)
     assert result.reference == best_scored(heuristics)
     assert info.decision_cost == result.decision_cost
-    assert set(result.rules_validation) == RULES | (DEFICIT_RULES if service else set())
+    assert set(result.rules_validation) == RULES | (SERVICE_RULES if service else set())
     rules = validation_scores(result.rules_validation, info.rules_shortfall)
     assert result.teacher == best_scored(rules)
     assert info.teacher == result.teacher
@@ -834,7 +836,7 @@ def test_resize_training_gives_an_agent_that_acts_as_in_its_environment(quick, r
     info = read_agent_info(root / "resize")
     assert info.observation.resize and info.split_variants == ("whole", "K2", "Y2")
     whole = [name for name in result.rules_validation if not name.endswith("_cut")]
-    assert set(whole) == RULES | (DEFICIT_RULES if has_targets(config, "mixed") else set())
+    assert set(whole) == RULES | (SERVICE_RULES if has_targets(config, "mixed") else set())
     scores = validation_scores(result.rules_validation, info.rules_shortfall)
     best = best_scored({name: scores[name] for name in whole})  # ties: the first, as in training
     assert set(result.rules_validation) == {*whole, best + "_cut"}  # the best rule, cut

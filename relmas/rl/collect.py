@@ -53,7 +53,7 @@ def collect(
     gated: bool,
     ordered: bool,
     cut_pieces: np.ndarray,
-    deficit_first: bool,
+    precedence: int,
     schedule: np.ndarray,
     teacher_steps: int,
     explore_seed: int,
@@ -63,7 +63,7 @@ def collect(
     store: bool,
 ) -> tuple[int, bool, float]:
     """Steps `step`, `step` + 1, ... before `stop`, or to the end of the episode: the slot rule
-    of (`preference` ... `deficit_first`, `rule_action`'s) acts before `teacher_steps`, then the
+    of (`preference` ... `precedence`, `rule_action`'s) acts before `teacher_steps`, then the
     network (`params`, `layout`, `n_heads`) epsilon-greedily with epsilon =
     `epsilon_at(step, *schedule)`, `bonus` added to the Q-value of the rule's action;
     `counts[action]` counts the actions taken and, with `store`, the transitions go to the
@@ -76,7 +76,7 @@ def collect(
         expert = at < teacher_steps
         if expert:
             action = rule_action(
-                E.obs, E.mask, preference, sizes, patient, gated, ordered, cut_pieces, deficit_first
+                E.obs, E.mask, preference, sizes, patient, gated, ordered, cut_pieces, precedence
             )
         else:
             epsilon = epsilon_at(at, schedule[0], schedule[1], schedule[2])
@@ -92,7 +92,7 @@ def collect(
                     gated,
                     ordered,
                     cut_pieces,
-                    deficit_first,
+                    precedence,
                 )
             action = epsilon_greedy(q_values, E.mask, epsilon, explore_seed, at, favoured, bonus)
         counts[action] += 1
@@ -245,10 +245,10 @@ def play(env: SchedulingEnv, policy: GreedyPolicy | SlotRule) -> np.ndarray:
 
 def _no_rule(
     env: SchedulingEnv,
-) -> tuple[np.ndarray, np.ndarray, bool, bool, bool, np.ndarray, bool]:
+) -> tuple[np.ndarray, np.ndarray, bool, bool, bool, np.ndarray, int]:
     """`collect`'s rule arguments without a teacher (never used: there are no teacher steps)."""
     empty = np.zeros(0, dtype=np.int64)
-    return empty, env.layout.sizes, False, False, False, empty, False
+    return empty, env.layout.sizes, False, False, False, empty, rules.BY_RULE
 
 
 class PythonSteps:

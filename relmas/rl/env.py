@@ -23,8 +23,8 @@ Two terms aim at service levels (both 0 by default, and nothing on a trace witho
 
 - *deficit weighting*: a job's credit and its miss's penalty are multiplied by 1 + `deficit_weight`
   x max(0, deficit) / target, deficit = the job's target - its tenant's deadline-hit rate so far
-  (`relmas.rl.observation.deficit`, read when the credit is settled): a deadline of a tenant
-  below its target counts more, in proportion to how far below;
+  (`relmas.rl.observation.deficit`, the rate counting certain misses, read when the credit is
+  settled): a deadline of a tenant below its target counts more, in proportion to how far below;
 - *shortfall*: at the end of an episode, - `shortfall` x the trace's service shortfall
   (`relmas.sim.service.shortfall`) x its jobs: the deadlines still missing to reach every target,
   the metric the targets are judged by.
@@ -56,6 +56,7 @@ from relmas.rl.observation import (
     observation_layout,
     observe,
     resolve_service,
+    service_rates,
 )
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
@@ -101,13 +102,13 @@ class RewardSettings:
 
 
 @njit(cache=True)
-def deficit_factor(S: State, job: int, deficit_weight: float) -> float:
-    """1 + `deficit_weight` x max(0, deficit) / target of `job` now: what its credit or penalty
-    is multiplied by (1 without a target, or with weight 0)."""
+def deficit_factor(S: State, job: int, deficit_weight: float, rates: np.ndarray) -> float:
+    """1 + `deficit_weight` x max(0, deficit) / target of `job` at the tenants' `rates`: what its
+    credit or penalty is multiplied by (1 without a target, or with weight 0)."""
     target = access.job_target(S, job)
     if deficit_weight == 0.0 or not target > 0.0:  # NaN: no target
         return 1.0
-    return 1.0 + deficit_weight * max(0.0, deficit(S, job)) / target
+    return 1.0 + deficit_weight * max(0.0, deficit(S, job, rates)) / target
 
 
 @njit(cache=True)
@@ -118,13 +119,14 @@ def settle(
     weight: np.ndarray,
     initial_work: np.ndarray,
     deficit_weight: float,
+    rates: np.ndarray,
 ) -> tuple[int, float, float]:
     """Mark the ready jobs that have certainly missed their deadline in `penalized`. Returns (jobs
-    finished so far, sum of `weight` x `deficit_factor` of the newly marked jobs, progress
-    potential = sum over the ready and running jobs not marked of weight x fraction of their work
-    done, a layer counting as done once all its pieces started; work = `remaining_work` of the
-    cost tables' rows from `initial_work`). One call per decision point: the reward's whole
-    bookkeeping."""
+    finished so far, sum of `weight` x `deficit_factor` (at the tenants' `rates`) of the newly
+    marked jobs, progress potential = sum over the ready and running jobs not marked of weight x
+    fraction of their work done, a layer counting as done once all its pieces started; work =
+    `remaining_work` of the cost tables' rows from `initial_work`). One call per decision point:
+    the reward's whole bookkeeping."""
     now = access.now(S)
     penalty = 0.0
     potential = 0.0
@@ -135,7 +137,7 @@ def settle(
             potential += weight[job] * (1.0 - remaining / initial_work[job])
         elif penalized[job] == 0:
             penalized[job] = 1
-            penalty += weight[job] * deficit_factor(S, job, deficit_weight)
+            penalty += weight[job] * deficit_factor(S, job, deficit_weight, rates)
     for a in range(access.accelerator_count(S)):
         job = access.running_job(S, a)
         if job >= 0 and penalized[job] == 0 and access.job_pieces_left(S, job) == 0:
@@ -160,6 +162,8 @@ class EnvArrays(NamedTuple):
     alpha: np.ndarray  # float64[1]: its parameter
     scales: np.ndarray  # float64[3]: tau, tau_layer, bandwidth capacity
     tenant_target: np.ndarray  # float64[tenants] with service-level features, else empty
+    tenant_rates: np.ndarray  # float64[2, tenants]: the tenants' rates so far and ready jobs
+    # (`service_rates`), for the deficit weighting
     slots: np.ndarray  # int64[slots]: the job of each slot (-1 = empty)
     targets: np.ndarray  # int64[slots]: the instance each slot's job would start on
     obs: np.ndarray  # float32[features]: the observation at the current decision point
@@ -193,6 +197,9 @@ def reach_decision(E: EnvArrays) -> tuple[bool, float]:
     if status == STATUS_STALLED:
         raise RuntimeError("the agent waited although no event can happen any more")
     missed, deficit_weight = E.reward[REWARD_MISSED], E.reward[REWARD_DEFICIT]
+    rates = E.tenant_rates[0]
+    if deficit_weight > 0.0:  # the rates of this point, also past the last decision
+        service_rates(T, S, rates, E.tenant_rates[1])
     hopeless = 0.0
     potential = 0.0
     if status == STATUS_DECISION:
@@ -213,7 +220,7 @@ def reach_decision(E: EnvArrays) -> tuple[bool, float]:
             E.mask,
         )
         _, hopeless, potential = settle(
-            T.remaining_work, S, E.penalized, E.weight, E.initial_work, deficit_weight
+            T.remaining_work, S, E.penalized, E.weight, E.initial_work, deficit_weight, rates
         )
     else:
         E.obs[:] = 0.0
@@ -225,14 +232,14 @@ def reach_decision(E: EnvArrays) -> tuple[bool, float]:
         job = access.finished_job(S, i)
         if on_time(access.job_finish(S, job), access.job_deadline(S, job)):
             E.counts[COUNT_MET] += 1
-            met_weight += E.weight[job] * deficit_factor(S, job, deficit_weight)
+            met_weight += E.weight[job] * deficit_factor(S, job, deficit_weight, rates)
             if E.group[job] >= 0:
                 E.group_met[E.group[job]] += 1
         else:
             E.counts[COUNT_MISSED] += 1
             if E.penalized[job] == 0:
                 E.penalized[job] = 1
-                unpaid_weight += E.weight[job] * deficit_factor(S, job, deficit_weight)
+                unpaid_weight += E.weight[job] * deficit_factor(S, job, deficit_weight, rates)
     E.counts[COUNT_CREDITED] = finished
     credit = E.reward[REWARD_MET] * met_weight - missed * unpaid_weight - missed * hopeless
     if status != STATUS_DECISION and E.reward[REWARD_SHORTFALL] > 0.0:
@@ -353,6 +360,7 @@ class SchedulingEnv(gym.Env):
             alpha=np.array([reference.alpha]),
             scales=observer.scales,
             tenant_target=observer.tenant_target,
+            tenant_rates=np.ones((2, len(engine.tenants))),
             slots=observer.slots,
             targets=observer.targets,
             obs=np.zeros(self.layout.size, dtype=np.float32),

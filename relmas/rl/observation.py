@@ -135,8 +135,8 @@ class GlobalFeature(IntEnum):
 
 class ServiceFeature(IntEnum):
     """Offsets within a slot's service-level features, the last of its features (with
-    `ObservationSettings.service`). A tenant's rate so far is `access.tenant_achieved` (1 while
-    none of its jobs is decided); its deficit, target - that rate."""
+    `ObservationSettings.service`). A tenant's rate so far and deficit: `service_rates`,
+    `deficit`."""
 
     TARGET = 0  # the job's target (0 without one)
     HAS_TARGET = 1  # 1 if the job has a target
@@ -170,10 +170,37 @@ def slot_width(types: int, variants: int, service: bool) -> int:
 
 
 @njit(cache=True)
-def deficit(S: State, job: int) -> float:
-    """The job's target minus its tenant's deadline-hit rate so far (negative above the target),
-    NaN without a target: how far the tenant is below what the job counts towards."""
-    return access.job_target(S, job) - access.tenant_achieved(S, access.job_tenant(S, job))
+def service_rates(T: Tables, S: State, rates: np.ndarray, ready: np.ndarray) -> None:
+    """Per tenant: its deadline-hit rate so far into `rates`, met / (met + missed + its ready jobs
+    that can no longer meet their deadline), 1 while none is decided; its ready jobs into `ready`.
+
+    Why the ready jobs that cannot make it count as missed: the engine counts a soft job's miss
+    when it finishes (`access.tenant_achieved`), and a rule that serves the feasible jobs first
+    puts the hopeless ones off to the end of a loaded trace, so by the engine's counters alone
+    every tenant looks on target until then (measured: docs/relmas.md, "Service levels"). The
+    reward charges a miss when it is certain; the rate counts it then too."""
+    now = access.now(S)
+    hopeless = np.zeros(rates.shape[0])
+    ready[:] = 0.0
+    for i in range(access.ready_count(S)):
+        job = access.ready_job(S, i)
+        tenant = access.job_tenant(S, job)
+        ready[tenant] += 1.0
+        remaining = T.remaining_work[access.job_next_row(S, job)]
+        if not feasible(now, remaining, access.job_deadline(S, job)):
+            hopeless[tenant] += 1.0
+    for tenant in range(rates.shape[0]):
+        met = access.tenant_met(S, tenant)
+        decided = met + access.tenant_missed(S, tenant) + hopeless[tenant]
+        rates[tenant] = met / decided if decided > 0 else 1.0
+
+
+@njit(cache=True)
+def deficit(S: State, job: int, rates: np.ndarray) -> float:
+    """The job's target minus its tenant's rate so far (`rates`, `service_rates`'), negative
+    above the target, NaN without a target: how far the tenant is below what the job counts
+    towards."""
+    return access.job_target(S, job) - rates[access.job_tenant(S, job)]
 
 
 @dataclass(frozen=True)
@@ -406,10 +433,11 @@ def observe(
     target (`tenant_targets`) for the service-level slots and features, empty without them."""
     access.refresh_rates(S)
     service = tenant_target.shape[0] > 0
-    tenant_ready = np.zeros(access.tenant_count(S) if service else 0, dtype=np.int64)
-    queue, feasible_jobs, feasible_work = _pick_candidates(
-        T, S, reference, slots, targets, tenant_ready
-    )
+    rates = np.empty(access.tenant_count(S) if service else 0)
+    tenant_ready = np.empty_like(rates)
+    if service:
+        service_rates(T, S, rates, tenant_ready)
+    queue, feasible_jobs, feasible_work = _pick_candidates(T, S, reference, slots, targets, rates)
     running_demand, busy_left, idle_types = scan_instances(S)
     variants = (mask.shape[0] - 1) // slots.shape[0]
     width = slot_width(T.latency.shape[1], variants, service)
@@ -433,7 +461,7 @@ def observe(
             )
             if service:
                 at = (s + 1) * width - SERVICE_FEATURES
-                _write_service(S, slots[s], tenant_ready, queue, obs, at)
+                _write_service(S, slots[s], rates, tenant_ready, queue, obs, at)
     base = slots.shape[0] * width
     for a in range(access.accelerator_count(S)):
         _write_instance(S, a, busy_left[a], scales, obs, base + a * INSTANCE_FEATURES)
@@ -448,7 +476,7 @@ def observe(
     obs[base + GlobalFeature.CAN_WAIT] = 1.0 if can_wait else 0.0
     obs[base + GlobalFeature.RUNNING_DEMAND] = _share(running_demand, capacity)
     if service:
-        _write_service_globals(S, tenant_target, obs, base + GLOBAL_FEATURES)
+        _write_service_globals(rates, tenant_target, obs, base + GLOBAL_FEATURES)
     for i in range(obs.shape[0]):
         obs[i] = min(max(obs[i], -FEATURE_BOUND), FEATURE_BOUND)
     _build_mask(T, P, S, slots, targets, can_wait, running_demand, capacity, mask)
@@ -461,15 +489,15 @@ def _pick_candidates(
     reference: int,
     slots: np.ndarray,
     targets: np.ndarray,
-    tenant_ready: np.ndarray,
+    rates: np.ndarray,
 ) -> tuple[int, int, float]:
     """The slots' jobs (the module doc's rankings after the `reference` job) and the fastest idle
-    instance for each one's next layer (-1 for an empty slot). With service levels
-    (`tenant_ready` not empty) also the deficit ranking, and each tenant's ready jobs counted into
-    `tenant_ready`. Returns (ready jobs, feasible ready jobs, their remaining work)."""
+    instance for each one's next layer (-1 for an empty slot). With service levels (`rates`, the
+    tenants' rates so far, not empty) also the deficit ranking. Returns (ready jobs, feasible
+    ready jobs, their remaining work)."""
     now = access.now(S)
     n_slots = slots.shape[0]
-    service = tenant_ready.shape[0] > 0
+    service = rates.shape[0] > 0
     k = (n_slots - 2) // (3 if service else 2)
     short_key, short_tie = np.full(k, np.inf), np.zeros(k)
     short_job = np.full(k, -1, dtype=np.int64)
@@ -487,15 +515,13 @@ def _pick_candidates(
         job = access.ready_job(S, i)
         remaining = T.remaining_work[access.job_next_row(S, job)]
         deadline = access.job_deadline(S, job)
-        if service:
-            tenant_ready[access.job_tenant(S, job)] += 1
         if feasible(now, remaining, deadline):
             feasible_jobs += 1
             feasible_work += remaining
             _insert(short_key, short_tie, short_job, remaining, 0.0, job)
             _insert(early_key, early_tie, early_job, deadline, 0.0, job)
             if service:
-                gap = deficit(S, job)  # furthest below first; no target (NaN) after all
+                gap = deficit(S, job, rates)  # furthest below first; no target (NaN) after all
                 key = -gap if gap == gap else np.inf
                 _insert(deficit_key, deficit_tie, deficit_job, key, remaining, job)
         else:
@@ -556,13 +582,19 @@ def _write_slot(
 
 @njit(cache=True, inline="always")  # no call overhead per step
 def _write_service(
-    S: State, job: int, tenant_ready: np.ndarray, queue: int, obs: np.ndarray, at: int
+    S: State,
+    job: int,
+    rates: np.ndarray,
+    tenant_ready: np.ndarray,
+    queue: int,
+    obs: np.ndarray,
+    at: int,
 ) -> None:
-    """The service-level features of the slot holding `job` from `obs[at]` (`tenant_ready`: the
-    ready jobs of each tenant, `queue` of all)."""
+    """The service-level features of the slot holding `job` from `obs[at]` (`rates` and
+    `tenant_ready`: each tenant's rate so far and ready jobs, `queue` all ready jobs)."""
     tenant = access.job_tenant(S, job)
     target = access.job_target(S, job)
-    achieved = access.tenant_achieved(S, tenant)
+    achieved = rates[tenant]
     obs[at + ServiceFeature.ACHIEVED] = achieved
     obs[at + ServiceFeature.TENANT_READY] = tenant_ready[tenant] / queue
     if target == target:  # not NaN
@@ -572,15 +604,18 @@ def _write_service(
 
 
 @njit(cache=True, inline="always")  # no call overhead per step
-def _write_service_globals(S: State, tenant_target: np.ndarray, obs: np.ndarray, at: int) -> None:
-    """The service-level global features from `obs[at]`, over the tenants with a target."""
+def _write_service_globals(
+    rates: np.ndarray, tenant_target: np.ndarray, obs: np.ndarray, at: int
+) -> None:
+    """The service-level global features from `obs[at]`, over the tenants with a target (`rates`:
+    their rates so far)."""
     worst, below, with_target = 0.0, 0, 0
     for tenant in range(tenant_target.shape[0]):
         target = tenant_target[tenant]
         if target != target:  # NaN: no target
             continue
         with_target += 1
-        gap = target - access.tenant_achieved(S, tenant)
+        gap = target - rates[tenant]
         worst = max(worst, gap)
         below += 1 if gap > 0.0 else 0
     obs[at + ServiceGlobalFeature.WORST_DEFICIT] = worst

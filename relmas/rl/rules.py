@@ -24,14 +24,18 @@ not skip, and waits when it skips them all (the mask allows exactly that wait). 
 every ready job these rules are the rule baselines (`relmas.policies.rules`, tested equal).
 
 With service levels (the observation's deficit slots and service features) every feasible rule
-also comes in a deficit-first form (`<rule>_deficit`), the slot form of the target-aware rule
-baselines of the same names (`relmas.policies.rules`, tested equal with a slot for every ready
-job): its first choice is the job of the tenant furthest below its target (deficit = target - the
-tenant's rate so far; a job without a target after every job with one) among its ranking's slots
-and the deficit slots, ties by the rule's order; a holding form then tries the reference and the
-other candidates the same way, by deficit then least remaining work. The deficit slots hold the
-feasible jobs of the tenants furthest below target by least remaining work, so that the rule's
-pick is among the candidates whatever the SJF and EDF rankings hold.
+also comes in two target-aware forms, taking first, among its ranking's slots and the deficit
+slots, the job of the tenant furthest below its target (`<rule>_deficit`) or of any tenant below
+its target (`<rule>_below`), ties by the rule's own order; a job without a target comes after
+every job with one. A holding form then tries the reference and the other candidates the same
+way, then by least remaining work. A tenant's rate is `relmas.rl.observation.service_rates`', which
+counts the ready jobs that can no longer meet their deadline as missed: the target-aware rule
+baselines (`relmas.policies.rules`) read the engine's counters, which count a soft miss only when
+the job finishes, so where no ready job is hopeless `<rule>_deficit` picks as their `_deficit`
+form does (and with a slot for every ready job, tested against the rates recomputed from the
+engine). The deficit slots hold the feasible jobs of the tenants furthest below target by
+least remaining work, so that the rule's pick is among the candidates whatever the SJF and EDF
+rankings hold.
 
 For a resizing agent the best rule on validation is also scored cut (`<rule>_cut`, `cut_form`),
 GACER's use of resizing on this system: when more instances are idle than jobs are ready, the
@@ -66,7 +70,10 @@ from relmas.rl.observation import (
 )
 
 CUT_SUFFIX = "_cut"
-DEFICIT_SUFFIX = "_deficit"
+# Which candidates a rule takes first (before its own order): none, the tenant furthest below its
+# target, or the tenants below their targets alike; the suffixes of their forms' names.
+BY_RULE, BY_DEFICIT, BY_BELOW = 0, 1, 2
+PRECEDENCE_SUFFIXES = {BY_DEFICIT: "_deficit", BY_BELOW: "_below"}
 HOLDING_FORMS = {  # suffix: (patient, gated, ordered)
     "_patient": (True, False, False),
     "_patient_gated": (True, True, False),
@@ -80,8 +87,7 @@ class SlotRule:
     only unless `cut_pieces` (pieces of each split variant, 1 for the whole layer) is given.
     `patient`: skip the slots whose layer would end sooner on a busy instance; `gated`: skip the
     slots whose start would oversubscribe the bandwidth, only where it may wait if `ordered`;
-    `deficit_first`: take the preferred slots by their tenant's deficit first (a layout with
-    service-level features)."""
+    `precedence`: which preferred slots it takes first (BY_*: a layout with service features)."""
 
     preference: tuple[int, ...]
     layout: Layout
@@ -89,7 +95,7 @@ class SlotRule:
     patient: bool = False
     gated: bool = False
     ordered: bool = False
-    deficit_first: bool = False
+    precedence: int = BY_RULE
 
     def __call__(self, obs: np.ndarray, mask: np.ndarray) -> int:
         return int(rule_action(obs, mask, *self.kernel_arguments))
@@ -97,14 +103,14 @@ class SlotRule:
     @cached_property
     def kernel_arguments(
         self,
-    ) -> tuple[np.ndarray, np.ndarray, bool, bool, bool, np.ndarray, bool]:
+    ) -> tuple[np.ndarray, np.ndarray, bool, bool, bool, np.ndarray, int]:
         """`rule_action`'s arguments after the observation and the mask: for a kernel that acts
         by this rule itself (`relmas.rl.collect`)."""
         cut_pieces = np.array(self.cut_pieces or (), dtype=np.int64)
         preference = np.array(self.preference, dtype=np.int64)
         gated, ordered = self.gated, self.ordered
-        sizes, deficit_first = self.layout.sizes, self.deficit_first
-        return preference, sizes, self.patient, gated, ordered, cut_pieces, deficit_first
+        sizes, precedence = self.layout.sizes, self.precedence
+        return preference, sizes, self.patient, gated, ordered, cut_pieces, precedence
 
 
 @njit(cache=True)
@@ -117,16 +123,16 @@ def rule_action(
     gated: bool,
     ordered: bool,
     cut_pieces: np.ndarray,
-    deficit_first: bool,
+    precedence: int,
 ) -> int:
     """The action of the slot rule (`SlotRule`'s fields; `cut_pieces` empty: whole layers): the
-    first valid slot of `preference` (`deficit_first`: reordered by `by_deficit`) that it does not
+    first valid slot of `preference` (reordered by `by_precedence` unless BY_RULE) that it does not
     hold back; when it holds back every one and waiting is not allowed, the first valid slot."""
     slots, variants = sizes[0], sizes[1]
     wait = slots * variants
     gated = gated and not (ordered and not mask[wait])
-    if deficit_first:
-        preference = by_deficit(obs, preference, sizes)
+    if precedence != BY_RULE:
+        preference = by_precedence(obs, preference, sizes, precedence)
     for slot in preference:
         action = wait if slot == slots else slot * variants
         if not mask[action]:
@@ -145,28 +151,33 @@ def rule_action(
 
 
 @njit(cache=True)
-def by_deficit(obs: np.ndarray, preference: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """A deficit-first rule's `preference` = (its first candidates, 0, the other candidates,
-    wait) in the order it tries them: the first candidate by `_deficit_ranks`, the reference
-    (slot 0), the other candidates by `_deficit_ranks` (ties in their order), wait — the order
-    in which the target-aware baselines try jobs."""
+def by_precedence(
+    obs: np.ndarray, preference: np.ndarray, sizes: np.ndarray, precedence: int
+) -> np.ndarray:
+    """A target-aware rule's `preference` = (its first candidates, 0, the other candidates, wait)
+    in the order it tries them: the first candidate by `_service_ranks`, the reference (slot 0),
+    the other candidates by `_service_ranks` (ties in their order), wait — the order in which the
+    target-aware baselines try jobs."""
     split = 0
     while preference[split] != 0:
         split += 1
     first, rest = preference[:split], preference[split + 1 : -1]
     order = np.empty(rest.shape[0] + 3, dtype=np.int64)
-    order[0] = first[np.argmin(_deficit_ranks(obs, first, sizes))]  # the first of equals
+    order[0] = first[np.argmin(_service_ranks(obs, first, sizes, precedence))]  # first of equals
     order[1] = 0
-    order[2:-1] = rest[np.argsort(_deficit_ranks(obs, rest, sizes), kind="mergesort")]
+    order[2:-1] = rest[np.argsort(_service_ranks(obs, rest, sizes, precedence), kind="mergesort")]
     order[-1] = preference[-1]
     return order
 
 
 @njit(cache=True)
-def _deficit_ranks(obs: np.ndarray, slots: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+def _service_ranks(
+    obs: np.ndarray, slots: np.ndarray, sizes: np.ndarray, precedence: int
+) -> np.ndarray:
     """Per slot, lower first: a feasible job by its tenant's deficit (`service_gap`, within
-    [-1, 1]) largest first, then feasible jobs without a target, then the rest (empty slots, jobs
-    that cannot meet their deadline)."""
+    [-1, 1]), the largest first (BY_DEFICIT) or those below their target before the others
+    (BY_BELOW), then feasible jobs without a target, then the rest (empty slots, jobs that cannot
+    meet their deadline)."""
     ranks = np.empty(slots.shape[0])
     for i in range(slots.shape[0]):
         at = slots[i] * sizes[2]
@@ -174,7 +185,12 @@ def _deficit_ranks(obs: np.ndarray, slots: np.ndarray, sizes: np.ndarray) -> np.
             ranks[i] = 3.0
         else:
             gap = service_gap(obs, sizes, slots[i])
-            ranks[i] = 2.0 if gap == -np.inf else -gap
+            if gap == -np.inf:
+                ranks[i] = 2.0
+            elif precedence == BY_DEFICIT:
+                ranks[i] = -gap
+            else:
+                ranks[i] = 0.0 if gap > 0.0 else 1.0
     return ranks
 
 
@@ -223,18 +239,19 @@ def slot_rules(settings: ObservationSettings, layout: Layout) -> dict[str, SlotR
         order = preferences[name]
         # holding back the preferred slots, a rule tries the other candidates in slot order
         others = tuple(s for s in range(wait) if s not in order)
-        forms = {"": (order, (*order[:-2], *others, *order[-2:]))}
+        forms = {BY_RULE: (order, (*order[:-2], *others, *order[-2:]))}
         if settings.service:  # by_deficit's order: the first of its ranking and the deficit
             # slots, the reference, the others by least work (the deficit slots' tie)
             first = (*ranking, *deficits, 0)
             held = (*first, *shortest, *deficits, hopeless, wait)
-            forms[DEFICIT_SUFFIX] = ((*first, hopeless, wait), held)
-        for last, (plain, held) in forms.items():
-            deficit_first = last == DEFICIT_SUFFIX
-            if deficit_first:
-                rules[name + last] = SlotRule(plain, layout, deficit_first=True)
+            for precedence in PRECEDENCE_SUFFIXES:
+                forms[precedence] = ((*first, hopeless, wait), held)
+        for precedence, (plain, held) in forms.items():
+            last = PRECEDENCE_SUFFIXES.get(precedence, "")
+            if precedence != BY_RULE:
+                rules[name + last] = SlotRule(plain, layout, precedence=precedence)
             for suffix, (patient, gated, ordered) in HOLDING_FORMS.items():
-                rule = SlotRule(held, layout, None, patient, gated, ordered, deficit_first)
+                rule = SlotRule(held, layout, None, patient, gated, ordered, precedence)
                 rules[name + suffix + last] = rule
     return rules
 
