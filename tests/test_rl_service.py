@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from relmas import catalog
 from relmas.errors import InputError
 from relmas.evaluate import simulate
 from relmas.policies.triage import feasible
@@ -186,6 +187,34 @@ def test_target_aware_slot_rules_take_the_tenant_below_target_counting_certain_m
         decisions += 1
         obs, _, done, _, info = env.step(action)
     assert below > decisions / 4 and other_than_sjf > 0
+
+
+SLOT_RANKINGS = {"sjf": "shortest", "edf": "earliest"}
+
+
+@pytest.mark.parametrize("system", [SYSTEM, SCARCE], ids=["8GBps", "2GBps"])
+def test_target_aware_baselines_equal_their_slot_rules_with_every_ready_job_a_candidate(
+    tables,  # noqa: F811 (the fixture)
+    system,
+):
+    """Each deficit-first and below-target baseline, exact over all ready jobs, gives the schedule
+    of the agent's slot rule of the same name with a candidate slot for every job: one rate
+    (`triage.service_rates`) and one order for both. The targets change the schedules."""
+    jobs = generate_trace("synthetic", TARGET_SCENARIO, system, tables, 6)
+    settings = observation_settings(candidates=TARGET_SCENARIO["jobs"], reference="sjf")
+    env = SchedulingEnv(system, tables, jobs, settings, reward_settings(), 0.99)
+    rules = slot_rules(env.observation_settings, env.layout)
+    names = [n for n in catalog.of_kind("target") if n.endswith(("_deficit", "_below"))]
+    assert len(names) == 12
+    changed = 0
+    for name in names:
+        ranking, form = name.split("_feasible")
+        rollout(env, rules[f"{SLOT_RANKINGS[ranking]}_feasible{form}"])
+        expected = env.engine.result("rule").jobs["finish_s"].to_list()
+        assert simulate(system, jobs, tables, name).jobs["finish_s"].to_list() == expected, name
+        base = name.removesuffix("_deficit").removesuffix("_below")
+        changed += simulate(system, jobs, tables, base).jobs["finish_s"].to_list() != expected
+    assert changed >= 6
 
 
 def two_job_env(**reward) -> SchedulingEnv:

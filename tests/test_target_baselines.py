@@ -1,6 +1,8 @@
-"""The target-aware baselines (catalog kind `target`, relmas.policies.rules): deficit-first, the
-token rule and static priority by target, on hand cases; without targets each is its base rule,
-schedule for schedule; the jitted loop and the stepping path agree, firm deadlines included."""
+"""The target-aware baselines (catalog kind `target`, relmas.policies.rules): deficit-first,
+below-target first, the token rule and static priority by target, on hand cases; without targets
+each is its base rule, schedule for schedule; the jitted loop and the stepping path agree, firm
+deadlines included. Each deficit-first and below-target form equals the agent's slot rule of its
+name: tests/test_rl_service.py."""
 
 from __future__ import annotations
 
@@ -124,6 +126,35 @@ def test_the_token_rule_takes_the_shortest_job_at_the_threshold():
     # deficit first takes copper (0.8 > 0.6), sjf_feasible the shortest (job 5, ties to bronze)
     assert first_start_at_one_second("sjf_feasible_deficit", ranked(0.6)) == 4
     assert first_start_at_one_second("sjf_feasible", ranked(0.6)) == 5
+
+
+def test_below_target_takes_the_shortest_job_of_any_tenant_below_its_target():
+    """At 1 s copper (0.8) and silver (s) have achieved 0: with s = 0.6 both are below their
+    targets, and the below-target rule takes the shorter of their jobs (silver's job 3, 1 s)
+    where deficit first takes copper's (job 4, 2 s); with s = 0 silver is at its target and
+    copper's job goes first."""
+    assert first_start_at_one_second("sjf_feasible_below", ranked(0.6)) == 3
+    assert first_start_at_one_second("sjf_feasible_below", ranked(0.0)) == 4
+
+
+# A certain miss counts before the job finishes. At 0 s job 0 (gold, 1 s, due 0.5) cannot make
+# it and job 1 (bronze, 1 s) can: every rule starts job 1. At 1 s gold's job 0 is still ready and
+# hopeless: gold's rate counts it, 0 of 1 (deficit 0.5), where the engine's counters, which
+# decide a soft miss at its finish, still read 1 (deficit -0.5, bronze's -0.1 ahead of it). So
+# both target-aware forms start gold's job 3 (1 s), not bronze's shorter job 2 (0.5 s).
+CERTAIN_MISS = [
+    ("gold", "B", 0.0, 0.5, False),
+    ("bronze", "B", 0.0, 10.0, False),
+    ("bronze", "C", 0.5, 10.0, False),
+    ("gold", "B", 0.5, 10.0, False),
+]
+
+
+@pytest.mark.parametrize("name", ["sjf_feasible_deficit", "sjf_feasible_below"])
+def test_a_hopeless_ready_job_counts_as_missed_in_its_tenant_s_rate(name):
+    jobs = jobs_frame(CERTAIN_MISS, {"gold": 0.5, "bronze": 0.9})
+    assert first_start_at_one_second(name, jobs) == 3
+    assert first_start_at_one_second("sjf_feasible", jobs) == 2
 
 
 def test_static_priority_serves_the_highest_target_first_and_no_target_last():

@@ -19,10 +19,12 @@ holding back only for a busy instance (the slot rules' form of the same name).
 
 The target-aware baselines (catalog kind `target`, docs/simulator.md "Target-aware baselines")
 are rule baselines with a precedence class before the rule's order among the feasible jobs (`by`):
-the tenant furthest below its target first (`_deficit`), the jobs at the token threshold (tokens
-grow with the deficit and the time waited, as PREMA's with the priority; `_tokens`), or the highest
-target first (static priority). They read the engine's per-tenant counters (`relmas.sim.access`);
-without targets every job is in one class, and each is its base rule.
+the tenant furthest below its target first (`_deficit`), every tenant below its target first,
+alike (`_below`), the jobs at the token threshold (tokens grow with the deficit and the time
+waited, as PREMA's with the priority; `_tokens`), or the highest target first (static priority).
+A tenant's deficit is its target minus its rate so far counting its hopeless ready jobs as missed
+(`triage.service_rates`, the agent's); a job without a target comes after every job with one.
+Without targets every job is in one class, and each is its base rule.
 
 One decision starts at most one job, as the agent's does, so the next decision (at the same time
 while an instance is idle and a job ready) sees it running: a rule baseline gives the same schedule
@@ -51,6 +53,7 @@ from relmas.policies.triage import (
     feasible,
     oversubscribes,
     scan_instances,
+    service_rates,
     waits_for_busy,
 )
 from relmas.sim import access
@@ -60,9 +63,9 @@ from relmas.sim.kernels import STATUS_DECISION, State, Tables, advance, apply_de
 
 RANK_SJF, RANK_EDF = 0, 1  # the rule's order among feasible jobs: remaining work, deadline
 # Which feasible jobs go before the rule's order (docs/simulator.md, "Target-aware baselines"):
-# none (the rule itself), the tenant furthest below its target, the highest target, or the jobs
-# at the token threshold.
-BY_RULE, BY_DEFICIT, BY_TARGET, BY_TOKENS = 0, 1, 2, 3
+# none (the rule itself), the tenant furthest below its target, the highest target, the jobs at
+# the token threshold, or the tenants below their targets alike.
+BY_RULE, BY_DEFICIT, BY_TARGET, BY_TOKENS, BY_BELOW = 0, 1, 2, 3, 4
 TOKEN_LEVELS = 3.0  # a job is a token candidate with at least 1 / this of the most tokens
 
 
@@ -84,44 +87,50 @@ def _ahead(
 
 
 @njit(cache=True)
-def _deficit(S: State, job: int) -> float:
-    """The job's target minus its tenant's deadline-hit rate so far (`access.tenant_achieved`,
-    1 while none of the tenant's jobs is decided); -inf for a job without a target."""
+def _deficit(S: State, job: int, rates: np.ndarray) -> float:
+    """The job's target minus its tenant's rate so far (`rates`, `triage.service_rates`');
+    -inf for a job without a target."""
     target = access.job_target(S, job)
     if np.isnan(target):
         return -np.inf
-    return target - access.tenant_achieved(S, access.job_tenant(S, job))
+    return target - rates[access.job_tenant(S, job)]
 
 
 @njit(cache=True)
-def _tokens(S: State, job: int, now: float) -> float:
+def _tokens(S: State, job: int, now: float, rates: np.ndarray) -> float:
     """The token rule's tokens: the deficit above 0 x PREMA's growth with waiting
     (`kernels.token_growth`); 0 for a tenant at or above its target, or a job without one."""
-    return max(0.0, _deficit(S, job)) * token_growth(S, job, now)
+    return max(0.0, _deficit(S, job, rates)) * token_growth(S, job, now)
 
 
 @njit(cache=True)
-def _token_threshold(T: Tables, S: State, now: float) -> float:
+def _token_threshold(T: Tables, S: State, now: float, rates: np.ndarray) -> float:
     """The most tokens of a feasible ready job / TOKEN_LEVELS (0 when no job has any)."""
     most = 0.0
     for i in range(access.ready_count(S)):
         job = access.ready_job(S, i)
         remaining = T.remaining_work[access.job_next_row(S, job)]
         if feasible(now, remaining, access.job_deadline(S, job)):
-            most = max(most, _tokens(S, job, now))
+            most = max(most, _tokens(S, job, now, rates))
     return most / TOKEN_LEVELS
 
 
 @njit(cache=True)
-def _precedence(S: State, job: int, by: int, now: float, threshold: float) -> float:
-    """The job's precedence class among the feasible jobs, lower first (`by`: BY_*)."""
+def _precedence(
+    S: State, job: int, by: int, now: float, threshold: float, rates: np.ndarray
+) -> float:
+    """The job's precedence class among the feasible jobs, lower first (`by`: BY_*); a job
+    without a target last (inf) wherever a target decides."""
     if by == BY_DEFICIT:
-        return -_deficit(S, job)  # furthest below its target first; no target (inf) last
+        return -_deficit(S, job, rates)  # furthest below its target first
+    if by == BY_BELOW:
+        deficit = _deficit(S, job, rates)
+        return np.inf if deficit == -np.inf else (0.0 if deficit > 0.0 else 1.0)
     if by == BY_TARGET:
         target = access.job_target(S, job)
         return np.inf if np.isnan(target) else -target
     if by == BY_TOKENS:
-        return 0.0 if _tokens(S, job, now) >= threshold else 1.0
+        return 0.0 if _tokens(S, job, now, rates) >= threshold else 1.0
     return 0.0
 
 
@@ -174,7 +183,10 @@ def choose(
     (BY_*) puts a precedence class before the rule's order among the feasible jobs."""
     access.refresh_rates(S)
     now = access.now(S)
-    threshold = _token_threshold(T, S, now) if by == BY_TOKENS else 0.0
+    rates = np.empty(access.tenant_count(S) if by != BY_RULE and by != BY_TARGET else 0)
+    if rates.shape[0] > 0:
+        service_rates(T, S, rates, np.empty_like(rates))
+    threshold = _token_threshold(T, S, now, rates) if by == BY_TOKENS else 0.0
     first, first_level, first_key = -1, np.inf, np.inf  # the rule's pick among the feasible jobs
     reference, reference_work = -1, np.inf  # SJF's pick among all ready jobs
     hopeless, hopeless_work = -1, np.inf  # the hopeless job with the least remaining work
@@ -186,7 +198,7 @@ def choose(
             reference, reference_work = job, remaining
         if feasible(now, remaining, deadline):
             key = remaining if rank == RANK_SJF else deadline
-            level = _precedence(S, job, by, now, threshold)
+            level = _precedence(S, job, by, now, threshold, rates)
             if _ahead(level, key, job, first_level, first_key, first):
                 first, first_level, first_key = job, level, key
         elif _before(remaining, job, hopeless_work, hopeless):
@@ -206,7 +218,7 @@ def choose(
             remaining = T.remaining_work[access.job_next_row(S, job)]
             if not feasible(now, remaining, access.job_deadline(S, job)):
                 continue
-            level = _precedence(S, job, by, now, threshold)
+            level = _precedence(S, job, by, now, threshold, rates)
             if _ahead(level, remaining, job, other_level, other_work, other) and not _held(
                 T, S, job, patient, gated, running_demand, busy_left
             ):
@@ -400,6 +412,54 @@ class EDFFeasiblePatientGatedOrderedDeficit(EDFFeasiblePatientGatedOrdered):
 
     name = "edf_feasible_patient_gated_ordered_deficit"
     by = BY_DEFICIT
+
+
+@register("sjf_feasible_below")
+class SJFFeasibleBelow(SJFFeasible):
+    """`sjf_feasible` serving the tenants below their targets first."""
+
+    name = "sjf_feasible_below"
+    by = BY_BELOW
+
+
+@register("edf_feasible_below")
+class EDFFeasibleBelow(EDFFeasible):
+    """`edf_feasible` serving the tenants below their targets first."""
+
+    name = "edf_feasible_below"
+    by = BY_BELOW
+
+
+@register("sjf_feasible_patient_gated_below")
+class SJFFeasiblePatientGatedBelow(SJFFeasiblePatientGated):
+    """`sjf_feasible_patient_gated` serving the tenants below their targets first."""
+
+    name = "sjf_feasible_patient_gated_below"
+    by = BY_BELOW
+
+
+@register("edf_feasible_patient_gated_below")
+class EDFFeasiblePatientGatedBelow(EDFFeasiblePatientGated):
+    """`edf_feasible_patient_gated` serving the tenants below their targets first."""
+
+    name = "edf_feasible_patient_gated_below"
+    by = BY_BELOW
+
+
+@register("sjf_feasible_patient_gated_ordered_below")
+class SJFFeasiblePatientGatedOrderedBelow(SJFFeasiblePatientGatedOrdered):
+    """`sjf_feasible_patient_gated_ordered` serving the tenants below their targets first."""
+
+    name = "sjf_feasible_patient_gated_ordered_below"
+    by = BY_BELOW
+
+
+@register("edf_feasible_patient_gated_ordered_below")
+class EDFFeasiblePatientGatedOrderedBelow(EDFFeasiblePatientGatedOrdered):
+    """`edf_feasible_patient_gated_ordered` serving the tenants below their targets first."""
+
+    name = "edf_feasible_patient_gated_ordered_below"
+    by = BY_BELOW
 
 
 @register("sjf_feasible_tokens")

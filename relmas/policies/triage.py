@@ -12,6 +12,8 @@ that a rule baseline and the teacher of the same name apply the same tests (docs
   task ends, than on the idle instance it would get (`busy_gain` above `HOLD_TOLERANCE`).
 - *gated* holds back a start that would push the running layers' full-speed bandwidth demand
   above the shared bandwidth, while something runs (oversubscription slows every running layer).
+- a tenant's *rate so far* counts its ready jobs that are not feasible as missed
+  (`service_rates`): what a target-aware rule measures a tenant's deficit by.
 """
 
 from __future__ import annotations
@@ -100,6 +102,32 @@ def oversubscribes(running: float, demand: float, capacity: float) -> bool:
     """*gated*: starting a layer demanding `demand` beside the running layers' full-speed demand
     `running` would exceed `capacity` (any common unit; never while nothing runs)."""
     return running > 0.0 and running + demand > capacity
+
+
+@njit(cache=True)
+def service_rates(T: Tables, S: State, rates: np.ndarray, ready: np.ndarray) -> None:
+    """Per tenant: its deadline-hit rate so far into `rates`, met / (met + missed + its ready jobs
+    that can no longer meet their deadline), 1 while none is decided; its ready jobs into `ready`.
+
+    Why the ready jobs that cannot make it count as missed: the engine counts a soft job's miss
+    when it finishes (`access.tenant_achieved`), and a rule that serves the feasible jobs first
+    puts the hopeless ones off to the end of a loaded trace, so by the engine's counters alone
+    every tenant looks on target until then (measured: docs/relmas.md, "Service levels"). The
+    one rate of the target-aware baselines, the agent's service features and its reward."""
+    now = access.now(S)
+    hopeless = np.zeros(rates.shape[0])
+    ready[:] = 0.0
+    for i in range(access.ready_count(S)):
+        job = access.ready_job(S, i)
+        tenant = access.job_tenant(S, job)
+        ready[tenant] += 1.0
+        remaining = T.remaining_work[access.job_next_row(S, job)]
+        if not feasible(now, remaining, access.job_deadline(S, job)):
+            hopeless[tenant] += 1.0
+    for tenant in range(rates.shape[0]):
+        met = access.tenant_met(S, tenant)
+        decided = met + access.tenant_missed(S, tenant) + hopeless[tenant]
+        rates[tenant] = met / decided if decided > 0 else 1.0
 
 
 # The cached kernels embed the engine's accessors: drop their cache when a source changed.

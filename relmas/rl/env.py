@@ -46,7 +46,7 @@ from relmas.hw import jit_cache
 from relmas.policies import kernels as heuristic_kernels
 from relmas.policies import triage
 from relmas.policies.kernels import Planner, plan
-from relmas.policies.triage import feasible
+from relmas.policies.triage import feasible, service_rates
 from relmas.rl import observation as observation_module
 from relmas.rl.observation import (
     FEATURE_BOUND,
@@ -56,7 +56,6 @@ from relmas.rl.observation import (
     observation_layout,
     observe,
     resolve_service,
-    service_rates,
 )
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels

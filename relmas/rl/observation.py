@@ -76,6 +76,7 @@ from relmas.policies.triage import (
     fastest_idle,
     feasible,
     scan_instances,
+    service_rates,
 )
 from relmas.schemas import with_job_defaults
 from relmas.sim import access
@@ -135,7 +136,7 @@ class GlobalFeature(IntEnum):
 
 class ServiceFeature(IntEnum):
     """Offsets within a slot's service-level features, the last of its features (with
-    `ObservationSettings.service`). A tenant's rate so far and deficit: `service_rates`,
+    `ObservationSettings.service`). A tenant's rate so far and deficit: `triage.service_rates`,
     `deficit`."""
 
     TARGET = 0  # the job's target (0 without one)
@@ -167,32 +168,6 @@ def slot_width(types: int, variants: int, service: bool) -> int:
     the service-level ones."""
     cuts = 1 + 2 * (variants - 1) if variants > 1 else 0
     return SLOT_BASE_FEATURES + 2 * types + cuts + (SERVICE_FEATURES if service else 0)
-
-
-@njit(cache=True)
-def service_rates(T: Tables, S: State, rates: np.ndarray, ready: np.ndarray) -> None:
-    """Per tenant: its deadline-hit rate so far into `rates`, met / (met + missed + its ready jobs
-    that can no longer meet their deadline), 1 while none is decided; its ready jobs into `ready`.
-
-    Why the ready jobs that cannot make it count as missed: the engine counts a soft job's miss
-    when it finishes (`access.tenant_achieved`), and a rule that serves the feasible jobs first
-    puts the hopeless ones off to the end of a loaded trace, so by the engine's counters alone
-    every tenant looks on target until then (measured: docs/relmas.md, "Service levels"). The
-    reward charges a miss when it is certain; the rate counts it then too."""
-    now = access.now(S)
-    hopeless = np.zeros(rates.shape[0])
-    ready[:] = 0.0
-    for i in range(access.ready_count(S)):
-        job = access.ready_job(S, i)
-        tenant = access.job_tenant(S, job)
-        ready[tenant] += 1.0
-        remaining = T.remaining_work[access.job_next_row(S, job)]
-        if not feasible(now, remaining, access.job_deadline(S, job)):
-            hopeless[tenant] += 1.0
-    for tenant in range(rates.shape[0]):
-        met = access.tenant_met(S, tenant)
-        decided = met + access.tenant_missed(S, tenant) + hopeless[tenant]
-        rates[tenant] = met / decided if decided > 0 else 1.0
 
 
 @njit(cache=True)

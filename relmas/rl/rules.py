@@ -28,14 +28,12 @@ also comes in two target-aware forms, taking first, among its ranking's slots an
 slots, the job of the tenant furthest below its target (`<rule>_deficit`) or of any tenant below
 its target (`<rule>_below`), ties by the rule's own order; a job without a target comes after
 every job with one. A holding form then tries the reference and the other candidates the same
-way, then by least remaining work. A tenant's rate is `relmas.rl.observation.service_rates`', which
-counts the ready jobs that can no longer meet their deadline as missed: the target-aware rule
-baselines (`relmas.policies.rules`) read the engine's counters, which count a soft miss only when
-the job finishes, so where no ready job is hopeless `<rule>_deficit` picks as their `_deficit`
-form does (and with a slot for every ready job, tested against the rates recomputed from the
-engine). The deficit slots hold the feasible jobs of the tenants furthest below target by
-least remaining work, so that the rule's pick is among the candidates whatever the SJF and EDF
-rankings hold.
+way, then by least remaining work. A tenant's rate is `relmas.policies.triage.service_rates`',
+which counts the ready jobs that can no longer meet their deadline as missed, the target-aware
+rule baselines' (`relmas.policies.rules`): with a slot for every ready job each target-aware slot
+rule is the baseline of the same name (tested). The deficit slots hold the feasible jobs of the
+tenants furthest below target by least remaining work, so that the rule's pick is among the
+candidates whatever the SJF and EDF rankings hold.
 
 For a resizing agent the best rule on validation is also scored cut (`<rule>_cut`, `cut_form`),
 GACER's use of resizing on this system: when more instances are idle than jobs are ready, the
