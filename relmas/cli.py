@@ -506,7 +506,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
         {"--config": args.config, "--costs": _cost_inputs(args.costs, system.accelerator_types)},
         {"--out": [args.out]},
     )
-    policies = baseline_policies(config)
+    policies = baseline_policies(config, args.scenario)
     seeds = config["training"]["validation_seeds"]
     tags = {
         "scenario": args.scenario,
@@ -620,7 +620,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         {"--out": [args.out]},
     )
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
-    policies = sweep_policies(config)
+    policies = sweep_policies(config, args.sweep)
     label = point_label(args.value)
     tags = {
         "scenario": spec["scenario"],

@@ -280,9 +280,9 @@ def validation_summaries(
     progress: Callable[[str, int, float], None] | None = None,
 ) -> pl.DataFrame:
     """`relmas validate`: the summary row of every online baseline the configuration evaluates
-    (`study.baseline_policies`) on every validation trace of `scenario` (the agents' validation
-    traces, `Study.validation_traces`). The report chooses each scenario's best baseline on these
-    rows, never on the evaluation traces it then measures it on.
+    on `scenario` (`study.baseline_policies`) on every validation trace of it (the agents'
+    validation traces, `Study.validation_traces`). The report chooses each scenario's best
+    baseline on these rows, never on the evaluation traces it then measures it on.
 
     `progress(policy, seed, sla_rate)` is called after each simulation.
     """
@@ -291,7 +291,7 @@ def validation_summaries(
     tables = study.costs(scenario, costs_dir)
     rows = []
     for seed, jobs in study.validation_traces(scenario, costs_dir).items():
-        for policy in baseline_policies(config):
+        for policy in baseline_policies(config, scenario):
             options = policy_options(config, policy)
             chosen = make_policy(policy, seed=seed, source=source, key="policy", **options)
             result = simulate(system, jobs, tables, chosen)

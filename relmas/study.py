@@ -103,27 +103,39 @@ class Study:
 
 
 def evaluation_runs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The (scenario, policy) pairs a configuration evaluates.
-
-    Every configured policy on every scenario, except the offline bounds (`ga_offline`) on
-    scenarios of more than `evaluation.ga.max_jobs` jobs (or of unknown length): they are bounds
-    for small traces.
-    """
-    max_jobs = config["evaluation"]["ga"]["max_jobs"]
-    offline = catalog.offline()
+    """The (scenario, policy) pairs a configuration evaluates: every configured policy on every
+    scenario it runs on (`runs_on`)."""
     return [
         (scenario, policy)
-        for scenario, spec in config["scenarios"].items()
+        for scenario in config["scenarios"]
         for policy in config["evaluation"]["policies"]
-        if policy not in offline or (spec.get("jobs") or max_jobs + 1) <= max_jobs
+        if runs_on(config, scenario, policy)
     ]
 
 
-def baseline_policies(config: Mapping[str, Any]) -> list[str]:
+def runs_on(config: Mapping[str, Any], scenario: str, policy: str) -> bool:
+    """Whether `policy` is run on `scenario`: not the offline bounds (`ga_offline`) on scenarios
+    of more than `evaluation.ga.max_jobs` jobs (or of unknown length), for they are bounds for
+    small traces; not the target-aware baselines where no tenant has a target, for there each is
+    its base rule, schedule for schedule (docs/simulator.md, "Target-aware baselines")."""
+    if policy in catalog.offline():
+        max_jobs = config["evaluation"]["ga"]["max_jobs"]
+        return (config["scenarios"][scenario].get("jobs") or max_jobs + 1) <= max_jobs
+    if policy in catalog.of_kind("target"):
+        return scenario in target_scenarios(config)
+    return True
+
+
+def baseline_policies(config: Mapping[str, Any], scenario: str | None = None) -> list[str]:
     """The online baselines a configuration evaluates (`catalog.online_baselines()`, in catalog
-    order): the candidates for each scenario's best baseline, scored on its validation traces."""
+    order), on `scenario` if given (`runs_on`): the candidates for each scenario's best baseline,
+    scored on its validation traces."""
     evaluated = set(config["evaluation"]["policies"])
-    return [policy for policy in catalog.online_baselines() if policy in evaluated]
+    return [
+        policy
+        for policy in catalog.online_baselines()
+        if policy in evaluated and (scenario is None or runs_on(config, scenario, policy))
+    ]
 
 
 def generalisation_runs(
@@ -208,9 +220,15 @@ def point_label(value: float) -> str:
     return f"{value:g}"
 
 
-def sweep_policies(config: Mapping[str, Any]) -> list[str]:
-    """The policies of a sweep point: the evaluated ones without the offline bounds."""
-    return [p for p in config["evaluation"]["policies"] if p not in catalog.offline()]
+def sweep_policies(config: Mapping[str, Any], sweep: str) -> list[str]:
+    """The policies of a point of `sweep`: the evaluated ones that run on its base scenario
+    (`runs_on`), without the offline bounds."""
+    scenario = config["sweeps"][sweep]["scenario"]
+    return [
+        p
+        for p in config["evaluation"]["policies"]
+        if p not in catalog.offline() and runs_on(config, scenario, p)
+    ]
 
 
 def relaxation_options(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -104,7 +104,7 @@ def run_sweep_point(
     rows, ceilings = [], []
     for seed, jobs in point_traces(config, sweep, value, costs_dir, source).items():
         runs = []
-        for policy in sweep_policies(config):
+        for policy in sweep_policies(config, sweep):
             options = policy_options(config, policy)
             agent = None
             if policy in catalog.learned():

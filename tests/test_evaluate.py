@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 
+from relmas import catalog
 from relmas.ceiling.bound import Bound, relaxation_bound
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.rows import met_counts, policy_rows
@@ -37,7 +38,15 @@ from relmas.rl.observation import Layout
 from relmas.schemas import JOB_SCHEMA, SUMMARY_SCHEMA
 from relmas.sim import JOB_RESULT_SCHEMA, load_system
 from relmas.sim.costs import load_costs
-from relmas.study import Study, generalisation_runs, sweep_points, sweep_policies
+from relmas.study import (
+    Study,
+    baseline_policies,
+    evaluation_runs,
+    generalisation_runs,
+    sweep_points,
+    sweep_policies,
+    target_scenarios,
+)
 from relmas.sweep import point_config, point_traces, run_sweep_point
 from tests.defaults import observation_settings, reward_settings
 from tests.synthetic import synthetic_costs
@@ -427,7 +436,11 @@ def test_a_sweep_point_runs_every_online_policy_with_the_base_agent(study):
     frame = policy_rows(point)
     assert frame.height == 2 * 3  # seeds x (fcfs, sjf, relmas): no offline bound
     assert set(frame["kind"]) == {"heuristic", "learned"}
-    assert set(frame["policy"]) == {"fcfs", "sjf", "relmas"} == set(sweep_policies(config))
+    assert (
+        set(frame["policy"])
+        == {"fcfs", "sjf", "relmas"}
+        == set(sweep_policies(config, "bandwidth"))
+    )
     assert {k: frame.schema[k] for k in SUMMARY_SCHEMA} == SUMMARY_SCHEMA
     assert set(frame["sweep"]) == {"bandwidth"} and set(frame["value"]) == {1.0}
     assert (frame["mean_bandwidth_gbps"] <= 1.0 + 1e-9).all()  # the point's bandwidth applies
@@ -468,3 +481,24 @@ def test_a_sweep_point_refuses_a_ceiling_below_a_policy(study, monkeypatch):
     monkeypatch.setattr("relmas.sweep.relaxation_bound", lambda *args, **kwargs: wrong)
     with pytest.raises(RuntimeError, match=r"on small, seed 1 at bandwidth 8, above the ceiling 0"):
         run_sweep_point(config, "bandwidth", 8.0, tmp_path / "costs", agents)
+
+
+def test_target_aware_baselines_run_only_where_tenants_have_targets():
+    """On the default study the target-aware baselines are evaluated, validated and swept only on
+    the scenarios whose tenants have targets (elsewhere each is its base rule: a duplicate row),
+    and ga_offline only on the scenarios small enough for it."""
+    config = load_config("config/config.yaml")
+    targeted = set(target_scenarios(config))
+    assert targeted == {"service_levels", "service_levels_firm"}
+    runs = evaluation_runs(config)
+    target_aware = set(catalog.of_kind("target"))
+    assert {s for s, p in runs if p in target_aware} == targeted
+    assert {s for s, p in runs if p == "ga_offline"} == {"mixed_small"}
+    for scenario in config["scenarios"]:
+        evaluated = {p for s, p in runs if s == scenario}
+        baselines = set(baseline_policies(config, scenario))
+        assert baselines <= evaluated and bool(baselines & target_aware) == (scenario in targeted)
+        assert "sjf_feasible_patient_gated_ordered" in baselines
+    for sweep in config["sweeps"]:
+        assert not set(sweep_policies(config, sweep)) & target_aware
+    assert set(baseline_policies(config)) >= target_aware

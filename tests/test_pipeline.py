@@ -130,7 +130,7 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
     expected_points = {
         (name, value, policy, seed)
         for name, value in sweep_points(config)
-        for policy in sweep_policies(config)
+        for policy in sweep_policies(config, name)
         for seed in config["evaluation"]["seeds"]
     }
     points = sweeps.filter(pl.col("kind") != "ceiling")
@@ -154,7 +154,7 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
     assert set(validation.select("scenario", "policy", "seed").iter_rows()) == {
         (scenario, policy, seed)
         for scenario in scenarios
-        for policy in baseline_policies(config)
+        for policy in baseline_policies(config, scenario)
         for seed in config["training"]["validation_seeds"]
     }
     assert set(baseline_policies(config)) == set(config["evaluation"]["policies"]) - {
@@ -279,7 +279,9 @@ def test_quick_study_follows_the_naming_scheme(quick_run) -> None:
         by_stage.setdefault(run.data.tags["stage"], []).append(run)
     evaluate_metrics = {name for run in by_stage["evaluate"] for name in run.data.metrics}
     sweep_children = [run for run in by_stage["sweep"] if "policy" in run.data.tags]
-    assert {run.data.tags["policy"] for run in sweep_children} == set(sweep_policies(config))
+    assert {run.data.tags["policy"] for run in sweep_children} == {
+        policy for name in config["sweeps"] for policy in sweep_policies(config, name)
+    }
     for run in sweep_children:
         assert {"sla_rate", "antt", "energy_j"} <= set(run.data.metrics) <= evaluate_metrics
 

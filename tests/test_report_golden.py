@@ -181,7 +181,7 @@ def write_inputs(config: dict[str, Any], root: Path) -> ResultPaths:
         scale = 1.1 - 0.2 * spec["values"].index(value)  # synthetic: only the text is pinned
         frames = pl.concat(
             summary_rows(spec["scenario"], policy, SEEDS, EVALUATION["mixed"][policy] * scale, rng)
-            for policy in sweep_policies(config)
+            for policy in sweep_policies(config, name)
         )
         point = with_kinds(frames, sweep_ceilings(frames)).with_columns(
             sweep=pl.lit(name), parameter=pl.lit(spec["parameter"]), value=pl.lit(float(value))

@@ -127,16 +127,13 @@ def sweep_point_spec(sweep):
     return json.dumps({key: spec[key] for key in ("scenario", "parameter")}, sort_keys=True)
 
 
-# The online baselines evaluated: scored on each scenario's validation traces (rule validate).
-BASELINES = baseline_policies(CONFIG)
-
-
 def baseline_costs(wildcards):
-    """Cost tables the baselines of a scenario need (the piece tables too for a resizing one)."""
+    """Cost tables the baselines of a scenario need (the piece tables too for a resizing one),
+    those scored on its validation traces (rule validate)."""
     return sorted(
         {
             table
-            for policy in BASELINES
+            for policy in baseline_policies(CONFIG, wildcards.scenario)
             for table in scenario_costs(SimpleNamespace(scenario=wildcards.scenario, policy=policy))
         }
     )
@@ -145,7 +142,7 @@ def baseline_costs(wildcards):
 def sweep_costs(wildcards):
     """Cost tables a sweep point needs: those of its base scenario for every swept policy."""
     base = sweep_base(wildcards)
-    policies = sweep_policies(CONFIG)
+    policies = sweep_policies(CONFIG, wildcards.sweep)
     return sorted(
         {
             table
@@ -158,4 +155,6 @@ def sweep_costs(wildcards):
 def sweep_agents(wildcards):
     """The base scenario's agents, for the learned policies among the swept ones."""
     base = sweep_base(wildcards)
-    return [path for policy in sweep_policies(CONFIG) for path in agent_files(base, policy)]
+    return [
+        path for policy in sweep_policies(CONFIG, wildcards.sweep) for path in agent_files(base, policy)
+    ]

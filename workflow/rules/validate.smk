@@ -12,11 +12,14 @@ rule validate:
         scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
         system=slice_hash("system"),
         # what it reads: the validation traces' settings, the baselines and their own options
-        validation=config_hash(
+        validation=lambda wildcards: config_hash(
             {
                 "seeds": CONFIG["training"]["validation_seeds"],
                 "jobs": CONFIG["training"]["jobs"],
-                "options": {policy: policy_options(CONFIG, policy) for policy in BASELINES},
+                "options": {
+                    policy: policy_options(CONFIG, policy)
+                    for policy in baseline_policies(CONFIG, wildcards.scenario)
+                },
             }
         ),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
