@@ -25,6 +25,7 @@ rule sweep:
             if input.agents
             else ""
         ),
+    priority: 5  # after the agents, before the short evaluation jobs (a point takes minutes)
     log:
         PATHS.log("sweep", "{sweep}", "{value}"),
     benchmark:

@@ -22,6 +22,9 @@ rule train:
     wildcard_constraints:
         policy="|".join(catalog.learned()),
     threads: 1
+    # the longest jobs, and every evaluation and sweep of a learned policy waits for them: start
+    # them first, so that no agent is left training alone at the end of a run
+    priority: 10
     log:
         PATHS.log("train", "{scenario}", "{policy}"),
     benchmark:
