@@ -232,7 +232,11 @@ def _use_store() -> None:
 
 
 def close_dead_runs(experiment_id: str) -> list[str]:
-    """Mark KILLED the RUNNING runs of this host whose process has ended; return their ids."""
+    """Mark KILLED the RUNNING runs of this host whose process has ended; return their ids.
+
+    A run found RUNNING is read again once its process is seen dead: a process that closed its
+    run and exited between the search and the check (a short job beside others) committed its
+    status before it exited, and that status stands."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient()
@@ -243,6 +247,8 @@ def close_dead_runs(experiment_id: str) -> list[str]:
         run_tags = run.data.tags
         pid = run_tags.get(PID_TAG, "")
         if run_tags.get(HOST_TAG) != host or not pid.isdigit() or _alive(int(pid)):
+            continue
+        if _retry(lambda r=run: client.get_run(r.info.run_id)).info.status != "RUNNING":
             continue
         reason = f"process {pid} on {host} ended without closing the run (killed)"
         _retry(lambda r=run, why=reason: client.set_tag(r.info.run_id, KILLED_TAG, why))

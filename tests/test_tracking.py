@@ -114,3 +114,29 @@ def test_stage_runs_nest_under_the_pipeline_run_and_children_under_them(
     assert child.data.tags["mlflow.parentRunId"] == runs["sweep"].info.run_id
     assert child.data.tags["sweep"] == "load" and child.data.tags["source"] == "pipeline"
     assert child.data.metrics == {"a": 1.0} and child.info.status == "FINISHED"
+
+
+def test_a_run_closed_just_before_its_process_ended_is_not_marked_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another job's start finds this run RUNNING; before it checks the process, the process
+    closes its run and exits (what a short evaluation job beside seven others did in the quick
+    DAG): the run stays FINISHED. A run whose process ended without closing it is KILLED."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    with tracking.stage_run("zoo", {"experiment": "race-end"}) as closing:
+        pass
+    with tracking.stage_run("zoo", {"experiment": "race-end"}) as dead:
+        pass
+    client = mlflow.tracking.MlflowClient()
+    experiment = client.get_experiment_by_name("race-end").experiment_id
+    for handle in (closing, dead):  # both found RUNNING by the search, their processes gone
+        client.update_run(handle.run_id, status="RUNNING")
+
+    def exits_after_closing(pid: int) -> bool:
+        client.set_terminated(closing.run_id, status="FINISHED")
+        return False
+
+    monkeypatch.setattr(tracking, "_alive", exits_after_closing)
+    assert tracking.close_dead_runs(experiment) == [dead.run_id]
+    assert client.get_run(closing.run_id).info.status == "FINISHED"
+    assert client.get_run(dead.run_id).info.status == "KILLED"
