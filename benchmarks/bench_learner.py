@@ -47,11 +47,25 @@ RESAMPLES = 10_000
 
 
 def point_difference(ours: np.ndarray, theirs: np.ndarray, rng: np.random.Generator) -> tuple:
-    """Mean of ours − theirs in SLA points and its paired bootstrap 95% interval over seeds."""
+    """Mean of ours − theirs in points (× 100: SLA or shortfall) and its paired bootstrap 95%
+    interval over seeds."""
     diff = (ours - theirs) * 100
     resample = rng.integers(0, len(diff), size=(RESAMPLES, len(diff)))
     low, high = np.percentile(diff[resample].mean(axis=1), [2.5, 97.5])
     return float(diff.mean()), float(low), float(high)
+
+
+def selected_variants(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[dict, list[str]]:
+    """The variants of `--variants` and the names `--only` selects (all by default); an unknown
+    name is a usage error."""
+    variants = load_yaml(args.variants)
+    names = args.only.split(",") if args.only else list(variants)
+    unknown = sorted(set(names) - set(variants))
+    if unknown:
+        parser.error(f"--only: {unknown} are not variants of {args.variants} ({list(variants)})")
+    return variants, names
 
 
 def agent_for(config: dict, scenario: str, agent: Path, costs: Path) -> dict[str, float]:
@@ -102,11 +116,7 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="comma-separated variants (default: all)")
     parser.add_argument("--out", type=Path, default=Path("results/bench_learner"))
     args = parser.parse_args()
-    variants = load_yaml(args.variants)
-    names = args.only.split(",") if args.only else list(variants)
-    unknown = sorted(set(names) - set(variants))
-    if unknown:
-        parser.error(f"--only: {unknown} are not variants of {args.variants} ({list(variants)})")
+    variants, names = selected_variants(parser, args)
 
     raw = load_yaml(args.config)
     base = validate_config(raw, args.config)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from bench_learner import point_difference, selected_variants  # a sibling script
 
 from relmas import catalog
 from relmas.config import merge_into, validate_config
@@ -37,16 +38,6 @@ from relmas.report import best_baselines, markdown_table
 from relmas.rl.run import train_scenario
 from relmas.study import Study, target_scenarios
 from relmas.yaml_load import load_yaml
-
-RESAMPLES = 10_000
-
-
-def point_difference(ours: np.ndarray, theirs: np.ndarray, rng: np.random.Generator) -> tuple:
-    """Mean of ours − theirs in points (x 100) and its paired bootstrap 95% interval over seeds."""
-    diff = (ours - theirs) * 100
-    resample = rng.integers(0, len(diff), size=(RESAMPLES, len(diff)))
-    low, high = np.percentile(diff[resample].mean(axis=1), [2.5, 97.5])
-    return float(diff.mean()), float(low), float(high)
 
 
 def runs(study: Study, scenario: str, traces: dict, costs: Path, policy) -> pl.DataFrame:
@@ -98,11 +89,7 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="comma-separated variants (default: all)")
     parser.add_argument("--out", type=Path, default=Path("results/bench_service_learner"))
     args = parser.parse_args()
-    variants = load_yaml(args.variants)
-    names = args.only.split(",") if args.only else list(variants)
-    unknown = sorted(set(names) - set(variants))
-    if unknown:
-        parser.error(f"--only: {unknown} are not variants of {args.variants} ({list(variants)})")
+    variants, names = selected_variants(parser, args)
     raw = load_yaml(args.config)
     base = validate_config(raw, args.config)
     study = Study(base, args.config)
