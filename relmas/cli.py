@@ -316,7 +316,71 @@ _BASELINE_METRIC = re.compile(r"val_(heuristic|rule)_([a-z0-9_]+?)_(sla_rate|sho
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    """One policy on the traces of one scenario: per seed a results file, one MLflow run in all."""
+    """Policies on the traces of one scenario: per policy and seed a results file, per policy one
+    MLflow run. Several policies share one process (the pipeline's batches of cheap baselines:
+    relmas.study.EVALUATION_BATCHES), so that its start-up is paid once."""
+    from relmas.paths import groups_of
+    from relmas.study import Study
+
+    config = load_configs(args.config)
+    source = ", ".join(args.config)
+    study = Study(config, source)
+    study.check_scenario(args.scenario)
+    seeds, policies = args.seed, args.policy
+    for flag, template in (("--out", str(args.out)), ("--jobs", args.jobs)):
+        if len(seeds) > 1 and "{seed}" not in template:
+            raise InputError(None, flag, "a path with '{seed}' when several --seed are given")
+    for flag, template in (("--out", str(args.out)), ("--gantt", args.gantt)):
+        if len(policies) > 1 and template is not None and "{policy}" not in str(template):
+            raise InputError(None, flag, "a path with '{policy}' when several --policy are given")
+    if len(policies) > 1 and args.agent:
+        raise InputError(None, "--agent", "one --policy (the learned one) with an agent")
+    if len(set(policies)) < len(policies):
+        raise InputError(None, "--policy", "each policy once", " ".join(policies))
+    for policy in policies:  # all of them before the first one writes its results
+        if catalog.entry(policy) is None:
+            raise InputError(
+                None, "--policy", f"one of the policies {list(catalog.names())}", policy
+            )
+    _fill("--out", str(args.out), seed=0, policy="")
+    _fill("--jobs", args.jobs, scenario=args.scenario, seed=0)
+    if args.gantt is not None:
+        _fill("--gantt", str(args.gantt), policy="")
+    system = study.system(args.scenario)
+    outs = [
+        _fill("--out", str(args.out), seed=seed, policy=policy)
+        for policy in policies
+        for seed in seeds
+    ]
+    check_distinct_outputs(
+        {
+            "--config": args.config,
+            "--jobs": [_fill("--jobs", args.jobs, scenario=args.scenario, seed=s) for s in seeds],
+            "--costs": _cost_inputs(args.costs, system.accelerator_types),
+            "--agent": _directory_inputs(args.agent),
+        },
+        {
+            "--out": outs,
+            "the summary of --out": map(summary_of, outs),
+            "the service groups of --out": map(groups_of, outs),
+            "--gantt": [
+                args.gantt and _fill("--gantt", str(args.gantt), policy=p) for p in policies
+            ],
+        },
+    )
+    static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
+    for policy in policies:
+        _evaluate_policy(args, config, source, policy, static_w)
+
+
+def _evaluate_policy(
+    args: argparse.Namespace,
+    config: Mapping[str, Any],
+    source: str,
+    policy: str,
+    static_w: Mapping[str, float],
+) -> None:
+    """One policy of `relmas evaluate` on every seed: its results files and its MLflow run."""
     import statistics
 
     import polars as pl
@@ -331,56 +395,29 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     )
     from relmas.paths import groups_of
     from relmas.progress import progress
-    from relmas.study import Study, policy_options
+    from relmas.study import policy_options
 
-    config = load_configs(args.config)
-    source = ", ".join(args.config)
-    study = Study(config, source)
-    study.check_scenario(args.scenario)
     seeds = args.seed
-    for flag, template in (("--out", str(args.out)), ("--jobs", args.jobs)):
-        if len(seeds) > 1 and "{seed}" not in template:
-            raise InputError(None, flag, "a path with '{seed}' when several --seed are given")
-    _fill("--out", str(args.out), seed=0)
-    _fill("--jobs", args.jobs, scenario=args.scenario, seed=0)
-    system = study.system(args.scenario)
-    outs = [_fill("--out", str(args.out), seed=seed) for seed in seeds]
-    check_distinct_outputs(
-        {
-            "--config": args.config,
-            "--jobs": [_fill("--jobs", args.jobs, scenario=args.scenario, seed=s) for s in seeds],
-            "--costs": _cost_inputs(args.costs, system.accelerator_types),
-            "--agent": _directory_inputs(args.agent),
-        },
-        {
-            "--out": outs,
-            "the summary of --out": map(summary_of, outs),
-            "the service groups of --out": map(groups_of, outs),
-            "--gantt": [args.gantt],
-        },
-    )
-    static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
-    options = policy_options(config, args.policy)
+    options = policy_options(config, policy)
     if args.agent:
         options["agent"] = str(args.agent)
-    trained_on = agent_scenario(args.policy, args.agent)
-    tags = {"scenario": args.scenario, "policy": args.policy, "seeds": ",".join(map(str, seeds))}
+    trained_on = agent_scenario(policy, args.agent)
+    tags = {"scenario": args.scenario, "policy": policy, "seeds": ",".join(map(str, seeds))}
     with tracking.stage_run(
         "evaluate",
         config,
         tags=tags | ({"agent_scenario": trained_on} if trained_on else {}),
-        params={"scenario": args.scenario, "policy": args.policy, **options}
-        | {"seeds": tags["seeds"]},
+        params={"scenario": args.scenario, "policy": policy, **options} | {"seeds": tags["seeds"]},
     ) as run:
         rows = []
-        bar = progress(len(seeds), f"evaluate {args.scenario} {args.policy}", "seed")
+        bar = progress(len(seeds), f"evaluate {args.scenario} {policy}", "seed")
         for index, seed in enumerate(seeds):
-            out = Path(_fill("--out", str(args.out), seed=seed))
+            out = Path(_fill("--out", str(args.out), seed=seed, policy=policy))
             record = index == 0  # the Gantt chart of the first seed
             result = evaluate_scenario(
                 config,
                 args.scenario,
-                args.policy,
+                policy,
                 seed,
                 _fill("--jobs", args.jobs, scenario=args.scenario, seed=seed),
                 args.costs,
@@ -389,7 +426,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                 policy_options=options,
                 record=record,
             )
-            extra = policy_extra(args.policy, args.agent, result)
+            extra = policy_extra(policy, args.agent, result)
             write_results(
                 result,
                 out,
@@ -404,8 +441,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             rows.append({"seed": seed} | _seed_values(row, result))
             run.log_artifact(out, "results")
             if record:
-                _log_gantt(run, result, args.gantt, f"{args.scenario}, seed {seed}: {args.policy}")
-            print(f"{args.scenario} {args.policy} seed {seed}: sla_rate {row['sla_rate']:.3f}")
+                gantt = args.gantt and Path(_fill("--gantt", str(args.gantt), policy=policy))
+                _log_gantt(run, result, gantt, f"{args.scenario}, seed {seed}: {policy}")
+            print(f"{args.scenario} {policy} seed {seed}: sla_rate {row['sla_rate']:.3f}")
             bar.update()
         bar.close()
         # the quantities every policy has, as means over the seeds (a service group's over the
@@ -937,15 +975,20 @@ def _add_build_commands(sub: Any) -> None:
 
 def _add_run_commands(sub: Any) -> None:
     """The stages that run policies and report: evaluate, sweep, report, simulate."""
-    evaluate = _command(sub, "evaluate", cmd_evaluate, "run one policy on a scenario's traces")
+    evaluate = _command(sub, "evaluate", cmd_evaluate, "run policies on a scenario's traces")
     _config_arg(evaluate)
     evaluate.add_argument("--scenario", required=True, help="a scenario of the config")
-    evaluate.add_argument("--policy", required=True, help=POLICY_HELP)
+    evaluate.add_argument(
+        "--policy", required=True, action="append", help=f"{POLICY_HELP} (repeatable)"
+    )
     evaluate.add_argument(
         "--seed", required=True, type=_seed, action="append", help="trace seed (repeatable)"
     )
     evaluate.add_argument(
-        "--out", required=True, help="per-job results Parquet ('{seed}' with several seeds)"
+        "--out",
+        required=True,
+        help="per-job results Parquet ('{seed}' with several seeds, '{policy}' with several "
+        "policies)",
     )
     evaluate.add_argument(
         "--jobs",
@@ -955,7 +998,10 @@ def _add_run_commands(sub: Any) -> None:
     evaluate.add_argument("--costs", type=Path, help=COSTS_HELP)
     evaluate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
     evaluate.add_argument(
-        "--gantt", type=Path, help="also write the first seed's Gantt chart (its first jobs) here"
+        "--gantt",
+        type=Path,
+        help="also write the first seed's Gantt chart (its first jobs) here ('{policy}' with "
+        "several policies)",
     )
 
     validate = _command(

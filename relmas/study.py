@@ -113,6 +113,28 @@ def evaluation_runs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+# Policies a scenario's evaluation runs together, one process per batch: the online baselines that
+# do not search, whose simulation of a trace takes less than a process's start-up (its imports and
+# the MLflow store: docs/benchmarks.md). A batch's kinds run on the same scenarios (`runs_on`).
+EVALUATION_BATCHES: dict[str, tuple[catalog.Kind, ...]] = {
+    "baselines": ("heuristic", "rule"),
+    "targets": ("target",),
+}
+
+
+def batch_policies(config: Mapping[str, Any], batch: str) -> list[str]:
+    """The configured policies of an evaluation batch (`EVALUATION_BATCHES`), in config order."""
+    kinds = catalog.of_kind(*EVALUATION_BATCHES[batch])
+    return [policy for policy in config["evaluation"]["policies"] if policy in kinds]
+
+
+def unbatched_policies(config: Mapping[str, Any]) -> list[str]:
+    """The configured policies evaluated one per process: those of no batch (the search, offline
+    and learned ones, each of which costs more than its start-up)."""
+    batched = {policy for batch in EVALUATION_BATCHES for policy in batch_policies(config, batch)}
+    return [policy for policy in config["evaluation"]["policies"] if policy not in batched]
+
+
 def runs_on(config: Mapping[str, Any], scenario: str, policy: str) -> bool:
     """Whether `policy` is run on `scenario`: not the offline bounds (`ga_offline`) on scenarios
     of more than `evaluation.ga.max_jobs` jobs (or of unknown length), for they are bounds for

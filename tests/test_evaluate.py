@@ -272,6 +272,75 @@ def test_evaluate_writes_and_logs_each_service_group(tmp_path, monkeypatch):
     assert run.data.metrics["shortfall"] == pytest.approx(summary["shortfall"])
 
 
+def test_one_evaluate_of_several_policies_equals_one_per_policy(tmp_path, monkeypatch):
+    """An evaluation batch (several --policy in one process, the pipeline's cheap baselines)
+    writes for each policy the rows a run of that policy alone writes, and logs one MLflow run per
+    policy with the same metrics (but `decision_us`, the wall time a decision took)."""
+    monkeypatch.chdir(tmp_path)
+    quick = yaml.safe_load((ROOT / "config" / "quick.yaml").read_text())
+    quick["experiment"] = "batch"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(quick))
+    quick_costs(tmp_path / "qcosts", load_config(tmp_path / "config.yaml"))
+    common = ["--config", "config.yaml", "--scenario", "mixed", "--costs", "qcosts"]
+    seeds = ["--seed", "1", "--seed", "2"]
+    for seed in ("1", "2"):
+        assert main(["workload", *common, "--seed", seed, "--out", f"t{seed}.parquet"]) == 0
+    policies = ["sjf_feasible_patient_gated_ordered_below", "random", "prema"]
+    trace = ["--jobs", "t{seed}.parquet"]
+    batch = [arg for policy in policies for arg in ("--policy", policy)]
+    assert (
+        main(["evaluate", *common, *seeds, *trace, *batch, "--out", "b/{policy}/{seed}.parquet"])
+        == 0
+    )
+    for policy in policies:
+        one = ["--policy", policy, "--out", f"a/{policy}/{{seed}}.parquet"]
+        assert main(["evaluate", *common, *seeds, *trace, *one]) == 0
+    for policy in policies:
+        for seed in ("1", "2"):
+            for name in ("{}.parquet", "{}.summary.parquet", "{}.groups.parquet"):
+                alone, batched = (
+                    pl.read_parquet(Path(run, policy, name.format(seed))).drop(
+                        "decision_us", strict=False
+                    )
+                    for run in ("a", "b")
+                )
+                assert alone.equals(batched), (policy, name)
+    runs = mlflow.search_runs(
+        experiment_names=["batch"], filter_string="tags.stage = 'evaluate'", output_format="list"
+    )
+    by_policy = {}
+    for run in runs:
+        metrics = {k: v for k, v in run.data.metrics.items() if k != "decision_us"}
+        by_policy.setdefault(run.data.tags["policy"], []).append(metrics)
+    assert sorted(by_policy) == sorted(policies)
+    assert all(first == second for first, second in by_policy.values())
+
+
+@pytest.mark.parametrize(
+    ("extra", "option"),
+    [
+        (["--policy", "sjf", "--out", "r{seed}.parquet"], "--out"),
+        (["--policy", "sjf", "--out", "{policy}.parquet", "--gantt", "g.png"], "--gantt"),
+        (["--policy", "edf", "--out", "{policy}.parquet"], "--policy"),
+        (["--policy", "magic", "--out", "{policy}.parquet"], "--policy"),
+        (["--policy", "relmas", "--out", "{policy}.parquet", "--agent", "agent"], "--agent"),
+    ],
+)
+def test_a_batch_of_policies_refuses_what_cannot_name_each_output(
+    tmp_path, monkeypatch, capsys, extra, option
+):
+    """Several --policy: outputs without '{policy}' (they would overwrite each other), a policy
+    twice, an unknown one, an agent (whose policy?) — one line naming the option, exit 2, nothing
+    written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text((ROOT / "config" / "quick.yaml").read_text())
+    argv = ["evaluate", "--config", "config.yaml", "--scenario", "mixed", "--seed", "1"]
+    assert main([*argv, "--policy", "edf", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and option in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
+
+
 # --- generalisation and sweeps: another scenario's agent, one parameter varied -------------------
 
 

@@ -20,7 +20,9 @@ from relmas.paths import ResultPaths
 from relmas.report import best_baselines
 from relmas.schemas import LAYER_SCHEMA, SUMMARY_SCHEMA
 from relmas.study import (
+    EVALUATION_BATCHES,
     baseline_policies,
+    batch_policies,
     evaluation_runs,
     point_label,
     sweep_points,
@@ -196,6 +198,8 @@ RULE_STAGES = {
     "validate": "validate",
     "evaluate": "evaluate",
     "evaluate_generalisation": "evaluate",
+    "evaluate_baselines": "evaluate",
+    "evaluate_targets": "evaluate",
     "bound": "bound",
     "sweep": "sweep",
     "report": "report",
@@ -214,8 +218,17 @@ def job_runs(runs: list) -> list:
     return [run for run in runs if run.data.tags.get("mlflow.parentRunId") == pipeline.info.run_id]
 
 
+def runs_per_job(config: dict, rule: str) -> int:
+    """The MLflow runs a job of `rule` opens: one per policy for an evaluation batch's, else one."""
+    batch = rule.removeprefix("evaluate_")
+    return len(batch_policies(config, batch)) if batch in EVALUATION_BATCHES else 1
+
+
 def test_quick_dag_logs_one_finished_run_per_job_while_8_run_at_once(quick_run) -> None:
+    """One run per job (per policy for an evaluation batch's job), every one FINISHED although 8
+    jobs run at once on one SQLite store."""
     project, env, jobs = quick_run
+    config = load_config(project / "config" / "quick.yaml")
     runs = quick_runs(env)
     assert all(run.info.status == "FINISHED" for run in runs)
     assert len({run.data.tags["pipeline_id"] for run in runs}) == 1
@@ -223,9 +236,10 @@ def test_quick_dag_logs_one_finished_run_per_job_while_8_run_at_once(quick_run) 
     expected = Counter()
     for rule, count in jobs.items():
         if rule != "all":
-            expected[RULE_STAGES[rule]] += count
+            expected[RULE_STAGES[rule]] += count * runs_per_job(config, rule)
     assert Counter(run.data.tags["stage"] for run in runs) == expected
-    assert len(runs) == sum(jobs.values()) - jobs["all"] >= 16  # evaluate and sweep jobs overlap
+    assert jobs["evaluate_baselines"] == jobs["evaluate_targets"] == 1
+    assert sum(jobs.values()) - jobs["all"] >= 16  # evaluate and sweep jobs overlap
 
 
 def test_quick_dag_logs_tagged_mlflow_runs(quick_run) -> None:
@@ -290,11 +304,14 @@ def test_every_job_nests_under_one_pipeline_run(quick_run) -> None:
     """One parent run per `snakemake` invocation; every job's run under it, a sweep point's
     policies under the point's run."""
     project, env, jobs = quick_run
+    config = load_config(project / "config" / "quick.yaml")
     runs = quick_runs(env)
     pipelines = [run for run in runs if run.data.tags["stage"] == "pipeline"]
     assert len(pipelines) == 1 and pipelines[0].info.status == "FINISHED"
     children = job_runs(runs)
-    assert len(children) == sum(jobs.values()) - jobs["all"]
+    assert len(children) == sum(
+        count * runs_per_job(config, rule) for rule, count in jobs.items() if rule != "all"
+    )
     points = {run.info.run_id for run in children if run.data.tags["stage"] == "sweep"}
     rest = [run for run in runs if run not in children and run not in pipelines]
     assert rest and {run.data.tags["mlflow.parentRunId"] for run in rest} == points

@@ -11,7 +11,9 @@ from relmas.config import config_hash
 from relmas.figures.contents import report_figures
 from relmas.paths import ResultPaths, groups_of, summary_of
 from relmas.study import (
+    EVALUATION_BATCHES,
     baseline_policies,
+    batch_policies,
     evaluation_runs,
     generalisation_runs,
     point_label,
@@ -20,6 +22,7 @@ from relmas.study import (
     sweep_points,
     sweep_policies,
     target_scenarios,
+    unbatched_policies,
 )
 
 # Every output under the config's own results directory (`results:`).
@@ -76,6 +79,10 @@ def scenario_trace_file(wildcards):
 EVAL_SEEDS = CONFIG["evaluation"]["seeds"]
 # (scenario, policy) pairs evaluated: ga_offline only on small scenarios
 EVAL_RUNS = evaluation_runs(CONFIG)
+# the configured policies of each evaluation batch, those a job of rule evaluate_<batch> runs
+# together on a scenario; the others, one job each of rule evaluate
+EVAL_BATCHES = {batch: batch_policies(CONFIG, batch) for batch in EVALUATION_BATCHES}
+UNBATCHED_POLICIES = "|".join(unbatched_policies(CONFIG)) or "(?!)"
 # scenarios whose tenants are promised a deadline-hit rate: the report reads their service groups
 TARGET_SCENARIOS = target_scenarios(CONFIG)
 
@@ -127,29 +134,31 @@ def sweep_point_spec(sweep):
     return json.dumps({key: spec[key] for key in ("scenario", "parameter")}, sort_keys=True)
 
 
-def baseline_costs(wildcards):
-    """Cost tables the baselines of a scenario need (the piece tables too for a resizing one),
-    those scored on its validation traces (rule validate)."""
-    return sorted(
-        {
-            table
-            for policy in baseline_policies(CONFIG, wildcards.scenario)
-            for table in scenario_costs(SimpleNamespace(scenario=wildcards.scenario, policy=policy))
-        }
-    )
-
-
-def sweep_costs(wildcards):
-    """Cost tables a sweep point needs: those of its base scenario for every swept policy."""
-    base = sweep_base(wildcards)
-    policies = sweep_policies(CONFIG, wildcards.sweep)
+def policies_costs(scenario, policies):
+    """Cost tables that `policies` need on `scenario` (the piece tables too for a resizing one)."""
     return sorted(
         {
             table
             for policy in policies
-            for table in scenario_costs(SimpleNamespace(scenario=base, policy=policy))
+            for table in scenario_costs(SimpleNamespace(scenario=scenario, policy=policy))
         }
     )
+
+
+def baseline_costs(wildcards):
+    """Cost tables the baselines of a scenario need, those scored on its validation traces (rule
+    validate)."""
+    return policies_costs(wildcards.scenario, baseline_policies(CONFIG, wildcards.scenario))
+
+
+def batch_costs(policies):
+    """The input function of an evaluation batch's cost tables: those its `policies` need."""
+    return lambda wildcards: policies_costs(wildcards.scenario, policies)
+
+
+def sweep_costs(wildcards):
+    """Cost tables a sweep point needs: those of its base scenario for every swept policy."""
+    return policies_costs(sweep_base(wildcards), sweep_policies(CONFIG, wildcards.sweep))
 
 
 def sweep_agents(wildcards):

@@ -1,5 +1,8 @@
 rule evaluate:
-    """One policy on every evaluation trace of one scenario: one MLflow run, seeds as steps."""
+    """One policy on every evaluation trace of one scenario: one MLflow run, seeds as steps. The
+    policies of an evaluation batch run in that batch's rule (below)."""
+    wildcard_constraints:
+        policy=UNBATCHED_POLICIES,
     input:
         traces=expand(str(PATHS.workload("{{scenario}}", "{seed}")), seed=EVAL_SEEDS),
         costs=scenario_costs,
@@ -40,6 +43,58 @@ rule evaluate:
         "{RELMAS} evaluate {CONFIG_ARGS} --scenario {wildcards.scenario:q}"
         " --policy {wildcards.policy} {params.seeds} {params.agent} --costs {params.costs:q}"
         " --out {params.out:q} > {log:q} 2>&1"
+
+
+# The cheap baselines of one scenario, one job per batch (relmas.study.EVALUATION_BATCHES): each
+# policy its own results and MLflow run, as in rule evaluate, in one process.
+for batch, policies in EVAL_BATCHES.items():
+    if not policies:
+        continue
+
+    rule:
+        name:
+            f"evaluate_{batch}"
+        input:
+            traces=expand(str(PATHS.workload("{{scenario}}", "{seed}")), seed=EVAL_SEEDS),
+            costs=batch_costs(policies),
+        output:
+            results=expand(
+                str(PATHS.evaluation("{{scenario}}", "{policy}", "{seed}")),
+                policy=policies,
+                seed=EVAL_SEEDS,
+            ),
+            summaries=expand(
+                str(summary_of(PATHS.evaluation("{{scenario}}", "{policy}", "{seed}"))),
+                policy=policies,
+                seed=EVAL_SEEDS,
+            ),
+            groups=expand(
+                str(groups_of(PATHS.evaluation("{{scenario}}", "{policy}", "{seed}"))),
+                policy=policies,
+                seed=EVAL_SEEDS,
+            ),
+        params:
+            policies=" ".join(f"--policy {policy}" for policy in policies),
+            seeds=" ".join(f"--seed {seed}" for seed in EVAL_SEEDS),
+            scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
+            system=slice_hash("system"),
+            # what the batch's runs read of `evaluation:`: the seeds and its policies' settings
+            evaluation=config_hash(
+                {
+                    "seeds": EVAL_SEEDS,
+                    "options": {policy: policy_options(CONFIG, policy) for policy in policies},
+                }
+            ),
+            costs=lambda wildcards, input: Path(input.costs[0]).parent,
+            # one results file per policy and seed: the command fills in {policy} and {seed}
+            out=lambda wildcards: PATHS.evaluation(wildcards.scenario, "{policy}", "{seed}"),
+        log:
+            PATHS.log("evaluate", "{scenario}", batch),
+        benchmark:
+            PATHS.benchmark("evaluate", "{scenario}", batch)
+        shell:
+            "{RELMAS} evaluate {CONFIG_ARGS} --scenario {wildcards.scenario:q} {params.policies}"
+            " {params.seeds} --costs {params.costs:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 use rule evaluate as evaluate_generalisation with:
