@@ -77,7 +77,7 @@ def test_a_deleted_agent_directory_is_retrained(planned: Path) -> None:
     ("deleted", "rule"),
     [
         ("workloads/mixed/seed1000.parquet", "workload"),
-        ("eval/mixed/fcfs/seed1000.parquet", "evaluate"),
+        ("eval/mixed/fcfs/seed1000.parquet", "evaluate_baselines"),
         ("costs/simba_chiplet.pieces.parquet", "profile_pieces"),
     ],
 )
