@@ -193,6 +193,8 @@ def cmd_profile(args: argparse.Namespace) -> None:
 
 
 def cmd_workload(args: argparse.Namespace) -> None:
+    """The job trace of a scenario for each seed: per seed a Parquet file and an MLflow run, in
+    one process (the pipeline writes a scenario's evaluation traces in one job)."""
     from relmas import tracking
     from relmas.io import write_parquet
     from relmas.study import Study
@@ -201,33 +203,38 @@ def cmd_workload(args: argparse.Namespace) -> None:
     study = Study(config, ", ".join(args.config))
     scenario = config["scenarios"][study.check_scenario(args.scenario)]
     replay = f"scenarios.{args.scenario}.arrival.path"
+    if len(args.seed) > 1 and "{seed}" not in str(args.out):
+        raise InputError(None, "--out", "a path with '{seed}' when several --seed are given")
+    if len(set(args.seed)) < len(args.seed):
+        raise InputError(None, "--seed", "each seed once", " ".join(map(str, args.seed)))
+    outs = {seed: Path(_fill("--out", str(args.out), seed=seed)) for seed in args.seed}
     check_distinct_outputs(
         {
             "--config": args.config,
             "--costs": _cost_inputs(args.costs, study.system(args.scenario).accelerator_types),
             replay: [scenario["arrival"].get("path")],
         },
-        {"--out": [args.out]},
+        {"--out": outs.values()},
     )
-    with tracking.stage_run(
-        "workload",
-        config,
-        tags={"scenario": args.scenario, "seed": args.seed},
-        params={"scenario": scenario, "seed": args.seed},
-    ) as run:
-        jobs = study.trace(args.scenario, args.seed, args.costs)
-        write_parquet(jobs, args.out, metadata={"relmas.scenario": args.scenario})
-        span = float(jobs["arrival_s"].max() - jobs["arrival_s"].min())
-        run.log_metrics(
-            {
-                "jobs": jobs.height,
-                "span_s": span,
-                "arrival_rate_per_s": (jobs.height - 1) / span if span > 0 else 0.0,
-                "mean_window_s": float((jobs["deadline_s"] - jobs["arrival_s"]).mean()),
-            }
-        )
-        run.log_input(jobs, f"{args.scenario}-seed{args.seed}", args.out, context="workload")
-    print(f"{args.scenario} seed {args.seed}: {jobs.height} jobs over {span:.3f} s -> {args.out}")
+    for seed, jobs in study.traces(args.scenario, args.seed, args.costs).items():
+        with tracking.stage_run(
+            "workload",
+            config,
+            tags={"scenario": args.scenario, "seed": seed},
+            params={"scenario": scenario, "seed": seed},
+        ) as run:
+            write_parquet(jobs, outs[seed], metadata={"relmas.scenario": args.scenario})
+            span = float(jobs["arrival_s"].max() - jobs["arrival_s"].min())
+            run.log_metrics(
+                {
+                    "jobs": jobs.height,
+                    "span_s": span,
+                    "arrival_rate_per_s": (jobs.height - 1) / span if span > 0 else 0.0,
+                    "mean_window_s": float((jobs["deadline_s"] - jobs["arrival_s"]).mean()),
+                }
+            )
+            run.log_input(jobs, f"{args.scenario}-seed{seed}", outs[seed], context="workload")
+        print(f"{args.scenario} seed {seed}: {jobs.height} jobs over {span:.3f} s -> {outs[seed]}")
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -369,8 +376,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         },
     )
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
+    tables = study.costs(args.scenario, args.costs)  # read and checked once for every run
     for policy in policies:
-        _evaluate_policy(args, config, source, policy, static_w)
+        _evaluate_policy(args, config, source, policy, static_w, tables)
 
 
 def _evaluate_policy(
@@ -379,8 +387,10 @@ def _evaluate_policy(
     source: str,
     policy: str,
     static_w: Mapping[str, float],
+    tables: Any,
 ) -> None:
-    """One policy of `relmas evaluate` on every seed: its results files and its MLflow run."""
+    """One policy of `relmas evaluate` on every seed (the scenario's cost `tables`): its results
+    files and its MLflow run."""
     import statistics
 
     import polars as pl
@@ -425,6 +435,7 @@ def _evaluate_policy(
                 static_w=static_w,
                 policy_options=options,
                 record=record,
+                tables=tables,
             )
             extra = policy_extra(policy, args.agent, result)
             write_results(
@@ -571,7 +582,8 @@ def cmd_validate(args: argparse.Namespace) -> None:
 
 
 def cmd_bound(args: argparse.Namespace) -> None:
-    """The ceiling of one evaluation trace (relmas.ceiling): one row, one MLflow run."""
+    """The ceiling of each given evaluation trace (relmas.ceiling): per seed one row and one
+    MLflow run, in one process (the pipeline bounds a scenario's traces in one job)."""
     from relmas import tracking
     from relmas.ceiling.stage import trace_ceiling
     from relmas.io import write_parquet
@@ -581,46 +593,59 @@ def cmd_bound(args: argparse.Namespace) -> None:
     source = ", ".join(args.config)
     study = Study(config, source)
     study.check_scenario(args.scenario)
-    jobs = _fill("--jobs", args.jobs, scenario=args.scenario, seed=args.seed)
+    seeds = args.seed
+    for flag, template in (("--out", str(args.out)), ("--jobs", args.jobs)):
+        if len(seeds) > 1 and "{seed}" not in template:
+            raise InputError(None, flag, "a path with '{seed}' when several --seed are given")
+    if len(set(seeds)) < len(seeds):
+        raise InputError(None, "--seed", "each seed once", " ".join(map(str, seeds)))
+    jobs = {s: _fill("--jobs", args.jobs, scenario=args.scenario, seed=s) for s in seeds}
+    outs = {s: _fill("--out", str(args.out), seed=s) for s in seeds}
     check_distinct_outputs(
         {
             "--config": args.config,
-            "--jobs": [jobs],
+            "--jobs": jobs.values(),
             "--costs": _cost_inputs(args.costs, study.system(args.scenario).accelerator_types),
         },
-        {"--out": [args.out]},
+        {"--out": outs.values()},
     )
     options = config["evaluation"]["ceiling"]
-    tags = {"scenario": args.scenario, "seed": str(args.seed)}
-    with tracking.stage_run(
-        "bound",
-        config,
-        tags=tags,
-        params=tags | {f"ceiling.{key}": value for key, value in options.items()},
-        run_name=f"bound-{args.scenario}-{args.seed}",
-    ) as run:
-        row = trace_ceiling(config, args.scenario, args.seed, jobs, args.costs, source=source)
-        write_parquet(row, args.out)
-        values = row.row(0, named=True)
-        run.log_params(
-            {"solver": values["solver"], "status": values["relaxation_status"]}
-            | {k: values[k] for k in ("targets_reachable", "targets_status") if values[k]}
+    for seed in seeds:
+        tags = {"scenario": args.scenario, "seed": str(seed)}
+        with tracking.stage_run(
+            "bound",
+            config,
+            tags=tags,
+            params=tags | {f"ceiling.{key}": value for key, value in options.items()},
+            run_name=f"bound-{args.scenario}-{seed}",
+        ) as run:
+            row = trace_ceiling(config, args.scenario, seed, jobs[seed], args.costs, source=source)
+            write_parquet(row, outs[seed])
+            values = row.row(0, named=True)
+            run.log_params(
+                {"solver": values["solver"], "status": values["relaxation_status"]}
+                | {k: values[k] for k in ("targets_reachable", "targets_status") if values[k]}
+            )
+            run.log_metrics(
+                {
+                    k: float(v)
+                    for k, v in values.items()
+                    if isinstance(v, int | float) and k != "seed"
+                }
+            )
+            run.log_artifact(outs[seed])
+        targets = (
+            f"; targets {values['targets_reachable']} (shortfall >= "
+            f"{values['shortfall_lower']:.4f}, {values['targets_status']}, "
+            f"{values['targets_s']:.1f} s)"
+            if values["targets_reachable"]
+            else ""
         )
-        run.log_metrics(
-            {k: float(v) for k, v in values.items() if isinstance(v, int | float) and k != "seed"}
+        print(
+            f"bound {args.scenario} seed {seed}: at most {values['ceiling_met']} of "
+            f"{values['jobs']} deadlines ({values['relaxation_status']}, "
+            f"{values['relaxation_s']:.1f} s){targets} -> {outs[seed]}"
         )
-        run.log_artifact(args.out)
-    targets = (
-        f"; targets {values['targets_reachable']} (shortfall >= {values['shortfall_lower']:.4f}, "
-        f"{values['targets_status']}, {values['targets_s']:.1f} s)"
-        if values["targets_reachable"]
-        else ""
-    )
-    print(
-        f"bound {args.scenario} seed {args.seed}: at most {values['ceiling_met']} of "
-        f"{values['jobs']} deadlines ({values['relaxation_status']}, "
-        f"{values['relaxation_s']:.1f} s){targets} -> {args.out}"
-    )
 
 
 def cmd_sweep(args: argparse.Namespace) -> None:
@@ -861,6 +886,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_build_commands(sub)
+    _add_ceiling_commands(sub)
     _add_run_commands(sub)
     return parser
 
@@ -947,12 +973,16 @@ def _add_build_commands(sub: Any) -> None:
     )
     profile.add_argument("--out", required=True, type=Path, help="cost table Parquet to write")
 
-    workload = _command(sub, "workload", cmd_workload, "the job trace of one scenario and seed")
+    workload = _command(sub, "workload", cmd_workload, "the job traces of a scenario's seeds")
     _config_arg(workload)
     workload.add_argument("--scenario", required=True, help="a scenario of the config")
-    workload.add_argument("--seed", required=True, type=_seed)
+    workload.add_argument(
+        "--seed", required=True, type=_seed, action="append", help="trace seed (repeatable)"
+    )
     workload.add_argument("--costs", type=Path, help=COSTS_HELP)
-    workload.add_argument("--out", required=True, type=Path, help="job trace Parquet to write")
+    workload.add_argument(
+        "--out", required=True, help="job trace Parquet to write ('{seed}' with several seeds)"
+    )
 
     train = _command(sub, "train", cmd_train, "train the RELMAS agent of one scenario")
     _config_arg(train)
@@ -970,6 +1000,39 @@ def _add_build_commands(sub: Any) -> None:
         choices=catalog.learned(),
         help="a learned policy (relmas.catalog); a resizing one's actions also cut layers (needs "
         "the piece tables)",
+    )
+
+
+def _add_ceiling_commands(sub: Any) -> None:
+    """The stages that score a scenario's traces beside the evaluation: validate, bound."""
+    validate = _command(
+        sub, "validate", cmd_validate, "every online baseline on a scenario's validation traces"
+    )
+    _config_arg(validate)
+    validate.add_argument("--scenario", required=True, help="a scenario of the config")
+    validate.add_argument("--costs", type=Path, help=COSTS_HELP)
+    validate.add_argument(
+        "--out", required=True, type=Path, help="summary rows Parquet to write (one per run)"
+    )
+
+    bound = _command(
+        sub, "bound", cmd_bound, "a proven upper bound on the deadlines met of each trace"
+    )
+    _config_arg(bound)
+    bound.add_argument("--scenario", required=True, help="a scenario of the config")
+    bound.add_argument(
+        "--seed", required=True, type=_seed, action="append", help="a trace's seed (repeatable)"
+    )
+    bound.add_argument(
+        "--jobs",
+        help="trace path template (default: the study's trace of {scenario}, {seed}; "
+        "'{seed}' with several seeds)",
+    )
+    bound.add_argument("--costs", type=Path, help=COSTS_HELP)
+    bound.add_argument(
+        "--out",
+        required=True,
+        help="the row's Parquet file to write ('{seed}' with several seeds)",
     )
 
 
@@ -1003,26 +1066,6 @@ def _add_run_commands(sub: Any) -> None:
         help="also write the first seed's Gantt chart (its first jobs) here ('{policy}' with "
         "several policies)",
     )
-
-    validate = _command(
-        sub, "validate", cmd_validate, "every online baseline on a scenario's validation traces"
-    )
-    _config_arg(validate)
-    validate.add_argument("--scenario", required=True, help="a scenario of the config")
-    validate.add_argument("--costs", type=Path, help=COSTS_HELP)
-    validate.add_argument(
-        "--out", required=True, type=Path, help="summary rows Parquet to write (one per run)"
-    )
-
-    bound = _command(
-        sub, "bound", cmd_bound, "a proven upper bound on the deadlines met of one trace"
-    )
-    _config_arg(bound)
-    bound.add_argument("--scenario", required=True, help="a scenario of the config")
-    bound.add_argument("--seed", required=True, type=_seed, help="the trace's seed")
-    bound.add_argument("--jobs", help="the trace (default: the study's trace of scenario, seed)")
-    bound.add_argument("--costs", type=Path, help=COSTS_HELP)
-    bound.add_argument("--out", required=True, type=Path, help="the row's Parquet file to write")
 
     sweep = _command(sub, "sweep", cmd_sweep, "every policy but ga_offline at one point of a sweep")
     _config_arg(sweep)

@@ -256,15 +256,19 @@ def evaluate_scenario(
     static_w: Mapping[str, float] | None = None,
     policy_options: Mapping[str, Any] | None = None,
     record: bool = False,
+    tables: CostTables | None = None,
 ) -> SimResult:
     """`relmas evaluate`: `policy` on the trace of a configured scenario and seed.
 
     The scenario's system (default system + its override) sets the instances and the bandwidth;
-    `static_w` gives each accelerator's static power (W), e.g. from its resolved spec.
+    `static_w` gives each accelerator's static power (W), e.g. from its resolved spec. `tables`:
+    the scenario's cost tables of `costs_dir`, already loaded (by a process that evaluates several
+    policies and seeds, so that it reads and checks them once).
     """
     study = Study(config, source)
     system = study.system(study.check_scenario(scenario))
-    tables = study.costs(scenario, costs_dir)
+    if tables is None:
+        tables = study.costs(scenario, costs_dir)
     tenants = [tenant.name for tenant in study.scenario(scenario).tenants]
     jobs = load_job_trace(jobs_path, tables, tenants)
     chosen = make_policy(policy, seed=seed, key="--policy", **dict(policy_options or {}))

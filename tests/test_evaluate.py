@@ -316,6 +316,41 @@ def test_one_evaluate_of_several_policies_equals_one_per_policy(tmp_path, monkey
     assert all(first == second for first, second in by_policy.values())
 
 
+def test_one_workload_or_bound_of_several_seeds_equals_one_per_seed(tmp_path, monkeypatch, capsys):
+    """A scenario's traces and their ceilings in one process each (the pipeline's workload and
+    bound jobs) are those one run per seed writes, each with its MLflow run; an --out without
+    '{seed}' or a seed twice is refused in one line before anything is written."""
+    monkeypatch.chdir(tmp_path)
+    quick = yaml.safe_load((ROOT / "config" / "quick.yaml").read_text())
+    quick["experiment"] = "traces"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(quick))
+    quick_costs(tmp_path / "qcosts", load_config(tmp_path / "config.yaml"))
+    common = ["workload", "--config", "config.yaml", "--scenario", "mixed", "--costs", "qcosts"]
+    for refused, option in ((["--out", "t.parquet"], "--out"), (["--seed", "2"], "--seed")):
+        argv = [*common, "--seed", "1", "--seed", "2", *refused]
+        assert main([*argv, "--out", "r{seed}.parquet"] if option == "--seed" else argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and option in err, err
+    assert not list(tmp_path.glob("*.parquet"))
+    assert main([*common, "--seed", "1", "--seed", "2", "--out", "t{seed}.parquet"]) == 0
+    for seed in ("1", "2"):
+        assert main([*common, "--seed", seed, "--out", f"one{seed}.parquet"]) == 0
+        assert pl.read_parquet(f"t{seed}.parquet").equals(pl.read_parquet(f"one{seed}.parquet"))
+    bound = ["bound", *common[1:], "--jobs", "t{seed}.parquet"]
+    assert main([*bound, "--seed", "1", "--seed", "2", "--out", "b{seed}.parquet"]) == 0
+    for seed in ("1", "2"):
+        assert main([*bound, "--seed", seed, "--out", f"bone{seed}.parquet"]) == 0
+        rows = [
+            pl.read_parquet(name).select(pl.exclude("^.*_s$"))  # but the solvers' seconds
+            for name in (f"b{seed}.parquet", f"bone{seed}.parquet")
+        ]
+        assert rows[0].equals(rows[1]) and rows[0]["seed"].to_list() == [int(seed)]
+    runs = mlflow.search_runs(experiment_names=["traces"], output_format="list")
+    for stage in ("workload", "bound"):
+        seeds = sorted(run.data.tags["seed"] for run in runs if run.data.tags["stage"] == stage)
+        assert seeds == ["1", "1", "2", "2"], stage
+
+
 @pytest.mark.parametrize(
     ("extra", "option"),
     [

@@ -219,9 +219,12 @@ def job_runs(runs: list) -> list:
 
 
 def runs_per_job(config: dict, rule: str) -> int:
-    """The MLflow runs a job of `rule` opens: one per policy for an evaluation batch's, else one."""
+    """The MLflow runs a job of `rule` opens: one per policy for an evaluation batch's, one per
+    evaluation seed for a workload or bound job's (a scenario's traces), else one."""
     batch = rule.removeprefix("evaluate_")
-    return len(batch_policies(config, batch)) if batch in EVALUATION_BATCHES else 1
+    if batch in EVALUATION_BATCHES:
+        return len(batch_policies(config, batch))
+    return len(config["evaluation"]["seeds"]) if rule in ("workload", "bound") else 1
 
 
 def test_quick_dag_logs_one_finished_run_per_job_while_8_run_at_once(quick_run) -> None:

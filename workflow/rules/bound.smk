@@ -10,25 +10,30 @@ def bound_costs(wildcards):
 
 
 rule bound:
-    """The ceiling of one evaluation trace: a proven upper bound on the deadlines any schedule
-    meets (the relaxation of every trace; the exact search on small ones) and, where its jobs
-    carry service targets, whether they are proven unreachable, with a proven lower bound on the
-    shortfall (docs/ceiling.md)."""
+    """The ceiling of each evaluation trace of one scenario: a proven upper bound on the deadlines
+    any schedule meets (the relaxation of every trace; the exact search on small ones) and, where
+    its jobs carry service targets, whether they are proven unreachable, with a proven lower bound
+    on the shortfall (docs/ceiling.md). One job (one process) for the scenario's traces, a row
+    and an MLflow run per trace."""
     input:
-        trace=PATHS.workload("{scenario}", "{seed}"),
+        traces=expand(str(PATHS.workload("{{scenario}}", "{seed}")), seed=EVAL_SEEDS),
         costs=bound_costs,
     output:
-        PATHS.bound("{scenario}", "{seed}"),
+        expand(str(PATHS.bound("{{scenario}}", "{seed}")), seed=EVAL_SEEDS),
     params:
+        seeds=" ".join(f"--seed {seed}" for seed in EVAL_SEEDS),
         scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
         system=slice_hash("system"),
         ceiling=config_hash(CONFIG["evaluation"]["ceiling"]),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
+        # one trace and one row per seed: the command fills in {seed}
+        jobs=lambda wildcards: PATHS.workload(wildcards.scenario, "{seed}"),
+        out=lambda wildcards: PATHS.bound(wildcards.scenario, "{seed}"),
     threads: CONFIG["evaluation"]["ceiling"]["threads"]
     log:
-        PATHS.log("bound", "{scenario}", "seed{seed}"),
+        PATHS.log("bound", "{scenario}"),
     benchmark:
-        PATHS.benchmark("bound", "{scenario}", "seed{seed}")
+        PATHS.benchmark("bound", "{scenario}")
     shell:
-        "{RELMAS} bound {CONFIG_ARGS} --scenario {wildcards.scenario:q} --seed {wildcards.seed}"
-        " --jobs {input.trace:q} --costs {params.costs:q} --out {output:q} > {log:q} 2>&1"
+        "{RELMAS} bound {CONFIG_ARGS} --scenario {wildcards.scenario:q} {params.seeds}"
+        " --jobs {params.jobs:q} --costs {params.costs:q} --out {params.out:q} > {log:q} 2>&1"

@@ -32,9 +32,7 @@ rule report:
             for name in ("agent.json", "curve.parquet", "best.pt")
         ],
         # the ceiling of every evaluation trace (the report's "how much was left to win")
-        bounds=expand(
-            rules.bound.output[0], scenario=CONFIG["scenarios"], seed=EVAL_SEEDS
-        ),
+        bounds=expand(rules.bound.output, scenario=CONFIG["scenarios"]),
         costs=expand(str(PATHS.costs("{accelerator}")), accelerator=CONFIG["accelerators"]),
         traces=expand(
             str(PATHS.workload("{scenario}", "{seed}")),

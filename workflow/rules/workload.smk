@@ -1,18 +1,22 @@
 rule workload:
-    """Job trace of one scenario and seed: arrivals, tenants, deadlines from the cost tables."""
+    """Job traces of one scenario, one per evaluation seed: arrivals, tenants, deadlines from the
+    cost tables. One job (one process) for all its seeds, one MLflow run per seed."""
     input:
         costs=scenario_costs,
         replay=scenario_trace_file,
     output:
-        PATHS.workload("{scenario}", "{seed}"),
+        expand(str(PATHS.workload("{{scenario}}", "{seed}")), seed=EVAL_SEEDS),
     params:
+        seeds=" ".join(f"--seed {seed}" for seed in EVAL_SEEDS),
         scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
         system=slice_hash("system"),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
+        # one trace per seed: the command fills in {seed}
+        out=lambda wildcards: PATHS.workload(wildcards.scenario, "{seed}"),
     log:
-        PATHS.log("workload", "{scenario}", "seed{seed}"),
+        PATHS.log("workload", "{scenario}"),
     benchmark:
-        PATHS.benchmark("workload", "{scenario}", "seed{seed}")
+        PATHS.benchmark("workload", "{scenario}")
     shell:
-        "{RELMAS} workload {CONFIG_ARGS} --scenario {wildcards.scenario:q} --seed {wildcards.seed}"
-        " --costs {params.costs:q} --out {output:q} > {log:q} 2>&1"
+        "{RELMAS} workload {CONFIG_ARGS} --scenario {wildcards.scenario:q} {params.seeds}"
+        " --costs {params.costs:q} --out {params.out:q} > {log:q} 2>&1"
