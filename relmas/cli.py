@@ -203,10 +203,7 @@ def cmd_workload(args: argparse.Namespace) -> None:
     study = Study(config, ", ".join(args.config))
     scenario = config["scenarios"][study.check_scenario(args.scenario)]
     replay = f"scenarios.{args.scenario}.arrival.path"
-    if len(args.seed) > 1 and "{seed}" not in str(args.out):
-        raise InputError(None, "--out", "a path with '{seed}' when several --seed are given")
-    if len(set(args.seed)) < len(args.seed):
-        raise InputError(None, "--seed", "each seed once", " ".join(map(str, args.seed)))
+    _check_repeated("--seed", args.seed, "seed", {"--out": args.out})
     outs = {seed: Path(_fill("--out", str(args.out), seed=seed)) for seed in args.seed}
     check_distinct_outputs(
         {
@@ -334,16 +331,10 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     study = Study(config, source)
     study.check_scenario(args.scenario)
     seeds, policies = args.seed, args.policy
-    for flag, template in (("--out", str(args.out)), ("--jobs", args.jobs)):
-        if len(seeds) > 1 and "{seed}" not in template:
-            raise InputError(None, flag, "a path with '{seed}' when several --seed are given")
-    for flag, template in (("--out", str(args.out)), ("--gantt", args.gantt)):
-        if len(policies) > 1 and template is not None and "{policy}" not in str(template):
-            raise InputError(None, flag, "a path with '{policy}' when several --policy are given")
+    _check_repeated("--seed", seeds, "seed", {"--out": args.out, "--jobs": args.jobs})
+    _check_repeated("--policy", policies, "policy", {"--out": args.out, "--gantt": args.gantt})
     if len(policies) > 1 and args.agent:
         raise InputError(None, "--agent", "one --policy (the learned one) with an agent")
-    if len(set(policies)) < len(policies):
-        raise InputError(None, "--policy", "each policy once", " ".join(policies))
     for policy in policies:  # all of them before the first one writes its results
         if catalog.entry(policy) is None:
             raise InputError(
@@ -497,6 +488,22 @@ def shared(name: str) -> bool:
     return name in numbers or name.startswith(prefixes)
 
 
+def _check_repeated(
+    option: str, values: Sequence[object], field: str, templates: Mapping[str, object]
+) -> None:
+    """The values of a repeatable option (`--seed`, `--policy`): each once, and with several of
+    them every path template given (option -> template, None when left out) names `{field}`, so
+    that no output is written twice."""
+    if len(set(values)) < len(values):
+        raise InputError(None, option, f"each {field} once", " ".join(map(str, values)))
+    if len(values) > 1:
+        for flag, template in templates.items():
+            if template is not None and "{" + field + "}" not in str(template):
+                raise InputError(
+                    None, flag, f"a path with '{{{field}}}' when several {option} are given"
+                )
+
+
 def _fill(option: str, template: str, **fields: object) -> str:
     """A path template of an option with its placeholders filled in (a stray brace is an error)."""
     try:
@@ -594,11 +601,7 @@ def cmd_bound(args: argparse.Namespace) -> None:
     study = Study(config, source)
     study.check_scenario(args.scenario)
     seeds = args.seed
-    for flag, template in (("--out", str(args.out)), ("--jobs", args.jobs)):
-        if len(seeds) > 1 and "{seed}" not in template:
-            raise InputError(None, flag, "a path with '{seed}' when several --seed are given")
-    if len(set(seeds)) < len(seeds):
-        raise InputError(None, "--seed", "each seed once", " ".join(map(str, seeds)))
+    _check_repeated("--seed", seeds, "seed", {"--out": args.out, "--jobs": args.jobs})
     jobs = {s: _fill("--jobs", args.jobs, scenario=args.scenario, seed=s) for s in seeds}
     outs = {s: _fill("--out", str(args.out), seed=s) for s in seeds}
     check_distinct_outputs(
