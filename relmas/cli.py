@@ -342,8 +342,6 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             )
     _fill("--out", str(args.out), seed=0, policy="")
     _fill("--jobs", args.jobs, scenario=args.scenario, seed=0)
-    if args.gantt is not None:
-        _fill("--gantt", str(args.gantt), policy="")
     system = study.system(args.scenario)
     outs = [
         _fill("--out", str(args.out), seed=seed, policy=policy)
