@@ -23,6 +23,7 @@ from relmas.rl.observation import (
     ServiceFeature,
     ServiceGlobalFeature,
     SlotFeature,
+    tenant_targets,
 )
 from relmas.rl.rules import slot_rules
 from relmas.rl.run import best_scored, rollout
@@ -80,6 +81,30 @@ def test_a_tenant_below_its_target_shows_its_deficit():
     assert obs[layout.slot_feature(6, SlotFeature.PRESENT)] == 1.0
     assert obs[layout.global_feature(GlobalFeature.QUEUE)] == pytest.approx(np.log1p(2))
     assert layout.size == layout.global_feature(0) + GLOBAL_FEATURES + len(ServiceGlobalFeature)
+
+
+def test_tenant_targets_are_exact_and_do_not_depend_on_job_order():
+    """A tenant's target from its jobs' is its own value, bit for bit, however many jobs carry it
+    and in whatever order (a grouped mean in polars sums 0.9 two thousand times in a
+    thread-dependent order: its last bit changed from run to run, and with it whether a rate of
+    exactly 0.9 counts as below target); per-model targets give the mean over the jobs."""
+    rng = np.random.default_rng(3)
+    tenants = rng.choice(["a", "b", "c", "d"], 4000)
+    rows = [(tenant, "B", 0.0, 9.0) for tenant in tenants]
+    own = {"a": 0.98, "b": 0.9, "c": 0.7, "d": None}
+    targets = [own[tenant] for tenant in tenants]
+    targets[0], targets[1] = 0.9, 0.6  # tenant "d": per-model targets, mean 0.75
+    tenants[0] = tenants[1] = "d"
+    jobs = jobs_frame(rows, False).with_columns(
+        tenant=pl.Series(tenants.tolist()), target=pl.Series(targets, dtype=pl.Float64())
+    )
+    system, costs = one_instance()
+    settings = replace(observation_settings(), service=True)
+    for frame in (jobs, jobs.sample(fraction=1.0, shuffle=True, seed=5)):
+        engine = Engine(system, costs, frame)
+        expected = {"a": 0.98, "b": 0.9, "c": 0.7, "d": 0.75}
+        got = tenant_targets(engine, settings)
+        assert {t: got[i] for i, t in enumerate(engine.tenants)} == expected  # exact equality
 
 
 def test_a_ready_job_that_cannot_meet_its_deadline_counts_as_missed():

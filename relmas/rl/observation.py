@@ -57,6 +57,7 @@ environment's (`relmas.rl.env`).
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, replace
 from enum import IntEnum
@@ -736,12 +737,24 @@ def tenant_targets(engine: Engine, settings: ObservationSettings) -> np.ndarray:
     targets their mean over its jobs); empty when `settings` has no service features."""
     if not settings.service:
         return np.zeros(0)
+    tenant_of_job = engine.jobs["tenant"].to_numpy()
+    job_targets = engine.jobs["target"].to_numpy().astype(np.float64)  # null: NaN
     targets = np.full(len(engine.tenants), np.nan)
-    means = engine.jobs.group_by("tenant").agg(pl.col("target").mean())
-    for tenant, target in means.iter_rows():
-        if target is not None:
-            targets[engine.tenants.index(tenant)] = target
+    for t, tenant in enumerate(engine.tenants):
+        values = job_targets[(tenant_of_job == tenant) & ~np.isnan(job_targets)]
+        if values.size:
+            targets[t] = exact_mean(values)
     return targets
+
+
+def exact_mean(values: np.ndarray) -> float:
+    """The mean of `values` independent of their order and of threads: equal values' own value
+    (a tenant's target is met by a rate equal to it), else their correctly rounded sum / count.
+    Not polars' grouped mean: it sums in a thread-dependent order, so a target's last bit, and with
+    it whether a rate equal to the target counts as below it, changed from run to run."""
+    if np.all(values == values[0]):
+        return float(values[0])
+    return math.fsum(values.tolist()) / values.size
 
 
 class Observation(NamedTuple):
