@@ -853,6 +853,40 @@ def test_resize_training_gives_an_agent_that_acts_as_in_its_environment(quick, r
     assert metrics["share_split"] == cut_layers.height / simulated.metrics["decisions"]
 
 
+@pytest.mark.parametrize(
+    ("agent", "policy", "bonus"),
+    [("agent", "relmas", None), ("agent", "relmas", 0.5), ("resize", "relmas_resize", None)],
+)
+def test_a_learned_policy_decides_in_one_kernel_as_step_by_step(
+    quick, trained, resized, tmp_path, agent, policy, bonus
+):
+    """`run_agent` (every evaluation's path: `run_to_completion`) against `decide` at each
+    decision point from Python: the same job times, timeline and decision count, also with a
+    teacher favoured by a bonus and for a resizing agent (whose cuts `apply_action` starts as in
+    training's environment)."""
+    config, root = quick
+    directory = root / agent
+    if bonus is not None:
+        directory = tmp_path / agent
+        shutil.copytree(root / agent, directory)
+        info = read_agent_info(directory)
+        assert info.teacher is not None
+        write_agent_info(directory, replace(info, teacher_bonus=bonus))
+    costs = root / ("cut_costs" if policy == "relmas_resize" else "costs")
+    system = scenario_system(config, "mixed")
+    tables = load_costs(costs, system, models=tuple(config["models"]))
+    jobs = generate_trace("mixed", config["scenarios"]["mixed"], system, tables, 7)
+    fused = simulate(system, jobs, tables, make_policy(policy, agent=directory), record=True)
+    engine = Engine(system, tables, jobs, record=True)
+    stepping = make_policy(policy, agent=directory)
+    stepping.reset(engine)
+    while (view := engine.next_decision()) is not None:
+        engine.step(stepping.decide(view))
+    stepped = engine.result(policy)
+    assert fused.jobs.equals(stepped.jobs) and fused.timeline.equals(stepped.timeline)
+    assert fused.metrics["decisions"] == stepped.metrics["decisions"] > 0
+
+
 def test_learned_policies_refuse_each_others_agents_and_missing_pieces(quick, trained, resized):
     config, root = quick
     with pytest.raises(InputError, match="observation.resize"):

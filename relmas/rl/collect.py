@@ -168,7 +168,8 @@ class FusedSteps:
         config: DQNConfig,
     ) -> None:
         self.env, self.collector, self.buffer = env, collector, learner.buffer
-        self.rule = teacher.kernel_arguments if teacher is not None else _no_rule(env)
+        no_rule = rules.no_rule_arguments(env.layout)
+        self.rule = teacher.kernel_arguments if teacher is not None else no_rule
         self.schedule = np.array(epsilon_schedule(config))
         self.teacher_steps, self.explore_seed = config.teacher_steps, learner.explore_seed
         self.bonus = config.teacher_bonus if teacher is not None else 0.0
@@ -212,7 +213,7 @@ def play(env: SchedulingEnv, policy: GreedyPolicy | SlotRule) -> np.ndarray:
         favour = policy.favour
         if favour is not None and not isinstance(favour, SlotRule):
             raise TypeError(f"a policy played in one call favours a slot rule, not {favour!r}")
-        rule = _no_rule(env) if favour is None else favour.kernel_arguments
+        rule = rules.no_rule_arguments(env.layout) if favour is None else favour.kernel_arguments
     else:
         no_network = np.zeros(0, np.float32), np.zeros((0, 4), np.int64), 1
         weights, rule, teacher_steps = NumpyWeights(*no_network), policy.kernel_arguments, 2**62
@@ -241,14 +242,6 @@ def play(env: SchedulingEnv, policy: GreedyPolicy | SlotRule) -> np.ndarray:
     )
     entry_point(collect, *arguments)(*arguments)
     return counts
-
-
-def _no_rule(
-    env: SchedulingEnv,
-) -> tuple[np.ndarray, np.ndarray, bool, bool, bool, np.ndarray, int]:
-    """`collect`'s rule arguments without a teacher (never used: there are no teacher steps)."""
-    empty = np.zeros(0, dtype=np.int64)
-    return empty, env.layout.sizes, False, False, False, empty, rules.BY_RULE
 
 
 class PythonSteps:

@@ -250,23 +250,38 @@ def reach_decision(E: EnvArrays) -> tuple[bool, float]:
     return status != STATUS_DECISION, credit
 
 
+@njit(cache=True, inline="always")  # no call overhead per step
+def apply_action(
+    T: Tables,
+    P: Pieces,
+    S: State,
+    slots: np.ndarray,
+    targets: np.ndarray,
+    actions: int,
+    action: int,
+) -> None:
+    """Count the decision and apply the valid `action` of `actions` (the last one waits): start
+    the job of its slot (`slots`, observed with its instance in `targets`) on that instance, its
+    next layer whole, cut by the action's split variant, or the next piece of a cut layer."""
+    access.count_decision(S)
+    wait = actions - 1
+    if action == wait:
+        access.request_wait(S)
+        return
+    variants = wait // slots.shape[0]
+    slot, split = action // variants, action % variants
+    job, accelerator = slots[slot], targets[slot]
+    if split == 0 and access.job_pieces_left(S, job) == 0:
+        start_layer(T, S, job, accelerator)
+    else:
+        start_piece(P, S, job, accelerator, split)
+
+
 @njit(cache=True)
 def env_step(E: EnvArrays, action: int) -> tuple[float, float, bool]:
     """Apply the valid `action` at the current decision point, then run to the next one. Returns
     (reward, credit, terminated): reward = credit + the potential-based shaping."""
-    S = E.S
-    access.count_decision(S)
-    wait = E.mask.shape[0] - 1
-    if action == wait:
-        access.request_wait(S)
-    else:
-        variants = wait // E.slots.shape[0]
-        slot, split = action // variants, action % variants
-        job, accelerator = E.slots[slot], E.targets[slot]
-        if split == 0 and access.job_pieces_left(S, job) == 0:
-            start_layer(E.T, S, job, accelerator)
-        else:
-            start_piece(E.P, S, job, accelerator, split)
+    apply_action(E.T, E.P, E.S, E.slots, E.targets, E.mask.shape[0], action)
     before = E.values[VALUE_POTENTIAL]
     terminated, credit = reach_decision(E)
     after = E.values[VALUE_POTENTIAL]

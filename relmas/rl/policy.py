@@ -11,14 +11,90 @@ so the simulator adds it to the system's energy.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+import numpy as np
+from numba import njit
+
 from relmas.errors import InputError
+from relmas.hw import jit_cache
+from relmas.policies import kernels as heuristic_kernels
+from relmas.policies import triage
 from relmas.policies.base import Policy, register
+from relmas.policies.kernels import Planner, plan
+from relmas.rl import env as env_module
+from relmas.rl import network as network_module
+from relmas.rl import observation as observation_module
+from relmas.rl import rules as rules_module
 from relmas.rl.agent import AGENT_FILE, deployed, load_agent
-from relmas.rl.network import GreedyPolicy
-from relmas.rl.observation import Observer
+from relmas.rl.env import apply_action
+from relmas.rl.network import GreedyPolicy, forward_pass, greedy_action
+from relmas.rl.observation import Observer, observe
+from relmas.rl.rules import SlotRule, no_rule_arguments, rule_action
+from relmas.sim import access
+from relmas.sim import kernels as engine_kernels
+from relmas.sim import service as service_module
 from relmas.sim.engine import DecisionView, Engine
+from relmas.sim.kernels import STATUS_DECISION, Pieces, State, Tables, advance
+
+
+@njit(cache=True)
+def run_agent(
+    T: Tables,
+    S: State,
+    P: Pieces,
+    planner: Planner,
+    reference: int,
+    alpha: float,
+    scales: np.ndarray,
+    tenant_target: np.ndarray,
+    slots: np.ndarray,
+    targets: np.ndarray,
+    obs: np.ndarray,
+    mask: np.ndarray,
+    params: np.ndarray,
+    layout: np.ndarray,
+    n_heads: int,
+    bonus: float,
+    preference: np.ndarray,
+    sizes: np.ndarray,
+    patient: bool,
+    gated: bool,
+    ordered: bool,
+    cut_pieces: np.ndarray,
+    precedence: int,
+) -> int:
+    """Simulate to the end (or to a full timeline buffer) deciding with the agent: at each
+    decision point the reference heuristic's pick (`planner`, `reference`, `alpha`), the
+    observation, the network's greedy action with `bonus` on its teacher rule's (`preference` ...
+    `precedence`, `rule_action`'s arguments) — `RelmasPolicy.decide`'s steps, in one call."""
+    while True:
+        status = advance(T, S)
+        if status != STATUS_DECISION:
+            return status
+        count = plan(T, S, planner, reference, alpha)
+        first = planner.out_job[0] if count > 0 else -1
+        can_wait = access.can_wait(S)
+        observe(T, P, S, scales, tenant_target, first, can_wait, obs, slots, targets, mask)
+        favoured = -1
+        if bonus > 0.0:
+            favoured = rule_action(
+                obs, mask, preference, sizes, patient, gated, ordered, cut_pieces, precedence
+            )
+        action = greedy_action(forward_pass(params, layout, n_heads, obs), mask, favoured, bonus)
+        if action < 0:
+            raise RuntimeError("no valid action in the mask: the observation broke its contract")
+        apply_action(T, P, S, slots, targets, mask.shape[0], action)
+
+
+# The cached kernel embeds everything it calls: recompile when one of these sources changes.
+jit_cache.refresh(
+    run_agent,
+    (engine_kernels, access, triage, heuristic_kernels, service_module, observation_module)
+    + (env_module, rules_module, network_module, sys.modules[__name__]),
+    stamp="relmas-rl-policy.sha256",
+)
 
 
 @register("relmas")
@@ -66,6 +142,35 @@ class RelmasPolicy(Policy):
     def decide(self, view: DecisionView) -> list[tuple[int, int, int]]:
         seen = self.observer.observe(view)
         return self.observer.assignments(self.greedy(seen.obs, seen.mask))
+
+    def run_to_completion(self, engine: Engine) -> bool:
+        """The whole trace in `run_agent`: the same decisions as `decide`'s (tested), without a
+        call from Python per decision."""
+        observer, greedy = self.observer, self.greedy
+        layout, reference, weights = observer.layout, observer.reference, greedy.weights
+        favour = greedy.favour
+        if favour is not None and not isinstance(favour, SlotRule):
+            return False
+        rule = no_rule_arguments(layout) if favour is None else favour.kernel_arguments
+        engine.run_jitted(
+            run_agent,
+            engine.kernel_pieces,
+            reference.planner,
+            reference.code,
+            reference.alpha,
+            observer.scales,
+            observer.tenant_target,
+            observer.slots,
+            observer.targets,
+            np.zeros(layout.size, dtype=np.float32),
+            np.zeros(layout.actions, dtype=bool),
+            weights.params,
+            weights.layout,
+            weights.n_heads,
+            greedy.bonus,
+            *rule,
+        )
+        return True
 
 
 @register("relmas_resize")

@@ -111,6 +111,15 @@ class SlotRule:
         return preference, sizes, self.patient, gated, ordered, cut_pieces, precedence
 
 
+def no_rule_arguments(
+    layout: Layout,
+) -> tuple[np.ndarray, np.ndarray, bool, bool, bool, np.ndarray, int]:
+    """`rule_action`'s arguments for a kernel without a rule to act by or favour (never read:
+    such a kernel has no teacher steps and no bonus)."""
+    empty = np.zeros(0, dtype=np.int64)
+    return empty, layout.sizes, False, False, False, empty, BY_RULE
+
+
 @njit(cache=True)
 def rule_action(
     obs: np.ndarray,
