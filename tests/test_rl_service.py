@@ -85,7 +85,7 @@ def test_a_tenant_below_its_target_shows_its_deficit():
 
 def test_tenant_targets_are_exact_and_do_not_depend_on_job_order():
     """A tenant's target from its jobs' is its own value, bit for bit, however many jobs carry it
-    and in whatever order (a grouped mean in polars sums 0.9 two thousand times in a
+    and in whatever order (a grouped mean in polars sums 0.9 a thousand times in a
     thread-dependent order: its last bit changed from run to run, and with it whether a rate of
     exactly 0.9 counts as below target); per-model targets give the mean over the jobs."""
     rng = np.random.default_rng(3)
