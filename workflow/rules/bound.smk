@@ -16,12 +16,12 @@ rule bound:
     on the shortfall (docs/ceiling.md). One job (one process) for the scenario's traces, a row
     and an MLflow run per trace."""
     input:
-        traces=expand(str(PATHS.workload("{{scenario}}", "{seed}")), seed=EVAL_SEEDS),
+        traces=rules.workload.output,
         costs=bound_costs,
     output:
         expand(str(PATHS.bound("{{scenario}}", "{seed}")), seed=EVAL_SEEDS),
     params:
-        seeds=" ".join(f"--seed {seed}" for seed in EVAL_SEEDS),
+        seeds=EVAL_SEED_ARGS,
         scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
         system=slice_hash("system"),
         ceiling=config_hash(CONFIG["evaluation"]["ceiling"]),

@@ -77,6 +77,8 @@ def scenario_trace_file(wildcards):
 
 
 EVAL_SEEDS = CONFIG["evaluation"]["seeds"]
+# the evaluation seeds as arguments of a command that takes them all (workload, evaluate, bound)
+EVAL_SEED_ARGS = " ".join(f"--seed {seed}" for seed in EVAL_SEEDS)
 # (scenario, policy) pairs evaluated: ga_offline only on small scenarios
 EVAL_RUNS = evaluation_runs(CONFIG)
 # the configured policies of each evaluation batch, those a job of rule evaluate_<batch> runs

@@ -4,7 +4,7 @@ rule evaluate:
     wildcard_constraints:
         policy=UNBATCHED_POLICIES,
     input:
-        traces=expand(str(PATHS.workload("{{scenario}}", "{seed}")), seed=EVAL_SEEDS),
+        traces=rules.workload.output,
         costs=scenario_costs,
         agent=policy_agent,
     output:
@@ -21,7 +21,7 @@ rule evaluate:
             seed=EVAL_SEEDS,
         ),
     params:
-        seeds=" ".join(f"--seed {seed}" for seed in EVAL_SEEDS),
+        seeds=EVAL_SEED_ARGS,
         agent=lambda wildcards, input: (
             f"--agent {shlex.quote(str(Path(input.agent[0]).parent))}" if input.agent else ""
         ),
@@ -55,7 +55,7 @@ for batch, policies in EVAL_BATCHES.items():
         name:
             f"evaluate_{batch}"
         input:
-            traces=expand(str(PATHS.workload("{{scenario}}", "{seed}")), seed=EVAL_SEEDS),
+            traces=rules.workload.output,
             costs=batch_costs(policies),
         output:
             results=expand(
@@ -75,7 +75,7 @@ for batch, policies in EVAL_BATCHES.items():
             ),
         params:
             policies=" ".join(f"--policy {policy}" for policy in policies),
-            seeds=" ".join(f"--seed {seed}" for seed in EVAL_SEEDS),
+            seeds=EVAL_SEED_ARGS,
             scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
             system=slice_hash("system"),
             # what the batch's runs read of `evaluation:`: the seeds and its policies' settings

@@ -7,7 +7,7 @@ rule workload:
     output:
         expand(str(PATHS.workload("{{scenario}}", "{seed}")), seed=EVAL_SEEDS),
     params:
-        seeds=" ".join(f"--seed {seed}" for seed in EVAL_SEEDS),
+        seeds=EVAL_SEED_ARGS,
         scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
         system=slice_hash("system"),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
