@@ -22,11 +22,19 @@ RECOVER := $(BIN)/python -m relmas recover
 
 .PHONY: run quick test lint bench ui-check clean
 
+# A registry connection that drops mid-download (seen in CI: a 54 MB wheel stalled at 22 MB) is
+# retried: pip resumes the download itself, and the whole install is tried three times, a minute
+# apart, before make gives up. pip 25.1 is the first with --resume-retries.
+PIP_INSTALL := $(BIN)/python -m pip install --quiet --retries 10 --resume-retries 10
+
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
-	$(BIN)/python -m pip install --quiet -r requirements.lock
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	for attempt in 1 2 3; do \
+	  $(BIN)/python -m pip install --quiet --retries 10 --upgrade "pip>=25.1" && \
+	  $(PIP_INSTALL) -r requirements.lock && break; \
+	  test $$attempt = 3 && exit 1; echo "install attempt $$attempt failed; retrying in 60 s" >&2; sleep 60; \
+	done
+	$(PIP_INSTALL) --no-deps --no-build-isolation -e .
 	touch $@
 
 run quick: $(STAMP)  ## the whole study of $(CONFIG) (run), the whole DAG on the tiny config/quick.yaml (quick)
