@@ -2,8 +2,9 @@
 known and the proven ceiling (`relmas bound`) on the same evaluation traces, in SLA points.
 
 How much any schedule could win above the rule is at most ceiling − rule; how much is known to be
-winnable, best known − rule; the width ceiling − best known is what nobody knows yet. Each is a
-mean over the evaluation seeds of per-trace differences, with a Student-t 95% interval.
+winnable, best known − rule; the width ceiling − best known is what the schedules evaluated here
+leave unknown (schedules of other kinds may do better). Each is a mean over the evaluation seeds
+of per-trace differences, with a Student-t 95% interval.
 """
 
 from __future__ import annotations
@@ -195,8 +196,9 @@ def ceiling_markdown(table: pl.DataFrame, bounds: pl.DataFrame) -> list[str]:
         "policies, the *best known* schedule (the most deadlines met on each trace by any "
         "evaluated policy or the exact search's replayed schedule) and the *ceiling*: a proven "
         "upper bound on the deadlines any schedule the engine allows can meet (`relmas bound`, "
-        f"docs/ceiling.md). {differences} `width` = ceiling − best known, what is not known "
-        "either way.\n",
+        f"docs/ceiling.md). {differences} `width` = ceiling − best known, what these schedules "
+        "leave unknown either way (schedules of other kinds may meet more: docs/ceiling.md, "
+        '"The rules\' part of the width").\n',
         markdown_table(pl.DataFrame(shown)),
         "",
         "\n".join(f"- {line}" for line in sentences),
