@@ -16,7 +16,9 @@ trace the strongest rule on the whole system and, for every proper subset of its
 on the system with only those types' instances: a schedule of the whole system that leaves the
 other instances idle. The best of them is replayed on the whole system (relmas.ceiling.replay, a
 timed plan of its run) to show that the engine meets its count there; beside it the relaxation's
-bound.
+bound. On a scenario with service targets, also the least shortfall of the rule and target-aware
+baselines on the whole system and on the subsets, the latter replayed the same way. `--types`
+tries one subset instead of all.
 
 `targets`: the evaluation traces drawn again with service targets given to the scenarios' tenants
 by name (`--targets camera=0.98,batch=0.5`; cost tables from `--costs`, default the study's): per
@@ -27,6 +29,7 @@ target-aware ones. Scenarios whose tenants already carry targets keep them.
     python benchmarks/bench_ceiling.py small --scenarios vision_heavy --jobs 8 --load 4 --traces 100
     python benchmarks/bench_ceiling.py traces --scenarios vision_heavy,bursty
     python benchmarks/bench_ceiling.py subsets --scenarios vision_heavy
+    python benchmarks/bench_ceiling.py subsets --scenarios service_levels --types simba_chiplet
     python benchmarks/bench_ceiling.py targets --targets camera=0.98,assistant=0.9,batch=0.5
 """
 
@@ -45,7 +48,7 @@ from relmas import catalog
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.exact import Plan, solve_exact
 from relmas.ceiling.instance import Instance
-from relmas.ceiling.replay import replay
+from relmas.ceiling.replay import PlanReplay
 from relmas.ceiling.targets import shortfall_bound
 from relmas.config import load_config
 from relmas.errors import InputError
@@ -53,7 +56,8 @@ from relmas.evaluate import load_job_trace
 from relmas.policies import make_policy
 from relmas.report import markdown_table
 from relmas.sim import Engine
-from relmas.sim.costs import load_costs
+from relmas.sim.costs import CostTables, load_costs
+from relmas.sim.result import SimResult
 from relmas.sim.system import System
 from relmas.study import Study
 from relmas.workload import generate_trace
@@ -139,11 +143,30 @@ def traces(args: argparse.Namespace, study: Study, scenario: str) -> list[dict]:
     return rows
 
 
-def on_whole_system(system: System, kept: tuple[str, ...], plan: Plan) -> Plan:
-    """`plan`, run on `system`'s instances of the `kept` types, as a plan of the whole system."""
+def outcomes(
+    system: System, tables: CostTables, jobs: pl.DataFrame, names: list[str]
+) -> dict[str, tuple[int, float | None]]:
+    """Per policy of `names`: the deadlines it meets on `jobs` and its shortfall (None without
+    service targets)."""
+    out = {}
+    for name in names:
+        result = Engine(system, tables, jobs).run(make_policy(name))
+        out[name] = (int(result.jobs["met"].sum()), result.metrics["shortfall"])
+    return out
+
+
+def replayed_on_whole(
+    system: System, tables: CostTables, jobs: pl.DataFrame, subset: tuple, policy: str
+) -> SimResult:
+    """`policy`'s run on the system's instances of the types of `subset` = (types, system, tables),
+    replayed on the whole system in the engine (its other instances idle)."""
+    kept, idle, idle_tables = subset
+    engine = Engine(idle, idle_tables, jobs, record=True)
+    engine.run(make_policy(policy))
+    plan = Plan.of_run(Instance.of(idle, idle_tables, jobs), engine, policy)
     whole = [k for k, name in enumerate(system.instance_types) if name in kept]
     tasks = tuple(replace(task, instance=whole[task.instance]) for task in plan.tasks)
-    return replace(plan, tasks=tasks)
+    return Engine(system, tables, jobs).run(PlanReplay(replace(plan, tasks=tasks)))
 
 
 def subsets(args: argparse.Namespace, study: Study, scenario: str) -> list[dict]:
@@ -151,48 +174,63 @@ def subsets(args: argparse.Namespace, study: Study, scenario: str) -> list[dict]
     tables = study.costs(scenario, args.costs)
     costs_dir = study.paths.costs_dir if args.costs is None else args.costs
     types = system.accelerator_types
+    if args.types and not set(args.types) < set(types):
+        raise InputError(None, "--types", f"a proper subset of {', '.join(types)}", args.types)
+    chosen = (
+        [tuple(t for t in types if t in args.types)]
+        if args.types
+        else [kept for size in range(1, len(types)) for kept in itertools.combinations(types, size)]
+    )
     restricted = []
-    for size in range(1, len(types)):
-        for kept in itertools.combinations(types, size):
-            idle = replace(system, instances=tuple(i for i in system.instances if i.name in kept))
-            restricted.append((kept, idle, load_costs(costs_dir, idle, args.config, study.models)))
+    for kept in chosen:
+        idle = replace(system, instances=tuple(i for i in system.instances if i.name in kept))
+        restricted.append((kept, idle, load_costs(costs_dir, idle, args.config, study.models)))
+    rules = catalog.of_kind("rule")
     rows = []
     for seed in study.config["evaluation"]["seeds"]:
         jobs = study.trace(scenario, seed, args.costs)
-        rule, met = strongest_rule(system, tables, jobs)
-        best = max(
-            (
-                (*strongest_rule(idle, idle_tables, jobs), kept, idle, idle_tables)
-                for kept, idle, idle_tables in restricted
-            ),
-            key=lambda b: b[1],
+        served = any(t is not None for t in jobs["target"].to_list())
+        names = [*rules, *(catalog.of_kind("target") if served else ())]
+        whole = outcomes(system, tables, jobs, names)
+        on = [(subset, outcomes(subset[1], subset[2], jobs, names)) for subset in restricted]
+        rule = max(rules, key=lambda n: whole[n][0])
+        met, subset, kept_rule = max(
+            ((o[n][0], subset, n) for subset, o in on for n in rules), key=lambda b: b[0]
         )
-        # the restricted run replayed on the whole system (its other instances idle), in the engine
-        kept_rule, kept_met, kept, idle, idle_tables = best
-        engine = Engine(idle, idle_tables, jobs, record=True)
-        engine.run(make_policy(kept_rule))
-        plan = Plan.of_run(Instance.of(idle, idle_tables, jobs), engine, kept_rule)
-        replayed = replay(system, tables, jobs, on_whole_system(system, kept, plan))
+        replayed = replayed_on_whole(system, tables, jobs, subset, kept_rule)
         bound = relaxation_bound(Instance.of(system, tables, jobs), time_limit_s=args.time_limit)
-        rows.append(
-            {
-                "scenario": scenario,
-                "seed": seed,
-                "jobs": jobs.height,
-                "strongest rule": rule,
-                "rule met": met,
-                "types used": "+".join(kept),
-                "its rule": kept_rule,
-                "types' best met": kept_met,
-                "replayed": replayed,
-                "ceiling": bound.met,
-                "gain (points)": round(100 * (kept_met - met) / jobs.height, 1),
-                "ceiling-best (points)": round(
-                    100 * (bound.met - max(met, replayed)) / jobs.height, 1
-                ),
-                "status": bound.status,
+        best = max(whole[rule][0], int(replayed.jobs["met"].sum()))
+        row = {
+            "scenario": scenario,
+            "seed": seed,
+            "jobs": jobs.height,
+            "strongest rule": rule,
+            "rule met": whole[rule][0],
+            "types used": "+".join(subset[0]),
+            "its rule": kept_rule,
+            "types' best met": met,
+            "replayed": int(replayed.jobs["met"].sum()),
+            "ceiling": bound.met,
+            "gain (points)": round(100 * (met - whole[rule][0]) / jobs.height, 1),
+            "ceiling-best (points)": round(100 * (bound.met - best) / jobs.height, 1),
+            "status": bound.status,
+        }
+        if served:  # the least shortfall of the rule and target-aware baselines, alike
+            least = min(names, key=lambda n: whole[n][1])
+            short, subset, kept_policy = min(
+                ((o[n][1], subset, n) for subset, o in on for n in names), key=lambda b: b[0]
+            )
+            again = replayed_on_whole(system, tables, jobs, subset, kept_policy)
+            row |= {
+                "least shortfall (points)": round(100 * whole[least][1], 2),
+                "by": least,
+                "types' least shortfall (points)": round(100 * short, 2),
+                "shortfall types": "+".join(subset[0]),
+                "its policy": kept_policy,
+                "replayed shortfall (points)": round(100 * again.metrics["shortfall"], 2),
+                "targets met (replayed)": again.metrics["targets_met"],
             }
-        )
+        rows.append(row)
         print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
     return rows
 
@@ -267,6 +305,12 @@ def main() -> int:
         help="small: this arrival load (a short trace that "
         "starts idle needs a higher one to be contended)",
     )
+    parser.add_argument(
+        "--types",
+        type=lambda text: text.split(","),
+        default=None,
+        help="subsets: only this subset of the accelerator types (comma-separated; default: all)",
+    )
     parser.add_argument("--targets", type=_rates, default={}, help="targets: tenant=rate,...")
     parser.add_argument("--costs", default=None, help="subsets, targets: cost tables")
     args = parser.parse_args()
@@ -300,6 +344,15 @@ def main() -> int:
             pl.col("rule met").mean().alias("rule met (mean)"),
             pl.col("types' best met").mean().alias("types' best met (mean)"),
             pl.col("replayed").mean().alias("replayed (mean)"),
+            *(
+                [
+                    pl.col("least shortfall (points)").mean().round(2),
+                    pl.col("replayed shortfall (points)").mean().round(2),
+                    pl.col("targets met (replayed)").sum(),
+                ]
+                if "least shortfall (points)" in table.columns
+                else []
+            ),
             pl.col("ceiling").mean().alias("ceiling (mean)"),
             pl.col("gain (points)").mean().round(1).alias("mean gain (points)"),
             pl.col("ceiling-best (points)").mean().round(1).alias("mean ceiling-best (points)"),
