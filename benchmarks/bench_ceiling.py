@@ -40,8 +40,10 @@ import copy
 import itertools
 import statistics
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
 import polars as pl
 
 from relmas import catalog
@@ -63,14 +65,23 @@ from relmas.study import Study
 from relmas.workload import generate_trace
 
 
+def outcomes(
+    system: System, tables: CostTables, jobs: pl.DataFrame, names: Sequence[str]
+) -> dict[str, tuple[int, float | None]]:
+    """Per policy of `names`: the deadlines it meets on `jobs` and its shortfall (None without
+    service targets)."""
+    out = {}
+    for name in names:
+        result = Engine(system, tables, jobs).run(make_policy(name))
+        out[name] = (int(result.jobs["met"].sum()), result.metrics["shortfall"])
+    return out
+
+
 def strongest_rule(system, tables, jobs) -> tuple[str, int]:
     """The rule baseline meeting the most deadlines on `jobs`, and how many."""
-    met = {
-        name: int(Engine(system, tables, jobs).run(make_policy(name)).jobs["met"].sum())
-        for name in catalog.of_kind("rule")
-    }
-    best = max(met, key=met.__getitem__)
-    return best, met[best]
+    met = outcomes(system, tables, jobs, catalog.of_kind("rule"))
+    best = max(met, key=lambda name: met[name][0])
+    return best, met[best][0]
 
 
 def small(args: argparse.Namespace, study: Study, scenario: str) -> dict:
@@ -143,18 +154,6 @@ def traces(args: argparse.Namespace, study: Study, scenario: str) -> list[dict]:
     return rows
 
 
-def outcomes(
-    system: System, tables: CostTables, jobs: pl.DataFrame, names: list[str]
-) -> dict[str, tuple[int, float | None]]:
-    """Per policy of `names`: the deadlines it meets on `jobs` and its shortfall (None without
-    service targets)."""
-    out = {}
-    for name in names:
-        result = Engine(system, tables, jobs).run(make_policy(name))
-        out[name] = (int(result.jobs["met"].sum()), result.metrics["shortfall"])
-    return out
-
-
 def replayed_on_whole(
     system: System, tables: CostTables, jobs: pl.DataFrame, subset: tuple, policy: str
 ) -> SimResult:
@@ -185,6 +184,24 @@ def subsets(args: argparse.Namespace, study: Study, scenario: str) -> list[dict]
     for kept in chosen:
         idle = replace(system, instances=tuple(i for i in system.instances if i.name in kept))
         restricted.append((kept, idle, load_costs(costs_dir, idle, args.config, study.models)))
+    layers = np.concatenate(
+        [
+            np.arange(tables.first_row[m], tables.first_row[m] + tables.n_layers[m])
+            for m in (
+                tables.models.index(name) for name in study.config["scenarios"][scenario]["models"]
+            )
+        ]
+    )
+    fastest = np.bincount(tables.alone_s[layers].argmin(axis=1), minlength=len(tables.types))
+    print(
+        f"{scenario}, each of its models' layers once, per type: "
+        + ", ".join(
+            f"{name} {tables.dram_bytes[layers, k].sum() / 1e9:.2f} GB, fastest on {fastest[k]}"
+            for k, name in enumerate(tables.types)
+        )
+        + f" of {layers.size} layers",
+        flush=True,
+    )
     rules = catalog.of_kind("rule")
     rows = []
     for seed in study.config["evaluation"]["seeds"]:
