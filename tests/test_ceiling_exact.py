@@ -17,7 +17,7 @@ from relmas.ceiling.replay import PlanReplay, replay
 from relmas.errors import InputError
 from relmas.policies import make_policy
 from relmas.schemas import JOB_SCHEMA
-from relmas.sim import CostTables, Engine, load_system
+from relmas.sim import CostTables, Engine, access, load_system
 from tests.synthetic import cost_frame, synthetic_costs, synthetic_pieces
 
 ONLINE = catalog.of_kind("heuristic", "rule", "search")
@@ -224,13 +224,15 @@ def test_the_replay_follows_the_plan_and_refuses_another_trace():
 
 def test_the_instance_is_the_engines_view_of_the_trace():
     system, tables, trace = _case(5, 4, 3, 2, 8.0, False, (1.0, 3.0))
+    trace = trace.with_columns(pl.col("arrival_s", "deadline_s") - 7.5)  # origin -8, not -7.5
     instance = Instance.of(system, tables, trace.reverse())
     engine = Engine(system, tables, trace)
     assert instance.job_id.tolist() == engine.jobs["job_id"].to_list()
-    assert instance.arrival_s[0] == 0.0
-    np.testing.assert_allclose(
-        instance.deadline_s + instance.origin_s, engine.jobs["deadline_s"].to_numpy()
-    )
+    # the engine's clock, to the bit: its test of "met" depends on the times' size
+    assert instance.origin_s == engine.origin_s == -8.0
+    jobs = range(instance.n_jobs)
+    assert instance.arrival_s.tolist() == [access.job_arrival(engine.state, j) for j in jobs]
+    assert instance.deadline_s.tolist() == [access.job_deadline(engine.state, j) for j in jobs]
     sizes = [tables.n_layers[tables.model_index(m)] for m in engine.jobs["model"].to_list()]
     assert np.diff(instance.first_op).tolist() == sizes
     assert instance.count.tolist() == [2, 1]
@@ -283,3 +285,96 @@ def test_a_layer_far_shorter_than_the_grids_tick_is_planned_and_replayed():
     jobs = _trace([("long", 0.0, 1.0), ("tiny", 0.5, 0.5 + 1e-6)])
     result = solve_exact(system, tables, jobs, time_limit_s=10.0, max_jobs=30, seed_policies=())
     assert (result.lower, result.upper) == (1, 1)
+
+
+# ----------------------------------------------------------------------------- the clock
+
+
+def test_a_trace_that_starts_before_zero_is_solved():
+    # The engine's clock starts at -1 s, the whole second before the first arrival: the seed
+    # runs' timed plans are on that clock too, and their replays can wait for their start times.
+    system, tables, original = _case(11, 5, 2, 2, None, False, (1.0, 3.0))
+    start = original["arrival_s"][0]
+    trace = original.with_columns(pl.col("arrival_s", "deadline_s") - start - 0.5)
+    result = solve_exact(system, tables, trace, time_limit_s=10.0, max_jobs=30)
+    unshifted = solve_exact(system, tables, original, time_limit_s=10.0, max_jobs=30)
+    assert (result.lower, result.upper) == (unshifted.lower, unshifted.upper) == (5, 5)
+    assert replay(system, tables, trace, result.plan) == 5
+
+
+def test_a_run_far_from_zero_replays_as_a_timed_plan_to_its_own_count():
+    # At +1000.3 s a patient rule's run (it holds work back) is replayed as a timed plan: every
+    # task waits for its recorded start on the engine's clock, so the replay is the run again.
+    system, tables, trace = _case(7141, 7, 3, 1, 8.0, True, (1.0, 3.0))
+    trace = trace.with_columns(pl.col("arrival_s", "deadline_s") + 1000.3)
+    instance = Instance.of(system, tables, trace)
+    engine = Engine(system, tables, trace, record=True)
+    run = engine.run(make_policy("edf_feasible_patient_gated_ordered")).jobs.sort("job_id")
+    plan = Plan.of_run(instance, engine, "edf_feasible_patient_gated_ordered")
+    again = Engine(system, tables, trace).run(PlanReplay(plan)).jobs.sort("job_id")
+    assert int(again["met"].sum()) == int(run["met"].sum()) == plan.count == 7
+    np.testing.assert_array_equal(again["finish_s"], run["finish_s"])
+    assert plan.tasks[0].start_s == engine.timeline()["start_s"].min()  # the engine's clock
+
+
+def test_in_epoch_seconds_the_float_margin_is_of_the_engines_clock():
+    # Two 1 s jobs at 1.7e9 s on one instance, due 1.05 s and 1.95 s later: the second would end
+    # 0.05 s late, the optimum is 1. A float margin of the absolute times (64 x 1e-12 x 1.7e9 =
+    # 0.11 s) would let the relaxation count both; the engine's clock reads 0 to 1.95 s.
+    tables = CostTables.from_frame(cost_frame({"one": {"x": [(1.0, 0, 0.0)]}}), ["x"])
+    system = load_system({"instances": [{"name": "x", "count": 1}]})
+    jobs = _trace([("one", 1.7e9, 1.7e9 + 1.05), ("one", 1.7e9, 1.7e9 + 1.95)])
+    result = solve_exact(system, tables, jobs, time_limit_s=10.0, max_jobs=30, seed_policies=())
+    assert (result.lower, result.upper, result.exact) == (1, 1, True)
+
+
+def test_a_plan_is_refused_on_a_trace_with_another_origin():
+    system, tables, trace = _case(11, 5, 2, 2, None, False, (1.0, 3.0))
+    result = solve_exact(system, tables, trace, time_limit_s=10.0, max_jobs=30)
+    later = trace.with_columns(pl.col("arrival_s", "deadline_s") + 3.0)
+    with pytest.raises(ValueError, match="origin differs"):
+        replay(system, tables, later, result.plan)
+
+
+# One layer type `x` (two instances) and `y` (one), latencies in quarter seconds; a trace's
+# arrivals on the quarter-second grid and its deadlines halfway between: every event time of every
+# schedule (arrivals, completions: no bandwidth limit) is on the grid, an eighth of a second from
+# any deadline, so no rounding of a shifted trace can move a deadline across a finish.
+_QUARTER_MODELS = {
+    "one": {"x": [(0.75, 0, 0.0)], "y": [(0.5, 0, 0.0)]},
+    "two": {"x": [(0.25, 0, 0.0), (1.0, 0, 0.0)], "y": [(0.5, 0, 0.0), (0.5, 0, 0.0)]},
+}
+# Offsets of the issue (a start before zero, far from it, in epoch seconds), and any multiple of
+# 2^-20 s up to 2^31 s: the shifted times stay exact floats (those of the issue's offsets too), so
+# the LP's windows keep their exact lengths, not rounded at 1.7e9 s to 2.4e-7 s.
+_OFFSETS = st.one_of(
+    st.sampled_from([-0.5, -1000.3, 1000.3, 1.7e9, 1.7e9 + 0.3, -(2.0**31)]),
+    st.integers(-(2**24), 2**24).map(lambda k: k / 2**20),
+    st.integers(-(2**51), 2**51).map(lambda k: k / 2**20),
+)
+
+
+@settings(max_examples=16, deadline=None, derandomize=True)
+@given(
+    jobs=st.lists(
+        st.tuples(st.sampled_from(["one", "two"]), st.integers(0, 8), st.integers(1, 10)),
+        min_size=1,
+        max_size=4,
+    ),
+    offset=_OFFSETS,
+)
+def test_shifting_a_trace_moves_no_count_bound_or_bracket(jobs, offset):
+    system = load_system({"instances": [{"name": "x", "count": 2}, {"name": "y", "count": 1}]})
+    tables = CostTables.from_frame(cost_frame(_QUARTER_MODELS), ["x", "y"])
+    rows = [(m, a / 4, a / 4 + s / 4 + 0.125) for m, a, s in jobs]
+    base = _trace(rows)
+    moved = base.with_columns(pl.col("arrival_s", "deadline_s") + offset)
+    seen = []
+    for trace in (base, moved):
+        met = [_met(system, tables, trace, make_policy(n)) for n in ("fcfs", "sjf", "edf")]
+        bound = relaxation_bound(Instance.of(system, tables, trace), time_limit_s=10.0).met
+        exact = solve_exact(
+            system, tables, trace, time_limit_s=5.0, max_jobs=30, seed_policies=("edf", "sjf")
+        )
+        seen.append((met, bound, exact.lower, exact.upper))
+    assert seen[0] == seen[1], offset

@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from relmas.ceiling.instance import Instance
-from relmas.sim.metrics import TIME_TOL
+from relmas.sim.kernels import met_by
 
 _INF = highspy.kHighsInf
 
@@ -152,9 +152,8 @@ class Relaxation:
         self.block_start = n + n * self.resources + np.concatenate(([0], np.cumsum(sizes)[:-1]))
         self.extra_start = n + n * self.resources + int(sizes.sum())
         self.columns = self.extra_start + extra.size
-        slack = TIME_TOL * np.maximum(1.0, np.abs(instance.deadline_s + instance.origin_s))
         self.arrival = instance.arrival_s / unit
-        self.deadline = (instance.deadline_s + slack) / unit
+        self.deadline = met_by(instance.deadline_s) / unit  # what the engine counts as met
         self.capacity = np.concatenate(
             [instance.count.astype(np.float64), [1.0] * (self.resources - types)]
         )

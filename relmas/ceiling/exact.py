@@ -39,7 +39,7 @@ from relmas.errors import InputError
 from relmas.policies import make_policy
 from relmas.sim.costs import CostTables
 from relmas.sim.engine import Engine
-from relmas.sim.kernels import TIME_TOL
+from relmas.sim.kernels import TIME_TOL, met_by
 from relmas.sim.system import System
 
 BANDWIDTH_UNITS = 1_000_000  # the cumulative's capacity: the bandwidth in millionths
@@ -49,7 +49,7 @@ BANDWIDTH_UNITS = 1_000_000  # the cumulative's capacity: the bandwidth in milli
 class Task:
     """One planned task: piece `piece` of split variant `split` (0 = the whole layer) of layer
     `op` (an Instance operation) of internal job `job`, on engine instance `instance`, planned
-    over [start_s, end_s) (seconds after the first arrival)."""
+    over [start_s, end_s) (on the engine's clock: seconds since its origin, relmas.sim.times)."""
 
     job: int
     op: int
@@ -68,7 +68,7 @@ class Plan:
     tasks: tuple[Task, ...]
     on_time: np.ndarray  # bool[jobs]: jobs the plan meets the deadline of
     job_id: np.ndarray  # int64[jobs]: the trace's ids in the engine's internal order
-    origin_s: float  # the first arrival (absolute)
+    origin_s: float  # the engine's origin (absolute) that the tasks' times count from
     source: str  # "restriction", or the policy whose run this is
     timed: bool = False  # the replay starts no task before its start_s (an engine run's times)
 
@@ -78,7 +78,8 @@ class Plan:
 
     @classmethod
     def of_run(cls, instance: Instance, engine: Engine, policy: str) -> Plan:
-        """The finished `engine`'s run (recorded) as a timed plan of all its jobs."""
+        """The finished `engine`'s run (recorded) as a timed plan of all its jobs: its timeline
+        is on the engine's clock, the plan's too."""
         rows = (
             engine.timeline()
             .group_by("accelerator", "job_id", "layer", "split", "piece")
@@ -92,10 +93,9 @@ class Plan:
         for accelerator, job_id, layer, split, piece, start, end in rows.iter_rows():
             job = internal[job_id]
             op = int(instance.first_op[job]) + layer
-            start, end = start - instance.origin_s, end - instance.origin_s
             tasks.append(Task(job, op, split, piece, accelerator, start, end))
         on_time = np.array([bool(met[int(j)]) for j in instance.job_id])
-        return cls(tuple(tasks), on_time, instance.job_id.copy(), instance.origin_s, policy, True)
+        return cls(tuple(tasks), on_time, instance.job_id.copy(), engine.origin_s, policy, True)
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def solve_exact(
     lower, plan = -1, best
     if best is not None:
         lower, plan = _replayed(system, tables, jobs, best)
-    eps = 64.0 * TIME_TOL * max(1.0, abs(instance.origin_s) + float(instance.deadline_s.max()))
+    eps = 64.0 * TIME_TOL * max(1.0, float(np.abs(instance.deadline_s).max()))  # engine's clock
     upper = instance.n_jobs
     for tick in _ticks(instance, tick_s):
         bound, relaxation, relaxed = _solve_relaxation(
@@ -282,11 +282,9 @@ def _usage(instance: Instance) -> list[list[np.ndarray]]:
 def _grid(instance: Instance, tick_s: float, eps: float, relaxed: bool) -> _Grid:
     seconds = _durations_s(instance)
     if relaxed:
-        # Times the engine may count as met: finish <= deadline + TIME_TOL x |absolute deadline|.
-        absolute = np.maximum(1.0, np.abs(instance.deadline_s + instance.origin_s))
-        met_by = instance.deadline_s + TIME_TOL * absolute + eps
+        # Times the engine may count as met, and float rounding on top.
         release = np.floor(np.maximum(instance.arrival_s - eps, 0.0) / tick_s)
-        deadline = np.floor(met_by / tick_s)
+        deadline = np.floor((met_by(instance.deadline_s) + eps) / tick_s)
         duration = [[np.floor(np.maximum(d - eps, 0.0) / tick_s) for d in op] for op in seconds]
     else:
         release = np.ceil((instance.arrival_s + eps) / tick_s)

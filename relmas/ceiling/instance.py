@@ -5,8 +5,10 @@ numbers the engine simulates: jobs in the engine's internal order (arrival, then
 layer chain with, per accelerator type, the layer's alone latency (costs.py) and its DRAM traffic,
 and the instances per type. Layers of all jobs are stored as one flat array of *operations* (job j's
 layers are operations `first_op[j] .. first_op[j + 1] - 1`), so that a 1,000-job trace with ~50
-layers per job stays a handful of numpy arrays. Times are relative to the first arrival, so that
-integer time grids start at 0.
+layers per job stays a handful of numpy arrays. Times are on the engine's clock: seconds since its
+origin, the whole second at or before the first arrival (relmas.sim.times), so that they are the
+engine's own numbers to the bit (its test of "met", `relmas.sim.kernels.met_by`, depends on their
+size) and integer time grids start at 0.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import polars as pl
 
 from relmas.sim.costs import CostTables, PieceTables
 from relmas.sim.system import System
+from relmas.sim.times import time_origin
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,7 +31,7 @@ class Instance:
     tenant: np.ndarray  # int64[jobs]: index into `tenants`
     tenants: tuple[str, ...]
     model: np.ndarray  # int64[jobs]: index into the cost tables' models
-    origin_s: float  # absolute arrival of the first job; every time below is relative to it
+    origin_s: float  # the engine's origin (absolute); every time below is seconds since it
     arrival_s: np.ndarray  # float64[jobs]
     deadline_s: np.ndarray  # float64[jobs]
     first_op: np.ndarray  # int64[jobs + 1]: job j's layers are ops first_op[j]..first_op[j+1]-1
@@ -78,7 +81,7 @@ class Instance:
         tenant_names = jobs["tenant"].to_list()
         tenants = tuple(dict.fromkeys(tenant_names))
         arrival = jobs["arrival_s"].to_numpy().astype(np.float64)
-        origin = float(arrival[0])
+        origin = time_origin(arrival[0])
         types = tables.types
         instance_type = np.array([types.index(n) for n in system.instance_types], dtype=np.int64)
         return cls(

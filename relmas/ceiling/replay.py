@@ -56,17 +56,16 @@ class PlanReplay(Policy):
         ids = engine.jobs["job_id"].to_numpy()
         if not np.array_equal(ids, self.plan.job_id):
             raise ValueError("the plan is of another trace (job ids in engine order differ)")
-        # The plan's times are seconds after its first arrival; the engine's clock reads seconds
-        # after its own origin (relmas.sim.times): the plan's zero on the engine's clock.
-        self._zero = self.plan.origin_s - engine.origin_s
+        if self.plan.origin_s != engine.origin_s:  # its times would be read on another clock
+            raise ValueError("the plan is of another trace (its clock's origin differs)")
         self._done = np.zeros(len(self.plan.tasks), dtype=bool)
         self._running = np.full(len(engine.system.instance_types), -1, dtype=np.int64)
         self._next = 0
 
     def _at(self, start_s: float) -> float:
-        """The engine time of a timed plan's start, less the engine's tolerance of event times."""
-        at = self._zero + start_s
-        return at - TIME_TOL * max(1.0, abs(at))
+        """When the engine may start a timed plan's task planned at `start_s` (both on the engine's
+        clock): then, less the engine's tolerance of event times."""
+        return start_s - TIME_TOL * max(1.0, abs(start_s))
 
     def decide(self, view: DecisionView) -> list[tuple[int, ...]]:
         idle = set(view.idle_accelerators.tolist())

@@ -165,14 +165,23 @@ def copy_state(S: State, D: State) -> None:
 
 
 @njit(cache=True)
+def met_by(deadline: float | np.ndarray) -> float | np.ndarray:
+    """The latest time on the engine's clock (seconds since its origin, relmas.sim.times) that
+    meets `deadline` (as many as given): the deadline widened by float rounding of the event times,
+    relative to their size on that clock. The one rule of "met": `on_time`, and the ceiling's bounds
+    that must count every deadline the engine meets (relmas.ceiling), call it."""
+    return deadline + TIME_TOL * np.maximum(1.0, np.abs(deadline))
+
+
+@njit(cache=True)
 def on_time(time: float, deadline: float) -> bool:
-    """Whether `time` is by `deadline` up to float rounding of the event times: a job finishing
-    then meets it (`relmas.sim.metrics.deadline_met`), a firm job is not dropped then. False for a
-    NaN time (a dropped job's finish), made +inf first: a vectorised `<=` on NaN raises the
-    invalid-operation flag (numpy's warning) even where a branch would skip it."""
+    """Whether `time` is by `deadline` up to float rounding of the event times (`met_by`): a job
+    finishing then meets it (`relmas.sim.metrics.deadline_met`), a firm job is not dropped then.
+    False for a NaN time (a dropped job's finish), made +inf first: a vectorised `<=` on NaN raises
+    the invalid-operation flag (numpy's warning) even where a branch would skip it."""
     if time != time:
         time = math.inf
-    return time <= deadline + TIME_TOL * max(1.0, abs(deadline))
+    return time <= met_by(deadline)
 
 
 @njit(cache=True)
