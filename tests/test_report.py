@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from relmas import catalog
-from relmas.ceiling.rows import policy_rows, with_kinds
+from relmas.ceiling.rows import best_under, policy_rows, with_kinds
 from relmas.config import load_config
 from relmas.errors import InputError
 from relmas.figures.results import plot_sweep
@@ -291,6 +291,26 @@ def test_ranking_orders_heuristics_by_sla_rate(quick_config) -> None:
     assert row["ranking (SLA rate)"] == "sjf 0.700, fcfs 0.300"
     assert row["spread"] == pytest.approx(0.4)
     assert row["load"] == config["scenarios"]["mixed"]["arrival"]["load"]
+
+
+def test_ties_go_to_the_first_in_catalog_order_whatever_the_rows_order(quick_config) -> None:
+    """Issue 39, item 8: sjf and edf tie at 0.950, and the best former heuristic was sjf in one
+    run and edf in another (an unordered `unique()`). sjf comes first in the catalog: it is the
+    best heuristic, ranks first and met the most deadlines, in every order of the rows."""
+    assert catalog.position("sjf") < catalog.position("edf")
+    config = load_config(quick_config)
+    frame = summary(
+        {"fcfs": [0.5, 0.6], "edf": [0.95, 0.95], "sjf": [0.95, 0.95], "relmas": [0.9, 0.95]}
+    ).with_columns(jobs=pl.lit(40))
+    chosen = {"mixed": ("fcfs", 0.55)}
+    for seed in range(16):
+        shuffled = frame.sample(fraction=1.0, shuffle=True, seed=seed)
+        (row,) = headline_table(shuffled, chosen).iter_rows(named=True)
+        assert row["best_heuristic"] == "sjf"
+        (ranked,) = heuristic_ranking(config, aggregate(shuffled)).iter_rows(named=True)
+        assert ranked["ranking (SLA rate)"] == "sjf 0.950, edf 0.950, fcfs 0.550"
+        trace = shuffled.filter(pl.col("seed") == 0)
+        assert best_under(trace, 40, "mixed, seed 0")["policy"] == "sjf"
 
 
 def test_generalisation_rows_are_compared_with_the_scenario_they_ran_on() -> None:

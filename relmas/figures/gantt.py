@@ -132,7 +132,7 @@ def _draw_schedule(ax: Axes, result: SimResult, colour: Mapping[object, object],
             edgecolor="black",
             linewidth=0.2,
         )
-    last = bars.sort("end_s").group_by("job_id").agg(pl.col("accelerator").last())
+    last = bars.sort("end_s", "accelerator").group_by("job_id").agg(pl.col("accelerator").last())
     marks = jobs.join(last, on="job_id")
     for met, style in ((True, "g|"), (False, "r|")):
         sub = marks.filter(pl.col("met") == met)

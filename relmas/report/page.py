@@ -30,6 +30,7 @@ from relmas.report.stats import (
     aggregate,
     best_baselines,
     generalisation_table,
+    in_report_order,
     resizing_table,
     split_generalisation,
     tenant_sla,
@@ -85,16 +86,28 @@ def write_report(
     ]
     paths = ResultPaths.of(config)
     agents_dir = agents_dir or paths.agents_dir
-    # every summary is read and checked before anything is written
-    summary = collect_summaries([summary_of(path) for path in base.values()] + moved)
-    validation = read_validation(validation_dir or paths.validation_dir, scenarios)
-    sweeps = collect_sweeps(config, sweeps_dir or paths.sweeps_dir)
-    bounds = read_bounds(bounds_dir or paths.bounds_dir, scenarios, seeds)
+    # every summary is read and checked before anything is written; every frame read is put in
+    # one order (in_report_order), so that the same rows give the same report in any order
+    keys = ("scenario", "policy", "agent_scenario", "seed")
+    summary = in_report_order(
+        collect_summaries([summary_of(path) for path in base.values()] + moved), *keys
+    )
+    validation = in_report_order(
+        read_validation(validation_dir or paths.validation_dir, scenarios), *keys
+    )
+    sweeps = in_report_order(
+        collect_sweeps(config, sweeps_dir or paths.sweeps_dir), "sweep", "value", *keys
+    )
+    bounds = in_report_order(read_bounds(bounds_dir or paths.bounds_dir, scenarios, seeds), *keys)
     references = reference_rows(summary, bounds)
-    results = {run: pl.read_parquet(path) for run, path in base.items()}
+    results = {run: in_report_order(pl.read_parquet(path), "job_id") for run, path in base.items()}
     targeted = target_scenarios_of(summary)
-    groups = read_groups(
-        {run: groups_of(path) for run, path in base.items() if run[0] in targeted}, summary
+    groups = in_report_order(
+        read_groups(
+            {run: groups_of(path) for run, path in base.items() if run[0] in targeted}, summary
+        ),
+        *keys,
+        "group",
     )
     write_parquet(with_kinds(summary, references), out_dir / "summary.parquet")
     tables = [out_dir / "summary.parquet"]

@@ -21,6 +21,23 @@ METRICS = ("sla_rate", "antt", "stp", "fairness", "utilization", "energy_j", "de
 BOOTSTRAP_SAMPLES = 10_000
 
 
+def catalog_position(column: str = "policy") -> pl.Expr:
+    """Each name of `column`'s place in catalog order (`catalog.position`): the sort key that
+    breaks ties between policies, wherever the report ranks them."""
+    places = {name: catalog.position(name) for name in catalog.names()}
+    return pl.col(column).replace_strict(places, default=len(places), return_dtype=pl.Int64)
+
+
+def in_report_order(frame: pl.DataFrame, *keys: str) -> pl.DataFrame:
+    """`frame`'s rows sorted by `keys` (those it has; `policy` in catalog order, then by name for
+    rows that are no policy's), so that nothing the report says or draws depends on the order in
+    which the rows were read: sums of floats, first rows and ties all come out the same."""
+    by: list[pl.Expr] = []
+    for key in (k for k in keys if k in frame.columns):
+        by += [catalog_position(key), pl.col(key)] if key == "policy" else [pl.col(key)]
+    return frame.sort(by, nulls_last=True, maintain_order=True) if by else frame
+
+
 def mean_ci(values: np.ndarray) -> tuple[float, float]:
     """Mean and the half-width of its Student-t 95% confidence interval (NaN for one value: there
     is no interval, and the report draws and prints none)."""
@@ -91,11 +108,13 @@ def offline_bound() -> str:
 
 
 def former_heuristics(policies: Sequence[str]) -> list[str]:
-    """The candidates of the report's former comparison among `policies`: the fixed heuristics
-    and the search policy, without the rule baselines (nor the floor). Its best is picked after
-    the fact, on the evaluation traces; shown beside the headline so both readings stay visible."""
-    former = set(catalog.of_kind("heuristic", "search")) - set(catalog.floors())
-    return [p for p in policies if p in former]
+    """The candidates of the report's former comparison among `policies`, in catalog order (the
+    first of equals is the best): the fixed heuristics and the search policy, without the rule
+    baselines (nor the floor). Its best is picked after the fact, on the evaluation traces; shown
+    beside the headline so both readings stay visible."""
+    present = set(policies)
+    former = catalog.of_kind("heuristic", "search")
+    return [p for p in former if p in present and p not in catalog.floors()]
 
 
 def best_baselines(validation: pl.DataFrame) -> dict[str, tuple[str, float]]:
