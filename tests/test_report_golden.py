@@ -146,10 +146,11 @@ def write_inputs(config: dict[str, Any], root: Path) -> ResultPaths:
         )
     study = Study(config, "golden.yaml")
     for scenario in config["scenarios"]:
-        write_parquet(
-            study.trace(scenario, SEEDS[0], paths.costs_dir),
-            workload_file(paths.workloads_dir, scenario, SEEDS[0]),
-        )
+        for seed in SEEDS:
+            write_parquet(
+                study.trace(scenario, seed, paths.costs_dir),
+                workload_file(paths.workloads_dir, scenario, seed),
+            )
     tenants = [t["name"] for t in config["scenarios"]["mixed"]["tenants"]]
     for scenario, policy in evaluation_runs(config):
         rate = EVALUATION[scenario][policy]
@@ -158,7 +159,12 @@ def write_inputs(config: dict[str, Any], root: Path) -> ResultPaths:
             path = evaluation_file(paths.eval_dir, scenario, policy, seed)
             write_parquet(row, summary_of(path))
             jobs = pl.DataFrame(
-                {"tenant": [tenants[i % 2] for i in range(40)], "met": rng.random(40) < rate}
+                {
+                    "job_id": range(40),
+                    "arrival_s": [0.01 * i for i in range(40)],
+                    "tenant": [tenants[i % 2] for i in range(40)],
+                    "met": rng.random(40) < rate,
+                }
             )
             write_parquet(jobs, path)
     for (scenario, policy), twin in TWINS.items():
