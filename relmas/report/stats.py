@@ -30,13 +30,12 @@ def catalog_position(column: str = "policy") -> pl.Expr:
 
 
 def in_report_order(frame: pl.DataFrame, *keys: str) -> pl.DataFrame:
-    """`frame`'s rows sorted by `keys` (those it has; `policy` in catalog order, then by name for
-    rows that are no policy's), so that nothing the report says or draws depends on the order in
-    which the rows were read: sums of floats, first rows and ties all come out the same."""
-    by: list[pl.Expr] = []
-    for key in (k for k in keys if k in frame.columns):
-        by += [catalog_position(key), pl.col(key)] if key == "policy" else [pl.col(key)]
-    return frame.sort(by, nulls_last=True, maintain_order=True) if by else frame
+    """`frame`'s rows sorted by `keys` (those it has; as collect_summaries sorts, so that
+    summary.parquet keeps its order), so that nothing the report says or draws depends on the
+    order in which the rows were read: sums of floats, first rows and the order of scenarios.
+    Ties between policies are broken where policies are ranked, by catalog_position."""
+    present = [key for key in keys if key in frame.columns]
+    return frame.sort(present, nulls_last=True, maintain_order=True) if present else frame
 
 
 def mean_ci(values: np.ndarray) -> tuple[float, float]:
