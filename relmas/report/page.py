@@ -9,10 +9,16 @@ from typing import Any
 
 import polars as pl
 
-from relmas.ceiling.rows import CEILING, with_kinds
+from relmas.ceiling.rows import with_kinds
 from relmas.figures import palette
 from relmas.paths import ResultPaths, evaluation_file, groups_of, summary_of
-from relmas.report.ceiling import ceiling_markdown, ceiling_table, read_bounds, reference_rows
+from relmas.report.ceiling import (
+    ceiling_markdown,
+    ceiling_table,
+    mean_ceilings,
+    read_bounds,
+    reference_rows,
+)
 from relmas.report.figures import GanttRuns, draw_figures, shown_agent
 from relmas.report.headline import headline_markdown, headline_table
 from relmas.report.load import collect_summaries, collect_sweeps, read_learning, read_validation
@@ -28,6 +34,7 @@ from relmas.report.service import (
 )
 from relmas.report.stats import (
     GANTT_JOBS,
+    RUN_KEYS,
     aggregate,
     best_baselines,
     differing_window,
@@ -156,27 +163,16 @@ def write_report(
     agents_dir = agents_dir or paths.agents_dir
     # every summary is read and checked before anything is written; every frame read is put in
     # one order (in_report_order), so that the same rows give the same report in any order
-    keys = ("scenario", "policy", "agent_scenario", "seed")
-    summary = in_report_order(
-        collect_summaries([summary_of(path) for path in base.values()] + moved), *keys
-    )
-    validation = in_report_order(
-        read_validation(validation_dir or paths.validation_dir, scenarios), *keys
-    )
-    sweeps = in_report_order(
-        collect_sweeps(config, sweeps_dir or paths.sweeps_dir), "sweep", "value", *keys
-    )
-    bounds = in_report_order(read_bounds(bounds_dir or paths.bounds_dir, scenarios, seeds), *keys)
+    summary = in_report_order(collect_summaries([summary_of(p) for p in base.values()] + moved))
+    validation = in_report_order(read_validation(validation_dir or paths.validation_dir, scenarios))
+    sweeps = collect_sweeps(config, sweeps_dir or paths.sweeps_dir)
+    sweeps = in_report_order(sweeps, "sweep", "value", *RUN_KEYS)
+    bounds = in_report_order(read_bounds(bounds_dir or paths.bounds_dir, scenarios, seeds))
     references = reference_rows(summary, bounds)
     results = {run: in_report_order(pl.read_parquet(path), "job_id") for run, path in base.items()}
     targeted = target_scenarios_of(summary)
-    groups = in_report_order(
-        read_groups(
-            {run: groups_of(path) for run, path in base.items() if run[0] in targeted}, summary
-        ),
-        *keys,
-        "group",
-    )
+    groups = read_groups({r: groups_of(p) for r, p in base.items() if r[0] in targeted}, summary)
+    groups = in_report_order(groups, *RUN_KEYS, "group")
     write_parquet(with_kinds(summary, references), out_dir / "summary.parquet")
     tables = [out_dir / "summary.parquet"]
 
@@ -202,12 +198,7 @@ def write_report(
         sweeps=sweeps,
         learning=learning,
         shown=shown_policies(aggregated, validation, scenarios),
-        ceilings={
-            scenario: float(rows["sla_rate"].mean())
-            for (scenario,), rows in references.filter(pl.col("kind") == CEILING).group_by(
-                ["scenario"], maintain_order=True
-            )
-        },
+        ceilings=mean_ceilings(references),
         gantt=gantt,
         dirs=(workloads_dir, costs_dir, agents_dir),
     )

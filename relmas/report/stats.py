@@ -29,12 +29,15 @@ def catalog_position(column: str = "policy") -> pl.Expr:
     return pl.col(column).replace_strict(places, default=len(places), return_dtype=pl.Int64)
 
 
+RUN_KEYS = ("scenario", "policy", "agent_scenario", "seed")  # a summary row's run
+
+
 def in_report_order(frame: pl.DataFrame, *keys: str) -> pl.DataFrame:
-    """`frame`'s rows sorted by `keys` (those it has; as collect_summaries sorts, so that
-    summary.parquet keeps its order), so that nothing the report says or draws depends on the
+    """`frame`'s rows sorted by `keys` (by default RUN_KEYS; those it has), as collect_summaries
+    sorts (summary.parquet keeps its order), so that nothing the report says or draws depends on the
     order in which the rows were read: sums of floats, first rows and the order of scenarios.
     Ties between policies are broken where policies are ranked, by catalog_position."""
-    present = [key for key in keys if key in frame.columns]
+    present = [key for key in keys or RUN_KEYS if key in frame.columns]
     return frame.sort(present, nulls_last=True, maintain_order=True) if present else frame
 
 
