@@ -101,6 +101,13 @@ def names() -> tuple[str, ...]:
     return tuple(entry.name for entry in entries())
 
 
+def position(name: str) -> int:
+    """`name`'s place in contract order, the order that breaks every tie where policies are
+    ranked (the report's best baseline, best heuristic, rankings); a name outside the catalog (a
+    reference row's, e.g. the ceiling) comes after every policy."""
+    return next((i for i, e in enumerate(entries()) if e.name == name), len(entries()))
+
+
 def entry(name: str) -> PolicyEntry | None:
     """The entry of `name`, None for an unknown name."""
     return next((e for e in entries() if e.name == name), None)

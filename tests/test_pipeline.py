@@ -170,8 +170,8 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
     # the headline comes first: the learned policies against the baseline chosen on validation
     first = report.index("\n## ") + 1
     assert report.index("## Learned policies against the best baseline") == first
-    (best, _), *_ = best_baselines(validation).values()
-    assert f"the best baseline on validation is {best}" in report
+    (scenario, (best, _)), *_ = best_baselines(validation).items()
+    assert f"| {scenario} | relmas | {best} (" in report  # its row of the headline table
     assert "- **relmas beats its best baseline on " in report  # the tally before the table
     assert "(n = 1)" in report and "one evaluation seed, so no interval" in report  # [1000]
     sections = (

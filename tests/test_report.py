@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from relmas import catalog
-from relmas.ceiling.rows import policy_rows, with_kinds
+from relmas.ceiling.rows import best_under, policy_rows, with_kinds
 from relmas.config import load_config
 from relmas.errors import InputError
 from relmas.figures.results import plot_sweep
@@ -119,11 +119,8 @@ def test_the_best_baseline_is_chosen_on_validation_not_on_evaluation() -> None:
     assert row["ratio_ci_low"] == pytest.approx(1.1) == row["ratio_ci_high"]
     assert row["heuristic_ratio"] == pytest.approx(0.605 / 0.8)
     assert row["offline_ratio"] == pytest.approx(0.605)
-    # one row, so no verdict differs from the common one; the former comparison does
+    # the former comparison is in the table's row; below it only the offline share
     assert headline_sentences(headline_table(frame, chosen)) == [
-        "On mixed, the only scenario, the best baseline on validation is sjf.",
-        "On mixed, relmas beats its best baseline but falls short of the best former heuristic "
-        "on evaluation, edf (0.800; ratio 0.756 [0.688, 0.825]).",
         "Under 90% of ga_offline's SLA rate, the share aimed at: relmas on mixed (60% [55%, 66%]).",
     ]
 
@@ -198,11 +195,13 @@ def test_verdicts_follow_the_interval_and_one_seed_prints_none(quick_config) -> 
     assert row["seeds"] == 1 and verdict(row) == "beats"
     section = "\n".join(headline_markdown(load_config(quick_config), one))
     assert "Verdict by the ratio alone: one evaluation seed, so no interval (n = 1)." in section
-    assert "| mixed | relmas | sjf (0.600) | 0.500 | 0.600 | 1.200 (n = 1) | beats |" in section
+    assert (
+        "| mixed | relmas | sjf (0.600) | 0.500 | 0.600 | 1.200 (n = 1) | beats | sjf (0.500) | "
+        "1.200 (n = 1) | beats |" in section
+    )
     assert "n/a" not in section
     two = summary({"sjf": [0.5], "relmas": [0.6], "relmas_resize": [0.45], "ga_offline": [0.7]})
-    assert headline_sentences(headline_table(two, chosen))[1:] == [
-        "On mixed, relmas_resize falls short of sjf: 0.450 against 0.500 (ratio 0.900).",
+    assert headline_sentences(headline_table(two, chosen)) == [
         "Under 90% of ga_offline's SLA rate, the share aimed at: relmas on mixed (86%), "
         "relmas_resize on mixed (64%).",
     ]
@@ -212,32 +211,63 @@ def test_verdicts_follow_the_interval_and_one_seed_prints_none(quick_config) -> 
     assert headline_table(summary({"sjf": [0.5]}), chosen).height == 0  # nothing learned
 
 
-def test_the_headline_is_one_table_and_sentences_only_where_a_row_differs(quick_config) -> None:
-    """Issue 32, item 15: one bullet per scenario and policy repeated the same sentence."""
+def test_the_headline_is_one_table_and_sentences_only_for_what_it_does_not_show(
+    quick_config,
+) -> None:
+    """Issue 32, item 15: one bullet per scenario and policy repeated the same sentence; issue 39,
+    item 13: it came back one level down, 22 bullets "ties its best baseline but beats the best
+    former heuristic on evaluation, X (ratio ...)". The former heuristic, its ratio and the
+    verdict against it are columns of the table; no sentence repeats a row."""
     ties = {"sjf": [0.5, 0.6, 0.7], "edf": [0.4, 0.5, 0.6], "relmas": [0.5, 0.62, 0.68]}
     frame = pl.concat(
         [
-            summary(ties, scenario="light"),
+            summary(ties | {"sjf_feasible": [0.5, 0.6, 0.7]}, scenario="light"),
             summary(ties | {"edf": [0.1, 0.7, 0.5]}, scenario="bursty"),
             summary({"sjf": [0.5, 0.6, 0.7], "relmas": [0.4, 0.48, 0.56]}, scenario="heavy"),
+            # ties sjf_feasible, beats sjf (the best former heuristic): a bullet before
+            summary(
+                {"sjf": [0.4, 0.5, 0.5], "sjf_feasible": [0.6, 0.5, 0.7], "relmas": [0.6] * 3},
+                scenario="loaded",
+            ),
         ]
     )
-    chosen = {"light": ("sjf", 0.6), "bursty": ("edf", 0.55), "heavy": ("sjf", 0.6)}
+    chosen = {
+        "light": ("sjf", 0.6),
+        "bursty": ("edf", 0.55),
+        "heavy": ("sjf", 0.6),
+        "loaded": ("sjf_feasible", 0.6),
+    }
     table = headline_table(frame, chosen)
     assert [verdict(row) for row in table.iter_rows(named=True)] == [
         "ties",
         "ties",
         "falls short of",
+        "ties",
     ]
-    # two baselines, two rows that tie: only the one falling short is told
-    assert headline_sentences(table) == [
-        "On heavy, relmas falls short of sjf: 0.480 against 0.600 (ratio 0.800 [0.800, 0.800])."
-    ]
+    assert verdict(table.row(3, named=True), "heuristic_") == "beats"
+    assert headline_sentences(table) == []
     section = headline_markdown(load_config(quick_config), table)
     rows = [line for line in section if line.startswith("| ")]
     assert len(rows) == 1 and rows[0].count("\n") == 1 + table.height  # header, rule, rows
+    assert rows[0].splitlines()[0] == (
+        "| scenario | policy | best baseline (validation SLA rate) | its SLA rate | SLA rate | "
+        "ratio [95% CI] | verdict | best former heuristic (SLA rate) | ratio to it [95% CI] | "
+        "verdict to it |"
+    )
+    cells = [cell.strip() for cell in rows[0].splitlines()[-1].strip("|").split("|")]
+    assert cells[:5] + cells[6:8] == [
+        "loaded",
+        "relmas",
+        "sjf_feasible (0.600)",
+        "0.600",
+        "0.600",
+        "ties",
+        "sjf (0.467)",
+    ]
+    assert cells[8].startswith("1.286 [") and cells[9] == "beats"
     assert section.index(rows[0]) > next(i for i, x in enumerate(section) if "- **relmas" in x)
-    assert sum(line.startswith("- ") for text in section for line in text.splitlines()) == 2
+    # the tally's one line, and no sentence under the table
+    assert sum(line.startswith("- ") for text in section for line in text.splitlines()) == 1
 
 
 def test_the_tally_counts_each_verdict_and_names_where_it_beats_or_falls_short() -> None:
@@ -291,6 +321,26 @@ def test_ranking_orders_heuristics_by_sla_rate(quick_config) -> None:
     assert row["ranking (SLA rate)"] == "sjf 0.700, fcfs 0.300"
     assert row["spread"] == pytest.approx(0.4)
     assert row["load"] == config["scenarios"]["mixed"]["arrival"]["load"]
+
+
+def test_ties_go_to_the_first_in_catalog_order_whatever_the_rows_order(quick_config) -> None:
+    """Issue 39, item 8: sjf and edf tie at 0.950, and the best former heuristic was sjf in one
+    run and edf in another (an unordered `unique()`). sjf comes first in the catalog: it is the
+    best heuristic, ranks first and met the most deadlines, in every order of the rows."""
+    assert catalog.position("sjf") < catalog.position("edf")
+    config = load_config(quick_config)
+    frame = summary(
+        {"fcfs": [0.5, 0.6], "edf": [0.95, 0.95], "sjf": [0.95, 0.95], "relmas": [0.9, 0.95]}
+    ).with_columns(jobs=pl.lit(40))
+    chosen = {"mixed": ("fcfs", 0.55)}
+    for seed in range(16):
+        shuffled = frame.sample(fraction=1.0, shuffle=True, seed=seed)
+        (row,) = headline_table(shuffled, chosen).iter_rows(named=True)
+        assert row["best_heuristic"] == "sjf"
+        (ranked,) = heuristic_ranking(config, aggregate(shuffled)).iter_rows(named=True)
+        assert ranked["ranking (SLA rate)"] == "sjf 0.950, edf 0.950, fcfs 0.550"
+        trace = shuffled.filter(pl.col("seed") == 0)
+        assert best_under(trace, 40, "mixed, seed 0")["policy"] == "sjf"
 
 
 def test_generalisation_rows_are_compared_with_the_scenario_they_ran_on() -> None:

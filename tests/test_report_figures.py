@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from matplotlib.collections import FillBetweenPolyCollection
 from matplotlib.colors import to_hex
-from matplotlib.container import BarContainer
+from matplotlib.container import BarContainer, ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -24,10 +24,10 @@ from relmas.ceiling.rows import policy_rows
 from relmas.config import load_config
 from relmas.figures import palette
 from relmas.figures.contents import report_figures
-from relmas.figures.results import plot_sweep, thousands
+from relmas.figures.results import plot_best_by_kind, plot_sweep, thousands
 from relmas.paths import ResultPaths
 from relmas.report import aggregate, mean_ci, mean_text, write_report
-from relmas.report.stats import METRICS, ceiling_means
+from relmas.report.stats import METRICS, ceiling_means, differing_window, shown_policies
 from relmas.report.tables import sweeps_markdown
 from tests.test_pipeline import SNAKEMAKE, results_root
 
@@ -137,7 +137,10 @@ def intervals(fig: Figure) -> int:
     """Error bars and confidence bands (fill_between) drawn in a figure."""
     count = 0
     for ax in fig.axes:
-        count += sum(getattr(c, "errorbar", None) is not None for c in ax.containers)
+        count += sum(
+            getattr(c, "errorbar", None) is not None or isinstance(c, ErrorbarContainer)
+            for c in ax.containers
+        )
         count += sum(isinstance(c, FillBetweenPolyCollection) for c in ax.collections)
     return count
 
@@ -215,3 +218,89 @@ def test_snakemake_report_holds_every_figure_and_the_tables(quick_run) -> None:
     uri = results[str(paths.report_dir / "report.html")]["data_uri"]
     page = base64.b64decode(uri.split(",", 1)[1]).decode()
     assert "<table>" in page and "SLA satisfaction rate" in page
+
+
+def test_the_sla_figure_draws_the_best_of_each_kind_chosen_on_validation() -> None:
+    """Issue 39, item 14: 42 bars per scenario and a 40-entry legend. Per scenario one dot per
+    kind (its best on validation, not on evaluation), the offline bound, every learned policy,
+    and the proven ceiling as a mark."""
+    rates = {
+        "fcfs": 0.5,
+        "sjf": 0.6,
+        "edf": 0.7,  # the best heuristic on evaluation, not on validation
+        "random": 0.9,  # the floor: never a kind's best
+        "sjf_feasible": 0.75,
+        "edf_feasible": 0.72,
+        "gacer": 0.65,
+        "ga_offline": 0.95,
+        "relmas": 0.8,
+        "relmas_resize": 0.78,
+    }
+    rows = [
+        {"scenario": "mixed", "policy": p, "seed": seed, "sla_rate": rate + seed / 100}
+        for p, rate in rates.items()
+        for seed in (1, 2)
+    ]
+    summary = pl.DataFrame(rows).with_columns(
+        [pl.lit(1.0).alias(m) for m in METRICS if m != "sla_rate"]
+    )
+    validation = summary.filter(pl.col("policy").is_in(catalog.online_baselines()))
+    validation = validation.with_columns(
+        sla_rate=pl.when(pl.col("policy") == "sjf").then(0.99).otherwise(pl.col("sla_rate")),
+        shortfall=pl.lit(None, pl.Float64),
+    )
+    shown = shown_policies(aggregate(summary), validation, ["mixed"])
+    assert shown == {
+        "mixed": ["sjf", "sjf_feasible", "gacer", "ga_offline", "relmas", "relmas_resize"]
+    }
+    fig = plot_best_by_kind(aggregate(summary), shown, {"mixed": 0.97})
+    (ax,) = fig.axes
+    dots = {line.get_label(): line for line in ax.get_lines() if line.get_marker() == "o"}
+    assert list(dots) == shown["mixed"]
+    assert dots["sjf"].get_xdata()[0] == pytest.approx(0.615)
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "heuristic",
+        "rule",
+        "search",
+        "ga_offline",
+        "relmas",
+        "relmas_resize",
+    ]
+    assert intervals(fig) == len(shown["mixed"])
+    (ceiling,) = [line for line in ax.get_lines() if line.get_label() == "ceiling (proven)"]
+    assert list(ceiling.get_xdata()) == [0.97, 0.97] and ceiling.get_linestyle() == "--"
+    assert policy_colours(fig) == {p: {palette.colour(p)} for p in shown["mixed"]}
+
+
+def per_job(met: list[bool]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"job_id": range(len(met)), "arrival_s": [0.1 * i for i in range(len(met))], "met": met}
+    )
+
+
+def test_the_gantt_window_is_where_relmas_and_its_best_baseline_differ_most() -> None:
+    """Issue 39, item 14: the Gantt chart showed the first jobs of vision_light, where every
+    policy meets every deadline. Of every window of N jobs by arrival of every trace: the largest
+    |met by relmas − met by the best baseline|; ties to the first scenario, seed and window."""
+    same = per_job([True] * 10)
+    results = {
+        **{("light", p, n): same for p in ("relmas", "sjf") for n in (1, 2)},
+        ("heavy", "relmas", 1): per_job([True] * 4 + [False] * 3 + [True] * 3),
+        ("heavy", "sjf_feasible", 1): per_job([True] * 10),
+        # the same difference, on a later seed: the earlier one wins
+        ("heavy", "relmas", 2): per_job([False] * 3 + [True] * 7),
+        ("heavy", "sjf_feasible", 2): per_job([True] * 10),
+    }
+    pairs = {"light": ("relmas", "sjf"), "heavy": ("relmas", "sjf_feasible")}
+    window = differing_window(results, pairs, [1, 2], jobs=4)
+    assert (window.scenario, window.seed, window.start) == ("heavy", 1, 3)
+    assert window.job_ids == (3, 4, 5, 6)
+    assert (window.agent_met, window.baseline_met) == (1, 4)
+    # shuffled rows, the same window: jobs are ordered by arrival
+    shuffled = {
+        run: jobs.sample(fraction=1.0, shuffle=True, seed=5) for run, jobs in results.items()
+    }
+    assert differing_window(shuffled, pairs, [1, 2], jobs=4) == window
+    # no difference anywhere: the first window of the first trace
+    calm = differing_window(results, {"light": ("relmas", "sjf")}, [1], jobs=4)
+    assert (calm.scenario, calm.start, calm.agent_met - calm.baseline_met) == ("light", 0, 0)

@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 from matplotlib.colors import to_hex
 
+from relmas import catalog
 from relmas.ceiling.stage import BOUND_SCHEMA
 from relmas.config import load_config, validate_config
 from relmas.errors import InputError
@@ -211,7 +212,9 @@ def bounds(lower: dict[int, float]) -> pl.DataFrame:
 def test_the_ceiling_verdict_per_trace_beside_the_least_shortfall_any_policy_reached() -> None:
     rows = pl.concat([summary(TIERS), without_targets()])
     table = targets_bound_table(rows, bounds({1: 0.02, 2: 0.0, 3: 0.01}))
-    assert table["best_by"].to_list() == [TOKENS, TOKENS, TOKENS]
+    # seed 2: tokens and deficit tie at 0.050; deficit comes first in the catalog (issue 39, item 8)
+    assert catalog.position(DEFICIT) < catalog.position(TOKENS)
+    assert table["best_by"].to_list() == [TOKENS, DEFICIT, TOKENS]
     assert table["best"].to_list() == pytest.approx([4.0, 5.0, 3.0])
     assert bound_sentences(table) == [
         "tiers: targets proven unreachable on 2 of 3 traces; proven least shortfall ≥ 1.00 "

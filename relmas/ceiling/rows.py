@@ -35,11 +35,13 @@ def policy_rows(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def best_under(runs: pl.DataFrame, ceiling_met: int, trace: str) -> dict[str, Any] | None:
-    """The row of `runs` (summary rows of one trace) that met the most deadlines, None without
-    rows; refuses a ceiling below its count, naming the policy and `trace`."""
+    """The row of `runs` (summary rows of one trace) that met the most deadlines (of equals, the
+    first policy in catalog order, then the first row), None without rows; refuses a ceiling
+    below its count, naming the policy and `trace`."""
     if not runs.height:
         return None
-    best = met_counts(runs).sort("met", descending=True).row(0, named=True)
+    rows = met_counts(runs).iter_rows(named=True)
+    best = min(rows, key=lambda row: (-row["met"], catalog.position(row["policy"])))
     if best["met"] > ceiling_met:
         raise RuntimeError(
             f"{best['policy']} meets {best['met']} deadlines on {trace}, above the ceiling "

@@ -7,7 +7,8 @@ Needs a result recorded with `record=True` (the timeline of running tasks and th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib
@@ -65,11 +66,15 @@ def plot_schedules(
     color_by: str = "tenant",
     colours: Mapping[str, str] | None = None,
     suptitle: str | None = None,
+    window: tuple[float, float] | None = None,
+    marked: Collection[int] | None = None,
 ) -> None:
     """Write the Gantt charts of several results side by side (panel title -> result, e.g. two
     policies on the same jobs) to `path`: shared time and instance axes, one colour per tenant (or
     job) in every panel, and one legend for the bars, the deadline marks and the bandwidth line.
-    `colours` (panel title -> colour) tints each panel's title, e.g. with its policy's colour."""
+    `colours` (panel title -> colour) tints each panel's title, e.g. with its policy's colour;
+    `window` (start, end in s) draws only that span of the runs, every task running in it;
+    `marked` (job ids) marks only those jobs' deadlines."""
     for result in results.values():
         if result.timeline is None:
             raise ValueError("the result has no timeline: simulate with record=True")
@@ -90,10 +95,16 @@ def plot_schedules(
     )
     for column, (title, result) in enumerate(results.items()):
         top, bottom = axes[0, column], axes[1, column]
-        _draw_schedule(top, result, colour, color_by)
+        _draw_schedule(top, result, colour, color_by, window, marked)
+        if window is not None:
+            start, end = window
+            overlaps = (pl.col("end_s") > start) & (pl.col("start_s") < end)
+            result = replace(result, timeline=result.timeline.filter(overlaps))
         _draw_bandwidth(bottom, result)
         top.set_title(title, color=(colours or {}).get(title, "black"))
         bottom.set_xlabel("time (s)")
+    if window is not None:
+        axes[0, 0].set_xlim(*window)
     axes[0, 0].set_yticks(range(len(labels)), labels)
     axes[0, 0].invert_yaxis()
     axes[0, 0].set_ylabel("instance")
@@ -118,13 +129,24 @@ def plot_schedules(
     plt.close(fig)
 
 
-def _draw_schedule(ax: Axes, result: SimResult, colour: Mapping[object, object], by: str) -> None:
-    """One bar per task on its instance's row, and each job's deadline on the row of its last
-    task: green if met, red if missed. The bars of one instance and colour are one collection
-    (a collection per bar made the chart most of an evaluation job's time)."""
+def _draw_schedule(
+    ax: Axes,
+    result: SimResult,
+    colour: Mapping[object, object],
+    by: str,
+    window: tuple[float, float] | None = None,
+    marked: Collection[int] | None = None,
+) -> None:
+    """One bar per task on its instance's row (those running in `window` only, if given), and
+    each job's deadline (of `marked` jobs only, if given) on the row of its last task: green if
+    met, red if missed. The bars of one instance and colour are one collection (a collection per
+    bar made the chart most of an evaluation job's time)."""
     jobs = result.jobs
     bars = task_bars(result.timeline).join(jobs.select("job_id", "tenant"), on="job_id")
-    for (accelerator, key), group in bars.group_by(["accelerator", by], maintain_order=True):
+    drawn = bars
+    if window is not None:
+        drawn = bars.filter((pl.col("end_s") > window[0]) & (pl.col("start_s") < window[1]))
+    for (accelerator, key), group in drawn.group_by(["accelerator", by], maintain_order=True):
         ax.broken_barh(
             list(zip(group["start_s"], group["end_s"] - group["start_s"], strict=True)),
             (accelerator - 0.4, 0.8),
@@ -132,8 +154,10 @@ def _draw_schedule(ax: Axes, result: SimResult, colour: Mapping[object, object],
             edgecolor="black",
             linewidth=0.2,
         )
-    last = bars.sort("end_s").group_by("job_id").agg(pl.col("accelerator").last())
+    last = bars.sort("end_s", "accelerator").group_by("job_id").agg(pl.col("accelerator").last())
     marks = jobs.join(last, on="job_id")
+    if marked is not None:
+        marks = marks.filter(pl.col("job_id").is_in(list(marked)))
     for met, style in ((True, "g|"), (False, "r|")):
         sub = marks.filter(pl.col("met") == met)
         ax.plot(sub["deadline_s"], sub["accelerator"], style, markersize=14, mew=1.5)

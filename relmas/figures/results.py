@@ -9,7 +9,7 @@ half-width of NaN (relmas.report.mean_ci of one value) draws none, and the axis 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import matplotlib
 
@@ -17,8 +17,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
+from relmas import catalog  # noqa: E402
 from relmas.figures import palette  # noqa: E402
 
 
@@ -65,6 +67,98 @@ def plot_metric_by_scenario(aggregated: pl.DataFrame, metric: str, label: str) -
     )
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
+    return fig
+
+
+# The rows of the best-of-each-kind figure: a kind's best (one policy per scenario, whichever it
+# is), the offline bound and each learned policy under its own name.
+KIND_ROWS = {"heuristic": "heuristic", "rule": "rule", "target": "target-aware", "search": "search"}
+
+
+def _row_of(policy: str) -> str:
+    kind = catalog.entry(policy).kind
+    return KIND_ROWS.get(kind, policy)
+
+
+def plot_best_by_kind(
+    aggregated: pl.DataFrame,
+    shown: Mapping[str, Sequence[str]],
+    ceilings: Mapping[str, float],
+) -> plt.Figure:
+    """One panel per scenario of `shown` (scenario -> its policies, one per row: the best of each
+    kind, the offline bound, each learned policy): each policy's mean SLA rate as a dot in its
+    colour, named beside it, with its 95% CI (two seeds or more), and the scenario's proven
+    ceiling (`ceilings`, mean over its traces) as a dashed mark. Each panel's axis spans its own
+    values: the dots are compared within a scenario, not across."""
+    rows: list[str] = []
+    for policies in shown.values():
+        rows += [r for r in map(_row_of, policies) if r not in rows]
+    order = [*KIND_ROWS.values(), *catalog.names()]
+    rows.sort(key=order.index)
+    scenarios = list(shown)
+    if not scenarios:  # only the floor was evaluated: nothing to rank
+        fig, ax = plt.subplots(figsize=(6, 2))
+        ax.text(0.5, 0.5, "no policy but the floor evaluated", ha="center", va="center")
+        ax.set_axis_off()
+        return fig
+    cols = min(len(scenarios), 3)
+    lines = math.ceil(len(scenarios) / cols)
+    fig, axes = plt.subplots(
+        lines,
+        cols,
+        figsize=(4.4 * cols + 1.2, 0.42 * len(rows) * lines + 1.1 * lines + 0.6),
+        squeeze=False,
+        sharey=True,
+    )
+    for ax, scenario in zip(axes.flat, scenarios, strict=False):
+        values = []
+        for policy in shown[scenario]:
+            (row,) = aggregated.filter(
+                (pl.col("scenario") == scenario) & (pl.col("policy") == policy)
+            ).iter_rows(named=True)
+            y, mean, half = rows.index(_row_of(policy)), row["sla_rate"], row["sla_rate_ci95"]
+            colour = palette.colour(policy)
+            if not math.isnan(half):
+                ax.errorbar(mean, y, xerr=half, color=colour, capsize=3, linewidth=1.5)
+                values += [mean - half, mean + half]
+            ax.plot(
+                mean,
+                y,
+                "o",
+                color=colour,
+                markersize=7,
+                label=policy,
+                markeredgecolor="black" if palette.prominent(policy) else colour,
+            )
+            ax.annotate(
+                policy,
+                (mean, y),
+                xytext=(0, 5),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color="#333333",
+            )
+            values.append(mean)
+        if scenario in ceilings:
+            ax.axvline(ceilings[scenario], zorder=1, **palette.CEILING_STYLE)
+            values.append(ceilings[scenario])
+        low, high = min(values), max(values)
+        margin = max(0.02, 0.12 * (high - low))
+        ax.set_xlim(max(0.0, low - margin), min(1.0, high) + margin)
+        ax.set_title(scenario, fontsize="medium")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0, 0].set_yticks(range(len(rows)), rows)
+    axes[0, 0].set_ylim(len(rows) - 0.4, -0.8)
+    for ax in list(axes.flat)[: len(scenarios)]:
+        ax.set_xlabel(f"SLA rate ({interval_label(_seeds(aggregated))})", fontsize="small")
+    for ax in list(axes.flat)[len(scenarios) :]:
+        ax.set_visible(False)
+    if ceilings:
+        ceiling = Line2D([], [], **palette.CEILING_STYLE)
+        fig.legend([ceiling], [ceiling.get_label()], loc="upper right", fontsize="small")
+    fig.tight_layout(rect=(0, 0, 1, 0.97 if ceilings else 1))
     return fig
 
 

@@ -7,8 +7,8 @@ rate to the best baseline's — the online non-learned policy with the best SLA 
 validation traces (`relmas validate`), so that evaluation only measures it — with a paired
 bootstrap 95% interval (seeds resampled together, since all policies ran on the same traces), in
 one table after a one-line tally per learned policy; the former ratio to the best heuristic picked
-on the evaluation traces is told where its verdict differs. Nothing is tuned or filtered: every
-policy evaluated is shown.
+on the evaluation traces is in columns of the same table. Nothing is tuned or filtered: every
+policy evaluated is in the tables (the SLA rate figure draws the best of each kind).
 
 Besides the per-scenario evaluation: generalisation runs (a learned policy deployed with the agent
 of another scenario: rows whose `agent_scenario` is not their scenario), sweeps (SLA rate against

@@ -81,6 +81,15 @@ def reference_rows(summary: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+def mean_ceilings(references: pl.DataFrame) -> dict[str, float]:
+    """Per scenario of `references` (reference_rows): its traces' proven ceilings' mean SLA rate."""
+    ceilings = references.filter(pl.col("kind") == CEILING)
+    return {
+        scenario: float(rows["sla_rate"].mean())
+        for (scenario,), rows in ceilings.group_by(["scenario"], maintain_order=True)
+    }
+
+
 def ceiling_table(
     summary: pl.DataFrame, references: pl.DataFrame, baselines: Mapping[str, tuple[str, float]]
 ) -> pl.DataFrame:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from relmas.ceiling.rows import policy_rows  # noqa: E402
 from relmas.figures import palette  # noqa: E402
 from relmas.figures.contents import METRIC_FIGURES  # noqa: E402
 from relmas.figures.results import (  # noqa: E402
+    plot_best_by_kind,
     plot_learning_curves,
     plot_metric_by_scenario,
     plot_service_groups,
@@ -39,13 +41,16 @@ def draw_figures(
     groups: pl.DataFrame,
     sweeps: pl.DataFrame,
     learning: Mapping[str, Mapping[str, Any]],
-    gantt: tuple[int, str | None],
+    shown: Mapping[str, Sequence[str]],
+    ceilings: Mapping[str, float],
+    gantt: GanttRuns,
     dirs: tuple[Path, Path, Path],
 ) -> dict[str, Path]:
     """Draw and save every figure of the report (relmas.figures.contents lists them); return
     their paths by name. `groups`: the service groups pooled over the seeds (one figure per
-    scenario with any); `gantt`: the evaluation seed and the best baseline of the first
-    scenario, whose schedule is drawn; `dirs`: the workloads, costs and agents directories."""
+    scenario with any); `shown`, `ceilings`: per scenario the policies the SLA rate figure draws
+    (stats.shown_policies) and the mean proven ceiling; `gantt`: the runs and jobs whose
+    schedules are drawn; `dirs`: the workloads, costs and agents directories."""
     from relmas.io import atomic_path
 
     figures_dir.mkdir(parents=True, exist_ok=True)
@@ -60,7 +65,7 @@ def draw_figures(
 
     for scenario in groups["scenario"].unique(maintain_order=True):
         save(plot_service_groups(groups, scenario), f"service_{scenario}")
-    save(plot_metric_by_scenario(aggregated, "sla_rate", "SLA rate"), "sla_rate")
+    save(plot_best_by_kind(aggregated, shown, ceilings), "sla_rate")
     for metric, label in METRIC_FIGURES.items():
         save(plot_metric_by_scenario(aggregated, metric, label), metric)
     for scenario in config["scenarios"]:
@@ -74,18 +79,8 @@ def draw_figures(
         save(plot_learning_curves(curves, best, policies), "learning_curves")
     workloads_dir, costs_dir, agents_dir = dirs
     figures.update(_cost_figures(config, costs_dir, figures_dir))
-    seed, best_baseline = gantt
-    figures["gantt"] = _sample_gantt(
-        config,
-        source,
-        next(iter(config["scenarios"])),
-        seed,
-        aggregated,
-        best_baseline,
-        workloads_dir,
-        costs_dir,
-        agents_dir,
-        figures_dir,
+    figures["gantt"] = _gantt(
+        config, source, gantt, workloads_dir, costs_dir, agents_dir, figures_dir
     )
     return figures
 
@@ -133,52 +128,63 @@ def _cost_figures(config: Mapping[str, Any], costs_dir: Path, figures_dir: Path)
     return made
 
 
-def _shown_agent() -> str:
+def shown_agent() -> str:
     """The learned policy of the Gantt chart: RELMAS itself (the learned policy extending none)."""
     return next(p for p in catalog.learned() if catalog.entry(p).base is None)
 
 
-def _sample_gantt(
+@dataclass(frozen=True)
+class GanttRuns:
+    """What the Gantt chart draws: `policies` (the first is the left panel; `best` is labelled
+    the best baseline) on one evaluation trace, the span of `job_ids` (jobs of that trace, by
+    arrival), titled `title`."""
+
+    scenario: str
+    seed: int
+    policies: tuple[str, ...]
+    best: str | None
+    job_ids: tuple[int, ...]
+    title: str
+
+
+def _gantt(
     config: Mapping[str, Any],
     source: str,
-    scenario: str,
-    seed: int,
-    aggregated: pl.DataFrame,
-    best: str | None,
+    runs: GanttRuns,
     workloads_dir: Path,
     costs_dir: Path,
     agents_dir: Path,
     figures_dir: Path,
-    jobs: int = 24,
 ) -> Path:
-    """Gantt charts of the first `jobs` jobs of one evaluation trace: RELMAS (where it was
-    evaluated) beside `best`, the scenario's best baseline chosen on validation, same jobs."""
+    """Gantt charts of `runs.policies` side by side, run on their whole trace and drawn from the
+    first arrival of `runs.job_ids` to the last of their deadlines: the jobs before and among
+    them share the instances, so only the whole run shows the schedule the per-job results
+    counted."""
     from relmas.evaluate import load_job_trace, simulate
     from relmas.figures.gantt import plot_schedules
     from relmas.policies import make_policy
     from relmas.study import policy_options
 
-    evaluated = aggregated.filter(pl.col("scenario") == scenario)["policy"].to_list()
-    agent = _shown_agent()
-    # without either, the first policy evaluated (e.g. the offline bound alone)
-    shown = [p for p in (agent, best) if p in evaluated] or evaluated[:1]
     study = Study(config, source)
-    system, tables = study.system(scenario), study.costs(scenario, costs_dir)
-    trace = load_job_trace(workload_file(workloads_dir, scenario, seed), tables)
-    first = trace.sort("arrival_s").head(jobs)
+    system, tables = study.system(runs.scenario), study.costs(runs.scenario, costs_dir)
+    trace = load_job_trace(workload_file(workloads_dir, runs.scenario, runs.seed), tables)
     results = {}
-    for policy in shown:
+    for policy in runs.policies:
         options = policy_options(config, policy)
         if policy in catalog.learned():
-            options["agent"] = str(agent_dir(agents_dir, scenario, policy))
-        chosen = make_policy(policy, seed=seed, **options)
-        label = f"{policy} (best baseline)" if policy == best else policy
-        results[label] = simulate(system, first, tables, chosen, record=True)
+            options["agent"] = str(agent_dir(agents_dir, runs.scenario, policy))
+        chosen = make_policy(policy, seed=runs.seed, **options)
+        label = f"{policy} (best baseline)" if policy == runs.best else policy
+        results[label] = simulate(system, trace, tables, chosen, record=True)
+    jobs = trace.filter(pl.col("job_id").is_in(runs.job_ids))
+    window = (float(jobs["arrival_s"].min()), float(jobs["deadline_s"].max()))
     path = figures_dir / "gantt.png"
     plot_schedules(
         results,
         path,
         colours={label: palette.colour(result.policy) for label, result in results.items()},
-        suptitle=f"{scenario}, seed {seed}: the first {jobs} jobs",
+        suptitle=runs.title,
+        window=window,
+        marked=runs.job_ids,
     )
     return path

@@ -125,7 +125,8 @@ def read_learning(config: Mapping[str, Any], agents_dir: Path) -> dict[str, dict
             continue
         directory = agent_dir(agents_dir, scenario, policy)
         info = read_agent_info(directory)
-        heuristic = max(info.heuristics_validation, key=info.heuristics_validation.__getitem__)
+        rates = info.heuristics_validation  # agent.json's keys are sorted by name: ties by catalog
+        heuristic = max(sorted(rates, key=catalog.position), key=rates.__getitem__)
         title = scenario if catalog.entry(policy).base is None else f"{scenario} ({policy})"
         learning[title] = {
             "policy": policy,

@@ -24,7 +24,7 @@ from relmas.errors import InputError
 from relmas.figures import palette
 from relmas.io import read_parquet
 from relmas.report.markdown import image_markdown, markdown_table, mean_text
-from relmas.report.stats import mean_ci
+from relmas.report.stats import catalog_position, mean_ci
 from relmas.schemas import SUMMARY_SCHEMA
 from relmas.sim.service import GROUP_SCHEMA, RATE_TOL
 
@@ -122,7 +122,7 @@ def service_table(
             row["vs_best"] = row["vs_best_ci95"] = None
             if best in runs["policy"].to_list() and policy != best:
                 theirs = runs.filter(policy=best).select("seed", theirs="shortfall")
-                paired = own.join(theirs, on="seed")
+                paired = own.join(theirs, on="seed", maintain_order="left")
                 difference = POINTS * (paired["shortfall"] - paired["theirs"]).to_numpy()
                 row["vs_best"], row["vs_best_ci95"] = mean_ci(difference)
             rows.append(row)
@@ -149,8 +149,9 @@ def service_headline(table: pl.DataFrame, validation: pl.DataFrame) -> pl.DataFr
         .agg(pl.col("shortfall").mean() * POINTS)
         .select("scenario", best_baseline="policy", baseline_validation_shortfall="shortfall")
     )
-    return learned.join(baseline, on=["scenario", "best_baseline"]).join(
-        chosen, on=["scenario", "best_baseline"], how="left"
+    keys = ["scenario", "best_baseline"]
+    return learned.join(baseline, on=keys, maintain_order="left").join(
+        chosen, on=keys, how="left", maintain_order="left"
     )
 
 
@@ -210,7 +211,8 @@ def targets_bound_table(summary: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataF
         runs = summary.filter(
             (pl.col("scenario") == bound["scenario"]) & (pl.col("seed") == bound["seed"])
         ).drop_nulls("shortfall")
-        best = runs.sort("shortfall").row(0, named=True) if runs.height else None
+        ranked = runs.sort(["shortfall", catalog_position()])  # ties: the first in catalog order
+        best = ranked.row(0, named=True) if runs.height else None
         if best is not None and best["shortfall"] < bound["shortfall_lower"] - RATE_TOL:
             raise RuntimeError(
                 f"{best['policy']} reaches a shortfall of {best['shortfall']:.6f} on "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,25 @@ METRICS = ("sla_rate", "antt", "stp", "fairness", "utilization", "energy_j", "de
 
 
 BOOTSTRAP_SAMPLES = 10_000
+
+
+def catalog_position(column: str = "policy") -> pl.Expr:
+    """Each name of `column`'s place in catalog order (`catalog.position`): the sort key that
+    breaks ties between policies, wherever the report ranks them."""
+    places = {name: catalog.position(name) for name in catalog.names()}
+    return pl.col(column).replace_strict(places, default=len(places), return_dtype=pl.Int64)
+
+
+RUN_KEYS = ("scenario", "policy", "agent_scenario", "seed")  # a summary row's run
+
+
+def in_report_order(frame: pl.DataFrame, *keys: str) -> pl.DataFrame:
+    """`frame`'s rows sorted by `keys` (by default RUN_KEYS; those it has), as collect_summaries
+    sorts (summary.parquet keeps its order), so that nothing the report says or draws depends on the
+    order in which the rows were read: sums of floats, first rows and the order of scenarios.
+    Ties between policies are broken where policies are ranked, by catalog_position."""
+    present = [key for key in keys or RUN_KEYS if key in frame.columns]
+    return frame.sort(present, nulls_last=True, maintain_order=True) if present else frame
 
 
 def mean_ci(values: np.ndarray) -> tuple[float, float]:
@@ -91,11 +111,13 @@ def offline_bound() -> str:
 
 
 def former_heuristics(policies: Sequence[str]) -> list[str]:
-    """The candidates of the report's former comparison among `policies`: the fixed heuristics
-    and the search policy, without the rule baselines (nor the floor). Its best is picked after
-    the fact, on the evaluation traces; shown beside the headline so both readings stay visible."""
-    former = set(catalog.of_kind("heuristic", "search")) - set(catalog.floors())
-    return [p for p in policies if p in former]
+    """The candidates of the report's former comparison among `policies`, in catalog order (the
+    first of equals is the best): the fixed heuristics and the search policy, without the rule
+    baselines (nor the floor). Its best is picked after the fact, on the evaluation traces; shown
+    beside the headline so both readings stay visible."""
+    present = set(policies)
+    former = catalog.of_kind("heuristic", "search")
+    return [p for p in former if p in present and p not in catalog.floors()]
 
 
 def best_baselines(validation: pl.DataFrame) -> dict[str, tuple[str, float]]:
@@ -112,19 +134,126 @@ def best_baselines(validation: pl.DataFrame) -> dict[str, tuple[str, float]]:
     best on the evaluation traces themselves favours the baseline by the luck of those traces.
     """
     chosen = {}
+    for scenario, (rates, shortfall) in _validation_means(validation).items():
+        best = _best(catalog.online_baselines(), rates, shortfall)
+        if best is not None:
+            chosen[scenario] = (best, float(rates[best]))
+    return chosen
+
+
+def _validation_means(
+    validation: pl.DataFrame,
+) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
+    """Per scenario: each policy's mean SLA rate and mean shortfall (0 on a scenario whose rows
+    carry none) on its validation traces."""
+    means = {}
     for (scenario,), group in validation.group_by(["scenario"], maintain_order=True):
         targets = "shortfall" in group.columns and group["shortfall"].is_not_null().any()
-        means = group.group_by("policy").agg(
+        mean = group.group_by("policy").agg(
             pl.col("sla_rate").mean(),
             (pl.col("shortfall") if targets else pl.lit(0.0)).mean().alias("shortfall"),
         )
-        rates = dict(zip(means["policy"], means["sla_rate"], strict=True))
-        shortfall = dict(zip(means["policy"], means["shortfall"], strict=True))
-        candidates = [p for p in catalog.online_baselines() if p in rates]
-        if candidates:
-            # min keeps the first of equals: least shortfall (0 without targets), highest rate
-            best = min(candidates, key=lambda p: (shortfall[p], -rates[p]))
-            chosen[scenario] = (best, float(rates[best]))
+        rates = dict(zip(mean["policy"], mean["sla_rate"], strict=True))
+        means[scenario] = (rates, dict(zip(mean["policy"], mean["shortfall"], strict=True)))
+    return means
+
+
+def _best(
+    candidates: Sequence[str], rates: Mapping[str, float], shortfall: Mapping[str, float]
+) -> str | None:
+    """Of `candidates` (in catalog order) with validation means, the least shortfall, then the
+    highest SLA rate: best_baselines' rule. None if none has."""
+    present = [p for p in candidates if p in rates]
+    # min keeps the first of equals: least shortfall (0 without targets), highest rate
+    return min(present, key=lambda p: (shortfall[p], -rates[p])) if present else None
+
+
+# The kinds whose best the SLA rate figure draws, each chosen on validation as the best baseline
+# is; the offline bound and the learned policies are drawn as they are (none is chosen among).
+CHOSEN_KINDS = ("heuristic", "rule", "target", "search")
+
+
+def shown_policies(
+    aggregated: pl.DataFrame, validation: pl.DataFrame, scenarios: Sequence[str]
+) -> dict[str, list[str]]:
+    """Per scenario of `scenarios` (in that order) evaluated in `aggregated`: the policies the SLA
+    rate figure draws, one row per kind. Of each kind of CHOSEN_KINDS the best on the validation
+    traces by best_baselines' rule (the floor is no candidate); every offline and every learned
+    policy evaluated (choosing the best learned one on evaluation would flatter it)."""
+    means = _validation_means(validation)
+    shown = {}
+    for scenario in scenarios:
+        evaluated = set(aggregated.filter(pl.col("scenario") == scenario)["policy"])
+        rates, shortfall = means.get(scenario, ({}, {}))
+        online = [p for p in catalog.online_baselines() if p in evaluated]
+        best = [
+            _best([p for p in online if catalog.entry(p).kind == k], rates, shortfall)
+            for k in CHOSEN_KINDS
+        ]
+        rest = [p for p in catalog.of_kind("offline", "learned") if p in evaluated]
+        if drawn := [p for p in best if p is not None] + rest:
+            shown[scenario] = drawn
+    return shown
+
+
+GANTT_JOBS = 24  # the jobs of the Gantt chart's window
+
+
+@dataclass(frozen=True)
+class Window:
+    """The Gantt chart's window: `job_ids`, consecutive by arrival from the `start`-th job of one
+    evaluation trace, of which `agent` met `agent_met` deadlines and `baseline` `baseline_met`."""
+
+    scenario: str
+    seed: int
+    agent: str
+    baseline: str
+    start: int
+    job_ids: tuple[int, ...]
+    agent_met: int
+    baseline_met: int
+
+
+def differing_window(
+    results: Mapping[tuple[str, str, int], pl.DataFrame],
+    pairs: Mapping[str, tuple[str, str]],
+    seeds: Sequence[int],
+    jobs: int = GANTT_JOBS,
+) -> Window | None:
+    """Where a learned policy and its best baseline differ most: of every window of `jobs`
+    consecutive jobs (by arrival, then job id; the whole trace if shorter) of every evaluation
+    trace of every scenario of `pairs` (scenario -> (learned policy, best baseline), both
+    evaluated), the one with the largest difference in deadlines met, |met by one − met by the
+    other|, from the per-job results (`results`). Ties: the first scenario of `pairs`, the first
+    seed, the earliest window. None without a pair."""
+    chosen, largest = None, -1
+    for scenario, (agent, baseline) in pairs.items():
+        for seed in seeds:
+            ours = results[(scenario, agent, seed)].select("job_id", "arrival_s", "met")
+            theirs = results[(scenario, baseline, seed)].select("job_id", other="met")
+            both = ours.join(theirs, on="job_id").sort("arrival_s", "job_id")
+            if not both.height:
+                continue
+            width = min(jobs, both.height)
+            sums = [
+                np.concatenate(([0], np.cumsum(both[c].cast(pl.Int64)))) for c in ("met", "other")
+            ]
+            met = [total[width:] - total[:-width] for total in sums]
+            start = int(np.argmax(np.abs(met[0] - met[1])))  # the first of equals
+            difference = int(abs(met[0][start] - met[1][start]))
+            if difference > largest:
+                largest = difference
+                ids = tuple(both["job_id"][start : start + width].to_list())
+                chosen = Window(
+                    scenario,
+                    seed,
+                    agent,
+                    baseline,
+                    start,
+                    ids,
+                    int(met[0][start]),
+                    int(met[1][start]),
+                )
     return chosen
 
 

@@ -18,13 +18,19 @@ from relmas.report.markdown import (
     mean_column,
     mean_text,
 )
-from relmas.report.stats import BEST, aggregate, ceiling_means, resizing_roles
+from relmas.report.stats import (
+    BEST,
+    aggregate,
+    catalog_position,
+    ceiling_means,
+    resizing_roles,
+)
 from relmas.study import Study
 
 
 def heuristic_ranking(config: Mapping[str, Any], aggregated: pl.DataFrame) -> pl.DataFrame:
     """Per scenario: its load, bandwidth and arrival process, and the online baselines (heuristics,
-    rule baselines, search) ranked by SLA rate.
+    rule baselines, search) ranked by SLA rate, ties in catalog order.
 
     This is the table that shows how the ranking of the heuristics moves with the operating point.
     """
@@ -33,7 +39,7 @@ def heuristic_ranking(config: Mapping[str, Any], aggregated: pl.DataFrame) -> pl
     for scenario, spec in config["scenarios"].items():
         part = aggregated.filter(
             (pl.col("scenario") == scenario) & pl.col("policy").is_in(catalog.online_baselines())
-        ).sort("sla_rate", descending=True)
+        ).sort(["sla_rate", catalog_position()], descending=[True, False])
         if part.is_empty():
             continue
         gbps = Study(config).system(scenario).dram_gbps
@@ -179,10 +185,11 @@ def sweeps_markdown(
 
 def sweep_headroom(name: str, points: pl.DataFrame, ceiling: pl.DataFrame) -> list[str]:
     """One sentence: at each value of sweep `name`, how far the proven ceiling lies above the best
-    policy's mean SLA rate (`points`, aggregated), in SLA points; none without ceiling rows."""
+    policy's mean SLA rate (`points`, aggregated; of equals the first in catalog order), in SLA
+    points; none without ceiling rows."""
     if not ceiling.height:
         return []
-    ranked = points.sort("sla_rate", descending=True, maintain_order=True)
+    ranked = points.sort(["sla_rate", catalog_position()], descending=[True, False])
     best = ranked.group_by("value", maintain_order=True).first()
     gaps = ceiling.join(best, on="value", suffix="_best").sort("value")
     each = [
