@@ -714,12 +714,11 @@ def test_a_read_only_store(
 # ----------------------------------------------------------------------------- issue 32
 
 
-def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureFixture) -> None:
-    """agent.json's observation candidates 1 → 5 for weights trained with 1: the network would
-    read the first features of a longer observation and decide without a word."""
+def small_agent(directory: Path) -> None:
+    """A trained agent (untrained weights, agent.json) for the hand-written system."""
     import torch
 
-    from relmas.rl.agent import AGENT_FILE, AgentInfo, write_agent_info
+    from relmas.rl.agent import AgentInfo, write_agent_info
     from relmas.rl.checkpoint import BEST, save_checkpoint
     from relmas.rl.network import QNetwork
     from relmas.rl.observation import Layout
@@ -729,8 +728,8 @@ def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureF
     layout = Layout(settings.slots, 2, 3)  # the hand-written system: big, small × 2
     torch.manual_seed(0)
     net = QNetwork(layout.size, layout.actions, (8,), dueling=False)
-    (work / "agent").mkdir()
-    save_checkpoint(work / "agent" / BEST, {"network": net.spec, "online": net.state_dict()})
+    directory.mkdir()
+    save_checkpoint(directory / BEST, {"network": net.spec, "online": net.state_dict()})
     info = AgentInfo(
         scenario="handwritten",
         observation=settings,
@@ -745,7 +744,15 @@ def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureF
         teacher_bonus=0.0,
         rules_validation={},
     )
-    write_agent_info(work / "agent", info)
+    write_agent_info(directory, info)
+
+
+def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureFixture) -> None:
+    """agent.json's observation candidates 1 → 5 for weights trained with 1: the network would
+    read the first features of a longer observation and decide without a word."""
+    from relmas.rl.agent import AGENT_FILE
+
+    small_agent(work / "agent")
     argv = simulate_argv()[:-4] + ["--policy", "relmas", "--agent", "agent"]
     assert run_main([*argv, "--out", "trained.parquet"], capsys)[0] == 0
     raw = json.loads((work / "agent" / AGENT_FILE).read_text())
@@ -814,3 +821,32 @@ def test_a_replayed_arrival_too_far_from_zero(work: Path, capsys: pytest.Capture
     argv += ["--costs", "qcosts", "--out", "w.parquet"]
     line = assert_refused(argv, work, capsys, "replay.parquet", "arrival_s")
     assert "within 4294967296 s" in line
+
+
+# ----------------------------------------------------------------------------- issue 39
+
+
+class _RunsCode:
+    """A pickled payload that would run code when unpickled (`touch PWNED`)."""
+
+    def __reduce__(self) -> tuple:
+        return (os.system, ("touch PWNED",))
+
+
+def test_a_pickled_agent_is_refused_in_one_line_without_a_warning(work: Path) -> None:
+    """A best.pt that is a plain pickle (protocol 4, no torch archive): torch's weights-only
+    loader printed a two-line UserWarning about the protocol before the refusal. Run as its own
+    process: pytest would catch the warning before it reached stderr."""
+    import pickle
+
+    small_agent(work / "agent")
+    (work / "agent" / "best.pt").write_bytes(pickle.dumps(_RunsCode(), protocol=4))
+    argv = simulate_argv()[:-2] + ["--policy", "relmas", "--agent", "agent", "--out", "o.parquet"]
+    before = files(work)
+    done = subprocess.run(
+        [sys.executable, "-m", "relmas", *argv], cwd=work, capture_output=True, text=True
+    )
+    lines = [line for line in done.stderr.splitlines() if not MLFLOW_LOG.match(line)]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "best.pt" in lines[0] and "weights-only checkpoint" in lines[0], lines[0]
+    assert files(work) == before and not (work / "PWNED").exists()
