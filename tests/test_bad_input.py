@@ -186,6 +186,23 @@ CONFIG_CASES = {
         edit("evaluation.ceiling", {"time_limit_s": 0}),
         "evaluation.ceiling.time_limit_s",
     ),
+    "a ceiling time limit of nan": (
+        edit("evaluation.ceiling", {"time_limit_s": float("nan")}),
+        "evaluation.ceiling.time_limit_s",
+    ),
+    "a ceiling time limit of inf": (
+        edit("evaluation.ceiling", {"time_limit_s": float("inf")}),
+        "evaluation.ceiling.time_limit_s",
+    ),
+    "a learning rate of nan": (
+        edit("training.dqn", {"learning_rate": float("nan")}),
+        "training.dqn.learning_rate",
+    ),
+    "a reward of inf": (edit("training.reward", {"met": float("inf")}), "training.reward.met"),
+    "a model argument of nan": (
+        edit("models.alexnet.kwargs", {"dropout": float("nan")}),
+        "models.alexnet.kwargs.dropout",
+    ),
     "no solver thread": (
         edit("evaluation.ceiling", {"threads": 0}),
         "evaluation.ceiling.threads",
@@ -583,6 +600,39 @@ def test_bad_option_values(case: str, work: Path, capsys: pytest.CaptureFixture)
     assert_refused(argv, work, capsys, option)
 
 
+BENCHMARK_CASES = {
+    "a negative ceiling time limit": ("bench_ceiling.py", ["subsets", "--time-limit", "-1"]),
+    "a ceiling time limit of 0": ("bench_ceiling.py", ["subsets", "--time-limit", "0"]),
+    "a ceiling time limit of nan": ("bench_ceiling.py", ["subsets", "--time-limit", "nan"]),
+    "a target of nan": ("bench_ceiling.py", ["targets", "--targets", "camera=nan"]),
+    "an exact time limit of inf": ("bench_ceiling_exact.py", ["--time-limit", "inf"]),
+    "no traces": ("bench_ceiling_exact.py", ["--traces", "0"]),
+    "a load of nan": ("bench_sim.py", ["--load", "nan"]),
+    "a trace of 0 jobs": ("bench_ga.py", ["--sizes", "10", "0"]),
+    "a negative seed": ("bench_gacer.py", ["--costs", "c", "--seeds", "-1"]),
+    "0 candidates": ("bench_candidates.py", ["--scenario", "mixed", "--candidates", "2,0"]),
+    "a horizon of nan": ("bench_headroom.py", ["rollout", "--horizon", "nan"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BENCHMARK_CASES))
+def test_bad_benchmark_options(
+    case: str, work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A benchmark script's numeric option out of range is one usage line (exit 2) before it
+    starts: `bench_ceiling.py subsets --time-limit -1` was a 15-line traceback from the solver."""
+    import runpy
+
+    script, argv = BENCHMARK_CASES[case]
+    monkeypatch.setattr(sys, "argv", [script, *argv])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(ROOT / "benchmarks" / script), run_name="__main__")
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    option = [word for word in argv if word.startswith("--")][-1]
+    assert err.startswith(script) and f": error: argument {option}: expected" in err
+
+
 def test_unknown_names_in_options(work: Path, capsys: pytest.CaptureFixture) -> None:
     argv = ["workload", "--config", "config.yaml", "--scenario", "nope", "--seed", "1"]
     assert_refused([*argv, "--out", "w.parquet"], work, capsys, "config.yaml", "--scenario")
@@ -670,7 +720,7 @@ def test_outputs_follow_the_umask(tmp_path: Path) -> None:
 def test_the_corpus_is_large() -> None:
     cases = len(CONFIG_CASES) + len(YAML_TEXT_CASES) + 2 + len(SPEC_CASES) + 2
     cases += len(LAYER_CASES) + 3 + len(TRACE_CASES) + len(COST_CASES) + 2 + 4
-    cases += len(USAGE_CASES) + 3 + 2 + 3 + 1 + 1 + 2 + 2
+    cases += len(USAGE_CASES) + len(BENCHMARK_CASES) + 3 + 2 + 3 + 1 + 1 + 2 + 2
     cases += 1 + len(OVERWRITE_CASES)
     assert cases >= 60
 
