@@ -135,6 +135,42 @@ def edit(path: str, value: Any) -> Callable[[dict], None]:
     return change
 
 
+def rename(section: str, old: str, new: str) -> Callable[[dict], None]:
+    """Rename entry `old` of config section `section` to `new`, and the references to it (a
+    scenario's by the sweeps, an accelerator's by the system's instances)."""
+
+    def change(config: dict) -> None:
+        config[section] = {(new if k == old else k): v for k, v in config[section].items()}
+        for sweep in config.get("sweeps", {}).values():
+            if section == "scenarios" and sweep["scenario"] == old:
+                sweep["scenario"] = new
+        for instance in config["system"]["instances"]:
+            if section == "accelerators" and instance["name"] == old:
+                instance["name"] = new
+
+    return change
+
+
+# names that become file names, directories and Snakemake wildcards (issue 39, item 5)
+BAD_NAMES = {
+    "that climbs out": "../../../../x",
+    "with a slash": "a/b",
+    "with a command": "$(touch PWNED)",
+    "with a space": "my scenario",
+    "with a leading dot": ".hidden",
+    "with a leading dash": "-x",
+}
+NAME_CASES = {
+    f"a {kind} {what}": (rename(section, first, name), section)
+    for kind, section, first in (
+        ("scenario", "scenarios", "mixed"),
+        ("accelerator", "accelerators", "eyeriss_168"),
+        ("model", "models", "alexnet"),
+        ("sweep", "sweeps", "load"),
+    )
+    for what, name in BAD_NAMES.items()
+}
+
 CONFIG_CASES = {
     "unknown top-level key": (edit("colour", "blue"), "colour"),
     "no models": (edit("models", None), "models"),
@@ -245,6 +281,8 @@ CONFIG_CASES = {
         edit("scenarios.mixed.deadline", {"firm": "yes"}),
         "scenarios.mixed.deadline.firm",
     ),
+    "experiment with a command": (edit("experiment", "$(touch PWNED)"), "experiment"),
+    **NAME_CASES,
 }
 
 
@@ -254,9 +292,11 @@ def test_bad_config_values(case: str, work: Path, capsys: pytest.CaptureFixture)
     config = yaml.safe_load((work / "config.yaml").read_text())
     change(config)
     (work / "bad.yaml").write_text(yaml.safe_dump(config))
-    assert_refused(
+    line = assert_refused(
         ["zoo", "--config", "bad.yaml", "--out", "l.parquet"], work, capsys, "bad.yaml", key
     )
+    if case in NAME_CASES:
+        assert "expected a name matching ^[A-Za-z0-9_][A-Za-z0-9_-]*$" in line, line
 
 
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -300,6 +340,7 @@ SPEC_CASES = {
     "zero lanes": (lambda s: s | {"lanes": 0}, "lanes"),
     "negative clock": (lambda s: s | {"clock_ghz": -1.0}, "clock_ghz"),
     "empty name": (lambda s: s | {"name": ""}, "name"),
+    "a name that climbs out": (lambda s: s | {"name": "../../x"}, "name"),
     "a list": (lambda s: [s], "mapping"),
     "3-bit words": (lambda s: s | {"word_bits": 3}, "word_bits"),
     "12-bit words": (lambda s: s | {"word_bits": 12}, "word_bits"),
@@ -900,3 +941,47 @@ def test_a_pickled_agent_is_refused_in_one_line_without_a_warning(work: Path) ->
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "best.pt" in lines[0] and "weights-only checkpoint" in lines[0], lines[0]
     assert files(work) == before and not (work / "PWNED").exists()
+
+
+def test_a_system_naming_a_cost_table_outside_its_directory(
+    work: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """An instance name of `relmas simulate --system` names its cost table in `--costs`."""
+    system = yaml.safe_load((work / "system.yaml").read_text())
+    system["instances"][1]["name"] = "../../small"
+    (work / "bad.yaml").write_text(yaml.safe_dump(system))
+    argv = ["simulate", "--system", "bad.yaml", "--jobs", "jobs.parquet", "--costs", "costs"]
+    argv += ["--policy", "edf", "--out", "out.parquet"]
+    line = assert_refused(argv, work, capsys, "bad.yaml", "instances[1].name", "'../../small'")
+    assert "expected a name matching" in line
+
+
+@pytest.mark.slow
+def test_snakemake_refuses_a_scenario_name_before_planning(tmp_path: Path) -> None:
+    """A scenario named `../../../../x` passed the DAG and its workload rule wrote seed1000.parquet
+    four directories up; one named `$(touch PWNED)/x` gave a MissingInputException in rule sweep.
+    Both are one line naming the file and the key, exit 2, before any job is planned."""
+    from tests.test_pipeline import SNAKEMAKE
+
+    project = tmp_path / "a" / "b" / "c" / "d"
+    project.mkdir(parents=True)
+    for name in ("Snakefile", "workflow", "config"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy2)(ROOT / name, project / name)
+    env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    for name in ("../../../../x", "$(touch PWNED)/x"):
+        config = yaml.safe_load((ROOT / "config" / "quick.yaml").read_text())
+        rename("scenarios", "mixed", name)(config)
+        (project / "bad.yaml").write_text(yaml.safe_dump(config))
+        before = set(tmp_path.rglob("*"))
+        done = subprocess.run(
+            [str(SNAKEMAKE), "-n", "--configfile", "bad.yaml"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, done.stderr
+        assert "bad.yaml: scenarios: expected a name matching" in lines[0], lines[0]
+        assert repr(name) in lines[0]
+        assert set(tmp_path.rglob("*")) == before
