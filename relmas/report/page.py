@@ -89,8 +89,9 @@ def write_report(
     summary = collect_summaries([summary_of(path) for path in base.values()] + moved)
     validation = read_validation(validation_dir or paths.validation_dir, scenarios)
     sweeps = collect_sweeps(config, sweeps_dir or paths.sweeps_dir)
-    bounds = read_bounds(bounds_dir or paths.bounds_dir, scenarios, seeds)
-    references = reference_rows(summary, bounds)
+    bounds_dir = bounds_dir or paths.bounds_dir
+    bounds = read_bounds(bounds_dir, scenarios, seeds)
+    references = reference_rows(summary, bounds, bounds_dir)
     results = {run: pl.read_parquet(path) for run, path in base.items()}
     targeted = target_scenarios_of(summary)
     groups = read_groups(
@@ -127,7 +128,7 @@ def write_report(
     targets = service_markdown(
         service,
         service_headline(service, validation),
-        targets_bound_table(summary, bounds),
+        targets_bound_table(summary, bounds, bounds_dir),
         figures,
         out_dir,
     )
