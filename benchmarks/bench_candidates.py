@@ -13,11 +13,11 @@ slots falls short of the same rule over every ready job (the rule baselines), so
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 
 import numpy as np
 
+from relmas import arguments
 from relmas.config import load_config
 from relmas.evaluate import load_job_trace
 from relmas.paths import ResultPaths
@@ -30,9 +30,9 @@ from relmas.study import Study
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments.Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", required=True)
-    parser.add_argument("--candidates", default="2,4,8")
+    parser.add_argument("--candidates", type=arguments.positive_ints, default=[2, 4, 8])
     parser.add_argument("--rule")
     parser.add_argument("--config", default="config/config.yaml")
     args = parser.parse_args()
@@ -49,7 +49,7 @@ def main() -> None:
         for seed in config["evaluation"]["seeds"]
     ]
     print(f"{args.scenario}: {rule}, reference {info.observation.reference}")
-    for k in (int(k) for k in args.candidates.split(",")):
+    for k in args.candidates:
         observation = replace(info.observation, candidates=k)
         rates = []
         for jobs in traces:

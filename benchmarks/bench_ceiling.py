@@ -46,7 +46,7 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 
-from relmas import catalog
+from relmas import arguments, catalog
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.exact import Plan, solve_exact
 from relmas.ceiling.instance import Instance
@@ -303,21 +303,30 @@ def _rates(text: str) -> dict[str, float]:
     pairs = [item.split("=") for item in text.split(",")]
     if any(len(pair) != 2 for pair in pairs):
         raise argparse.ArgumentTypeError(f"expected tenant=rate,..., got {text!r}")
-    return {name: float(rate) for name, rate in pairs}
+    rates = {name: float(rate) for name, rate in pairs}
+    if not all(0 <= rate <= 1 for rate in rates.values()):  # nan too
+        raise argparse.ArgumentTypeError(f"expected rates in [0, 1], got {text!r}")
+    return rates
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments.Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mode", choices=["small", "traces", "subsets", "targets"])
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--scenarios", default=None, help="comma-separated (default: all)")
-    parser.add_argument("--jobs", type=int, default=6, help="small: jobs per trace")
-    parser.add_argument("--traces", type=int, default=100, help="small: traces per scenario")
-    parser.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve")
+    parser.add_argument(
+        "--jobs", type=arguments.positive_int, default=6, help="small: jobs per trace"
+    )
+    parser.add_argument(
+        "--traces", type=arguments.positive_int, default=100, help="small: traces per scenario"
+    )
+    parser.add_argument(
+        "--time-limit", type=arguments.positive, default=30.0, help="seconds per solve"
+    )
     parser.add_argument("--unlimited", action="store_true", help="the systems without a DRAM limit")
     parser.add_argument(
         "--load",
-        type=float,
+        type=arguments.positive,
         default=None,
         help="small: this arrival load (a short trace that "
         "starts idle needs a higher one to be contended)",

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
+from relmas import arguments
 from relmas.ceiling.exact import solve_exact
 from relmas.config import load_config
 from relmas.errors import InputError
@@ -105,7 +106,7 @@ def _row(results: list) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments.Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument(
         "--costs",
@@ -113,9 +114,13 @@ def main() -> int:
         help="cost tables, used unchecked (default: the config's, checked)",
     )
     parser.add_argument("--scenarios", default=None, help="comma-separated (default: all)")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[5, 10, 20])
-    parser.add_argument("--traces", type=int, default=3, help="traces per scenario and size")
-    parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per CP-SAT model")
+    parser.add_argument("--sizes", type=arguments.positive_int, nargs="+", default=[5, 10, 20])
+    parser.add_argument(
+        "--traces", type=arguments.positive_int, default=3, help="traces per scenario and size"
+    )
+    parser.add_argument(
+        "--time-limit", type=arguments.positive, default=10.0, help="seconds per CP-SAT model"
+    )
     parser.add_argument("--unlimited", action="store_true", help="the systems without a DRAM limit")
     parser.add_argument("--synthetic", action="store_true", help="the property test's traces")
     args = parser.parse_args()

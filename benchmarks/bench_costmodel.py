@@ -29,6 +29,8 @@ from pathlib import Path
 
 import polars as pl
 
+from relmas import arguments
+
 ROOT = Path(__file__).resolve().parents[1]
 FEW_LAYERS = 8
 
@@ -94,9 +96,9 @@ def child(mode: str, layers_path: str, args: argparse.Namespace, env: dict) -> t
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments.Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(ROOT / "config" / "config.yaml"))
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=arguments.positive_int, default=3)
     parser.add_argument("--worker", choices=["cold", "python", "single"], help=argparse.SUPPRESS)
     parser.add_argument("--layers", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -17,12 +17,12 @@ seed: how much of the agent's lead over the best baseline a rule already has.
 
 from __future__ import annotations
 
-import argparse
 import collections
 from pathlib import Path
 
 import numpy as np
 
+from relmas import arguments
 from relmas.config import load_config
 from relmas.evaluate import load_job_trace
 from relmas.paths import ResultPaths
@@ -35,7 +35,7 @@ from relmas.study import Study
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments.Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("agents", nargs="+", type=Path)
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--scenario", required=True)

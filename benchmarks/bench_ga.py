@@ -14,13 +14,13 @@ core (pinned where the OS allows), after a warm-up run that loads the Numba cach
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
+from relmas import arguments
 from relmas.config import load_config
 from relmas.policies import make_policy
 from relmas.policies.ga_offline import SEED_POLICIES
@@ -38,16 +38,18 @@ def met(result) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments.Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="config/quick.yaml")
     parser.add_argument("--scenario", default="mixed")
     parser.add_argument("--costs", help="directory of cost tables (default: synthetic)")
-    parser.add_argument("--load", type=float, help="override the scenario's arrival load")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 20, 50])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--population", type=int, default=32)
-    parser.add_argument("--generations", type=int, default=100)
-    parser.add_argument("--ga-seeds", type=int, nargs="+", default=[0])
+    parser.add_argument(
+        "--load", type=arguments.positive, help="override the scenario's arrival load"
+    )
+    parser.add_argument("--sizes", type=arguments.positive_int, nargs="+", default=[10, 20, 50])
+    parser.add_argument("--seeds", type=arguments.seed, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--population", type=arguments.positive_int, default=32)
+    parser.add_argument("--generations", type=arguments.count, default=100)
+    parser.add_argument("--ga-seeds", type=arguments.seed, nargs="+", default=[0])
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})

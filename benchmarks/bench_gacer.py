@@ -18,7 +18,6 @@ Runs on one core (pinned where the OS allows), after a warm-up run that loads th
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from dataclasses import replace
@@ -27,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from relmas import arguments
 from relmas.config import load_config
 from relmas.paths import piece_table
 from relmas.policies import make_policy
@@ -89,14 +89,16 @@ def run(system, tables, jobs, name: str, options: dict) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments.Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--costs", required=True, help="cost and piece tables of the accelerators")
     parser.add_argument("--scenarios", nargs="+", default=["vision_heavy", "bandwidth_scarce"])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[1000, 1001, 1002, 1003, 1004])
+    parser.add_argument(
+        "--seeds", nargs="+", type=arguments.seed, default=[1000, 1001, 1002, 1003, 1004]
+    )
     parser.add_argument("--policies", nargs="+", default=HEURISTICS)
-    parser.add_argument("--window", type=int, default=6)
-    parser.add_argument("--max-evaluations", type=int, default=64)
+    parser.add_argument("--window", type=arguments.positive_int, default=6)
+    parser.add_argument("--max-evaluations", type=arguments.positive_int, default=64)
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})

@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import polars as pl
 
-from relmas import catalog
+from relmas import arguments, catalog
 from relmas.config import load_config
 from relmas.evaluate import load_job_trace
 from relmas.paths import ResultPaths
@@ -124,24 +124,36 @@ def ga_rows(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments.Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--scenarios", default=None, help="comma-separated (default: all)")
-    parser.add_argument("--jobs", type=int, default=150, help="jobs of each trace (ga: per window)")
-    parser.add_argument("--seeds", type=int, default=2, help="first evaluation seeds")
+    parser.add_argument(
+        "--jobs",
+        type=arguments.positive_int,
+        default=150,
+        help="jobs of each trace (ga: per window)",
+    )
+    parser.add_argument(
+        "--seeds", type=arguments.positive_int, default=2, help="first evaluation seeds"
+    )
     methods = parser.add_subparsers(dest="method", required=True)
     rollout = methods.add_parser("rollout", help="one step of policy iteration from the rule")
     rollout.add_argument(
-        "--horizon", type=float, default=5.0, help="rollout length in tau (inf: to the end)"
+        "--horizon",
+        type=arguments.positive_or_inf,
+        default=5.0,
+        help="rollout length in tau (inf: to the end)",
     )
     rollout.add_argument("--per-type", action="store_true", help="also try every instance type")
     rollout.add_argument("--clairvoyant", action="store_true", help="rollouts see future arrivals")
     rollout.set_defaults(measure=rollout_rows)
     ga = methods.add_parser("ga", help="the offline genetic search on windows of the traces")
-    ga.add_argument("--windows", type=int, default=4, help="consecutive windows per trace")
-    ga.add_argument("--ga-seeds", type=int, nargs="+", default=[0])
-    ga.add_argument("--population", type=int, default=32)
-    ga.add_argument("--generations", type=int, default=100)
+    ga.add_argument(
+        "--windows", type=arguments.positive_int, default=4, help="consecutive windows per trace"
+    )
+    ga.add_argument("--ga-seeds", type=arguments.seed, nargs="+", default=[0])
+    ga.add_argument("--population", type=arguments.positive_int, default=32)
+    ga.add_argument("--generations", type=arguments.count, default=100)
     ga.add_argument("--seeded-by", choices=list(SEEDED_BY), default="online")
     ga.set_defaults(measure=ga_rows)
     args = parser.parse_args()

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from relmas import catalog
+from relmas import arguments, catalog
 from relmas.config import merge_into, validate_config
 from relmas.evaluate import load_job_trace, simulate
 from relmas.io import read_parquet
@@ -109,7 +109,7 @@ def baseline_sla(config: dict, scenario: str, policy: str) -> np.ndarray:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments.Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--variants", type=Path, required=True)
     parser.add_argument("--scenarios", default=None, help="comma-separated (default: all)")

@@ -19,13 +19,13 @@ relative to the mean layer time.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 
 import numpy as np
 
+from relmas import arguments
 from relmas.config import config_hash, load_config
 from relmas.evaluate import simulate
 from relmas.hw.spec import parse_spec
@@ -87,7 +87,7 @@ def evaluate(config, scenario, costs, agent, policies, seeds) -> dict[str, list[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = arguments.Parser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--out", type=Path, default=Path("results/bench_relmas"))
     parser.add_argument("--costs", type=Path, default=None)

@@ -21,7 +21,6 @@ the teacher, the step of best.pt and the training CPU time.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 from pathlib import Path
@@ -30,7 +29,7 @@ import numpy as np
 import polars as pl
 from bench_learner import point_difference, selected_variants  # a sibling script
 
-from relmas import catalog
+from relmas import arguments, catalog
 from relmas.config import merge_into, validate_config
 from relmas.evaluate import simulate
 from relmas.policies import make_policy
@@ -81,7 +80,7 @@ def row(name: str, evaluated: pl.DataFrame, validation: float | None, **extra) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments.Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True)
     parser.add_argument("--costs", type=Path, required=True, help="cost tables of the config")
     parser.add_argument("--variants", type=Path, required=True)

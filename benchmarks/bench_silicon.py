@@ -12,17 +12,16 @@ tolerances; docs/costmodel.md ("Silicon") discusses the figures.
 
 from __future__ import annotations
 
-import argparse
-
 import polars as pl
 
+from relmas import arguments
 from relmas.hw.common import OBJECTIVES
 from relmas.hw.silicon import compare_eyeriss, compare_simba, network_totals
 from relmas.report import markdown_table
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments.Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--objective", choices=OBJECTIVES, default="latency")
     args = parser.parse_args()
     eyeriss = compare_eyeriss(objective=args.objective, progress=True)  # a bar on a terminal

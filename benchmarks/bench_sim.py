@@ -13,7 +13,6 @@ and running it.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
-from relmas import catalog
+from relmas import arguments, catalog
 from relmas.evaluate import load_costs
 from relmas.policies import make_policy
 from relmas.sim import CostTables, Engine, load_system
@@ -100,11 +99,11 @@ def peak_memory(system, tables, jobs: pl.DataFrame) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments.Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--costs", help="directory of real cost tables (default: synthetic)")
-    parser.add_argument("--jobs", type=int, default=10_000)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--load", type=float, default=0.9)
+    parser.add_argument("--jobs", type=arguments.positive_int, default=10_000)
+    parser.add_argument("--repeats", type=arguments.positive_int, default=5)
+    parser.add_argument("--load", type=arguments.positive, default=0.9)
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})

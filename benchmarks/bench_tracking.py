@@ -12,7 +12,6 @@ wall time minus the baseline's median. Also prints where the time goes inside on
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -20,6 +19,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from relmas import arguments
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,8 +63,8 @@ def wall(args: list[str], env: dict[str, str]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=7)
+    parser = arguments.Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=arguments.positive_int, default=7)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{tmp}/mlflow.db")

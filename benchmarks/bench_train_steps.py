@@ -34,6 +34,7 @@ from pathlib import Path
 
 from bench_relmas import ensure_costs
 
+from relmas import arguments
 from relmas.config import merge_into, validate_config
 from relmas.rl.run import train_scenario
 from relmas.yaml_load import load_yaml
@@ -87,13 +88,13 @@ def baseline_steps_per_second(checkout: Path, args: argparse.Namespace) -> dict[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments.Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="config/quick.yaml")
     parser.add_argument("--scenario", default="mixed")
-    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--steps", type=arguments.positive_int, default=20_000)
     parser.add_argument("--costs", type=Path, default=Path("results/bench_train_steps/costs"))
     parser.add_argument("--variants", type=Path, default=None)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=arguments.positive_int, default=3)
     parser.add_argument("--profile", default=None, metavar="VARIANT")
     parser.add_argument("--baseline", type=Path, default=None, metavar="CHECKOUT")
     args = parser.parse_args()

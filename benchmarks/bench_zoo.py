@@ -7,18 +7,18 @@ the median of the following ones.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
+from relmas import arguments
 from relmas.config import load_config
 from relmas.zoo import layer_table
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = arguments.Parser(description=__doc__)
     parser.add_argument("--config", default="config/config.yaml")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=arguments.positive_int, default=3)
     args = parser.parse_args()
     models = load_config(args.config)["models"]
     times = []

@@ -11,7 +11,6 @@ import argparse
 import errno
 import fnmatch
 import json
-import math
 import os
 import re
 import sys
@@ -20,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from relmas import catalog
+from relmas import arguments, catalog
 from relmas.errors import InputError
 from relmas.paths import ResultPaths, cost_table, piece_table, summary_of
 
@@ -856,32 +855,8 @@ def cmd_recover(args: argparse.Namespace) -> None:
     print(f"recover: {lock_note}, swept {len(done.swept)} stale temporary file(s) in {results}")
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with its usage errors on one line (exit 2), like every other bad input."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
-
-
-SEED_MAX = 2**32 - 1  # numpy's SeedSequence takes any non-negative int; traces name it in paths
-
-
-def _seed(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= SEED_MAX:
-        raise argparse.ArgumentTypeError(f"expected a seed in [0, {SEED_MAX}], got {text!r}")
-    return value
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = arguments.Parser(
         prog="relmas",
         description="Multi-tenant DNN scheduling on heterogeneous multi-accelerators.",
     )
@@ -978,7 +953,11 @@ def _add_build_commands(sub: Any) -> None:
     _config_arg(workload)
     workload.add_argument("--scenario", required=True, help="a scenario of the config")
     workload.add_argument(
-        "--seed", required=True, type=_seed, action="append", help="trace seed (repeatable)"
+        "--seed",
+        required=True,
+        type=arguments.seed,
+        action="append",
+        help="trace seed (repeatable)",
     )
     workload.add_argument("--costs", type=Path, help=COSTS_HELP)
     workload.add_argument(
@@ -1022,7 +1001,11 @@ def _add_ceiling_commands(sub: Any) -> None:
     _config_arg(bound)
     bound.add_argument("--scenario", required=True, help="a scenario of the config")
     bound.add_argument(
-        "--seed", required=True, type=_seed, action="append", help="a trace's seed (repeatable)"
+        "--seed",
+        required=True,
+        type=arguments.seed,
+        action="append",
+        help="a trace's seed (repeatable)",
     )
     bound.add_argument(
         "--jobs",
@@ -1046,7 +1029,11 @@ def _add_run_commands(sub: Any) -> None:
         "--policy", required=True, action="append", help=f"{POLICY_HELP} (repeatable)"
     )
     evaluate.add_argument(
-        "--seed", required=True, type=_seed, action="append", help="trace seed (repeatable)"
+        "--seed",
+        required=True,
+        type=arguments.seed,
+        action="append",
+        help="trace seed (repeatable)",
     )
     evaluate.add_argument(
         "--out",
@@ -1071,7 +1058,9 @@ def _add_run_commands(sub: Any) -> None:
     sweep = _command(sub, "sweep", cmd_sweep, "every policy but ga_offline at one point of a sweep")
     _config_arg(sweep)
     sweep.add_argument("--sweep", required=True, help="a sweep of the config (sweeps:)")
-    sweep.add_argument("--value", required=True, type=_finite, help="the swept parameter's value")
+    sweep.add_argument(
+        "--value", required=True, type=arguments.finite, help="the swept parameter's value"
+    )
     sweep.add_argument("--costs", type=Path, help=COSTS_HELP)
     sweep.add_argument(
         "--agents", type=Path, help="the base scenario's agents: one directory per learned policy"
@@ -1103,7 +1092,9 @@ def _add_run_commands(sub: Any) -> None:
     simulate.add_argument("--jobs", required=True, type=Path, help="job trace Parquet")
     simulate.add_argument("--costs", required=True, type=Path, help=COSTS_HELP)
     simulate.add_argument("--policy", required=True, help=POLICY_HELP)
-    simulate.add_argument("--seed", type=_seed, default=0, help="seed of randomised policies")
+    simulate.add_argument(
+        "--seed", type=arguments.seed, default=0, help="seed of randomised policies"
+    )
     simulate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
     simulate.add_argument("--out", required=True, type=Path, help="per-job results Parquet")
 

@@ -9,6 +9,7 @@ the key and what was expected.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,7 @@ def validate_config(raw: Any, source: str | Path | None = None) -> dict[str, Any
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if error is not None:
         raise _schema_error(error, source)
+    _check_finite(config, source)
     _check_references(config, source)
     return config
 
@@ -78,6 +80,20 @@ def merge_into(base: dict[str, Any], update: Mapping[str, Any]) -> None:
             merge_into(base[key], value)
         else:
             base[key] = value
+
+
+def _check_finite(node: Any, source: str | Path | None, key: str = "") -> None:
+    """Refuse a NaN or infinite number anywhere in the config: no key means one (null is the
+    config's "no limit"), and the schema's bounds let NaN through (every comparison with it is
+    false)."""
+    if isinstance(node, float) and not math.isfinite(node):
+        raise InputError(source, key or None, "a finite number", node)
+    if isinstance(node, Mapping):
+        for name, value in node.items():
+            _check_finite(value, source, _join(key, str(name)))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _check_finite(value, source, f"{key}[{i}]")
 
 
 def _check_references(config: Mapping[str, Any], source: str | Path | None) -> None:

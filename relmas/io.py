@@ -7,6 +7,8 @@ interrupted job never leaves a half-written file that Snakemake (or a user) coul
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import re
 import tempfile
@@ -43,10 +45,7 @@ def atomic_path(path: str | Path, suffix: str = "", *, output: bool = True) -> I
     target = Path(path)
     with _naming(target, None):
         _make_dirs(target.parent)
-        fd, tmp = tempfile.mkstemp(
-            prefix=f"{TEMP_PREFIX}{target.name}.", suffix=suffix or ".tmp", dir=target.parent
-        )
-    os.close(fd)
+        fd, tmp = _held_temp(target, suffix or ".tmp")
     tmp_path = Path(tmp)
     try:
         with _naming(target, tmp):
@@ -57,6 +56,49 @@ def atomic_path(path: str | Path, suffix: str = "", *, output: bool = True) -> I
             _written.append(target)
     finally:
         tmp_path.unlink(missing_ok=True)
+        os.close(fd)  # releases the lock
+
+
+def _held_temp(target: Path, suffix: str) -> tuple[int, str]:
+    """A new temporary file beside `target`, under an exclusive lock (flock) held until the write
+    ends: `relmas recover` removes only temporary files no live process holds, whichever checkout
+    the writer runs from. A sweep that took the lock first (between creation and locking) has
+    removed the file by the time the lock is granted (no link left): then make another. On a
+    filesystem without locks, no sweep can take one either (it removes nothing there)."""
+    while True:
+        fd, tmp = tempfile.mkstemp(
+            prefix=f"{TEMP_PREFIX}{target.name}.", suffix=suffix, dir=target.parent
+        )
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP):
+                os.close(fd)
+                os.unlink(tmp)
+                raise
+        if os.fstat(fd).st_nlink:
+            return fd, tmp
+        os.close(fd)
+
+
+def remove_if_unheld(path: Path) -> bool:
+    """Remove the temporary file `path` of an atomic write unless a live writer holds it (its
+    lock); False when one does, or the file is gone or is no regular file (a link is not
+    followed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if not os.path.samestat(os.fstat(fd), os.stat(path, follow_symlinks=False)):
+            return False  # renamed into place, and the name taken again, since it was opened
+        path.unlink()
+        return True
+    except OSError:  # held (BlockingIOError), or renamed into place meanwhile
+        return False
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

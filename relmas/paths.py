@@ -9,16 +9,29 @@ never write into each other's files.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from relmas.errors import InputError
+from relmas.yaml_load import load_yaml
 
 # the config schema: key names, types, defaults and bounds of every config file
 CONFIG_SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 PIECES_SUFFIX = ".pieces.parquet"
 SUMMARY_SUFFIX = ".summary.parquet"
 GROUPS_SUFFIX = ".groups.parquet"
+
+
+def check_name(name: Any, source: str | Path | None, key: str) -> None:
+    """Refuse a name that is not the config schema's `$defs/name`, the one pattern of every name
+    that becomes a file or directory name here (the schema applies it to the config's names;
+    this, to those of the other files a user writes: a system, an accelerator spec)."""
+    definition = load_yaml(CONFIG_SCHEMA)["$defs"]["name"]
+    if not isinstance(name, str) or not re.fullmatch(definition["pattern"], name):
+        raise InputError(source, key, definition["description"], name)
 
 
 def cost_table(costs_dir: str | Path, accelerator: str) -> Path:

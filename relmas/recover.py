@@ -3,12 +3,16 @@ first.
 
 A killed Snakemake leaves its lock directory (`.snakemake/locks`), so the next invocation refuses to
 start, and a killed write leaves its hidden temporary file (relmas.io.TEMP_NAME, with relmas's own
-prefix `.relmas-tmp.`). Both may be removed only when no other Snakemake or relmas process works in
+prefix `.relmas-tmp.`). Both are removed only when no other Snakemake or relmas process works in
 the same directory: Snakemake's lock files record no process, so this module looks for such
 processes itself (Linux /proc: a process whose working directory is inside the project and whose
-command line runs snakemake or relmas, other than this process and its ancestors). Temporary files
-are swept only under the study's results directory, where the pipeline writes: a file elsewhere
-that merely looks like one is a user's. Incomplete outputs are left to Snakemake's
+command line runs snakemake or relmas, other than this process and its ancestors). A results
+directory may lie outside the checkout and be shared with another checkout's study, whose
+processes that search cannot see: a temporary file is therefore also removed only when no live
+process holds it (every writer holds an exclusive flock on its temporary file until its write
+ends, relmas.io.atomic_path; the kernel releases it when the writer dies). Temporary files are
+swept only under the study's results directory, where the pipeline writes: a file elsewhere that
+merely looks like one is a user's. Incomplete outputs are left to Snakemake's
 `--rerun-incomplete`, and runs left RUNNING in MLflow to relmas.tracking, which closes them when the
 next stage starts.
 """
@@ -21,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from relmas.io import TEMP_NAME
+from relmas.io import TEMP_NAME, remove_if_unheld
 
 LOCKS = Path(".snakemake") / "locks"
 DEFAULT_CONFIG = Path("config") / "config.yaml"  # the Snakefile's when no --configfile is given
@@ -50,16 +54,16 @@ def recover(root: str | Path, results: Iterable[str | Path]) -> Recovery:
 
 
 def sweep_temp_files(directories: Iterable[Path]) -> list[Path]:
-    """Remove the temporary files of relmas's atomic writes under `directories` (symbolic links
-    and dot directories not followed: the pipeline writes into neither)."""
+    """Remove the temporary files of relmas's atomic writes under `directories` that no live
+    writer holds (symbolic links and dot directories not followed: the pipeline writes into
+    neither)."""
     swept = []
     for top in directories:
         for directory, subdirs, files in os.walk(top):
             subdirs[:] = [d for d in subdirs if not d.startswith(".")]
             for name in files:
-                if TEMP_NAME.match(name):
-                    path = Path(directory) / name
-                    path.unlink(missing_ok=True)
+                path = Path(directory) / name
+                if TEMP_NAME.match(name) and remove_if_unheld(path):
                     swept.append(path)
     return swept
 

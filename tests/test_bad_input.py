@@ -135,6 +135,42 @@ def edit(path: str, value: Any) -> Callable[[dict], None]:
     return change
 
 
+def rename(section: str, old: str, new: str) -> Callable[[dict], None]:
+    """Rename entry `old` of config section `section` to `new`, and the references to it (a
+    scenario's by the sweeps, an accelerator's by the system's instances)."""
+
+    def change(config: dict) -> None:
+        config[section] = {(new if k == old else k): v for k, v in config[section].items()}
+        for sweep in config.get("sweeps", {}).values():
+            if section == "scenarios" and sweep["scenario"] == old:
+                sweep["scenario"] = new
+        for instance in config["system"]["instances"]:
+            if section == "accelerators" and instance["name"] == old:
+                instance["name"] = new
+
+    return change
+
+
+# names that become file names, directories and Snakemake wildcards (issue 39, item 5)
+BAD_NAMES = {
+    "that climbs out": "../../../../x",
+    "with a slash": "a/b",
+    "with a command": "$(touch PWNED)",
+    "with a space": "my scenario",
+    "with a leading dot": ".hidden",
+    "with a leading dash": "-x",
+}
+NAME_CASES = {
+    f"a {kind} {what}": (rename(section, first, name), section)
+    for kind, section, first in (
+        ("scenario", "scenarios", "mixed"),
+        ("accelerator", "accelerators", "eyeriss_168"),
+        ("model", "models", "alexnet"),
+        ("sweep", "sweeps", "load"),
+    )
+    for what, name in BAD_NAMES.items()
+}
+
 CONFIG_CASES = {
     "unknown top-level key": (edit("colour", "blue"), "colour"),
     "no models": (edit("models", None), "models"),
@@ -186,6 +222,23 @@ CONFIG_CASES = {
         edit("evaluation.ceiling", {"time_limit_s": 0}),
         "evaluation.ceiling.time_limit_s",
     ),
+    "a ceiling time limit of nan": (
+        edit("evaluation.ceiling", {"time_limit_s": float("nan")}),
+        "evaluation.ceiling.time_limit_s",
+    ),
+    "a ceiling time limit of inf": (
+        edit("evaluation.ceiling", {"time_limit_s": float("inf")}),
+        "evaluation.ceiling.time_limit_s",
+    ),
+    "a learning rate of nan": (
+        edit("training.dqn", {"learning_rate": float("nan")}),
+        "training.dqn.learning_rate",
+    ),
+    "a reward of inf": (edit("training.reward", {"met": float("inf")}), "training.reward.met"),
+    "a model argument of nan": (
+        edit("models.alexnet.kwargs", {"dropout": float("nan")}),
+        "models.alexnet.kwargs.dropout",
+    ),
     "no solver thread": (
         edit("evaluation.ceiling", {"threads": 0}),
         "evaluation.ceiling.threads",
@@ -228,6 +281,8 @@ CONFIG_CASES = {
         edit("scenarios.mixed.deadline", {"firm": "yes"}),
         "scenarios.mixed.deadline.firm",
     ),
+    "experiment with a command": (edit("experiment", "$(touch PWNED)"), "experiment"),
+    **NAME_CASES,
 }
 
 
@@ -237,9 +292,11 @@ def test_bad_config_values(case: str, work: Path, capsys: pytest.CaptureFixture)
     config = yaml.safe_load((work / "config.yaml").read_text())
     change(config)
     (work / "bad.yaml").write_text(yaml.safe_dump(config))
-    assert_refused(
+    line = assert_refused(
         ["zoo", "--config", "bad.yaml", "--out", "l.parquet"], work, capsys, "bad.yaml", key
     )
+    if case in NAME_CASES:
+        assert "expected a name matching ^[A-Za-z0-9_][A-Za-z0-9_-]*$" in line, line
 
 
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -283,6 +340,7 @@ SPEC_CASES = {
     "zero lanes": (lambda s: s | {"lanes": 0}, "lanes"),
     "negative clock": (lambda s: s | {"clock_ghz": -1.0}, "clock_ghz"),
     "empty name": (lambda s: s | {"name": ""}, "name"),
+    "a name that climbs out": (lambda s: s | {"name": "../../x"}, "name"),
     "a list": (lambda s: [s], "mapping"),
     "3-bit words": (lambda s: s | {"word_bits": 3}, "word_bits"),
     "12-bit words": (lambda s: s | {"word_bits": 12}, "word_bits"),
@@ -583,6 +641,39 @@ def test_bad_option_values(case: str, work: Path, capsys: pytest.CaptureFixture)
     assert_refused(argv, work, capsys, option)
 
 
+BENCHMARK_CASES = {
+    "a negative ceiling time limit": ("bench_ceiling.py", ["subsets", "--time-limit", "-1"]),
+    "a ceiling time limit of 0": ("bench_ceiling.py", ["subsets", "--time-limit", "0"]),
+    "a ceiling time limit of nan": ("bench_ceiling.py", ["subsets", "--time-limit", "nan"]),
+    "a target of nan": ("bench_ceiling.py", ["targets", "--targets", "camera=nan"]),
+    "an exact time limit of inf": ("bench_ceiling_exact.py", ["--time-limit", "inf"]),
+    "no traces": ("bench_ceiling_exact.py", ["--traces", "0"]),
+    "a load of nan": ("bench_sim.py", ["--load", "nan"]),
+    "a trace of 0 jobs": ("bench_ga.py", ["--sizes", "10", "0"]),
+    "a negative seed": ("bench_gacer.py", ["--costs", "c", "--seeds", "-1"]),
+    "0 candidates": ("bench_candidates.py", ["--scenario", "mixed", "--candidates", "2,0"]),
+    "a horizon of nan": ("bench_headroom.py", ["rollout", "--horizon", "nan"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BENCHMARK_CASES))
+def test_bad_benchmark_options(
+    case: str, work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A benchmark script's numeric option out of range is one usage line (exit 2) before it
+    starts: `bench_ceiling.py subsets --time-limit -1` was a 15-line traceback from the solver."""
+    import runpy
+
+    script, argv = BENCHMARK_CASES[case]
+    monkeypatch.setattr(sys, "argv", [script, *argv])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(ROOT / "benchmarks" / script), run_name="__main__")
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    option = [word for word in argv if word.startswith("--")][-1]
+    assert err.startswith(script) and f": error: argument {option}: expected" in err
+
+
 def test_unknown_names_in_options(work: Path, capsys: pytest.CaptureFixture) -> None:
     argv = ["workload", "--config", "config.yaml", "--scenario", "nope", "--seed", "1"]
     assert_refused([*argv, "--out", "w.parquet"], work, capsys, "config.yaml", "--scenario")
@@ -670,7 +761,7 @@ def test_outputs_follow_the_umask(tmp_path: Path) -> None:
 def test_the_corpus_is_large() -> None:
     cases = len(CONFIG_CASES) + len(YAML_TEXT_CASES) + 2 + len(SPEC_CASES) + 2
     cases += len(LAYER_CASES) + 3 + len(TRACE_CASES) + len(COST_CASES) + 2 + 4
-    cases += len(USAGE_CASES) + 3 + 2 + 3 + 1 + 1 + 2 + 2
+    cases += len(USAGE_CASES) + len(BENCHMARK_CASES) + 3 + 2 + 3 + 1 + 1 + 2 + 2
     cases += 1 + len(OVERWRITE_CASES)
     assert cases >= 60
 
@@ -714,12 +805,11 @@ def test_a_read_only_store(
 # ----------------------------------------------------------------------------- issue 32
 
 
-def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureFixture) -> None:
-    """agent.json's observation candidates 1 → 5 for weights trained with 1: the network would
-    read the first features of a longer observation and decide without a word."""
+def small_agent(directory: Path) -> None:
+    """A trained agent (untrained weights, agent.json) for the hand-written system."""
     import torch
 
-    from relmas.rl.agent import AGENT_FILE, AgentInfo, write_agent_info
+    from relmas.rl.agent import AgentInfo, write_agent_info
     from relmas.rl.checkpoint import BEST, save_checkpoint
     from relmas.rl.network import QNetwork
     from relmas.rl.observation import Layout
@@ -729,8 +819,8 @@ def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureF
     layout = Layout(settings.slots, 2, 3)  # the hand-written system: big, small × 2
     torch.manual_seed(0)
     net = QNetwork(layout.size, layout.actions, (8,), dueling=False)
-    (work / "agent").mkdir()
-    save_checkpoint(work / "agent" / BEST, {"network": net.spec, "online": net.state_dict()})
+    directory.mkdir()
+    save_checkpoint(directory / BEST, {"network": net.spec, "online": net.state_dict()})
     info = AgentInfo(
         scenario="handwritten",
         observation=settings,
@@ -745,7 +835,15 @@ def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureF
         teacher_bonus=0.0,
         rules_validation={},
     )
-    write_agent_info(work / "agent", info)
+    write_agent_info(directory, info)
+
+
+def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureFixture) -> None:
+    """agent.json's observation candidates 1 → 5 for weights trained with 1: the network would
+    read the first features of a longer observation and decide without a word."""
+    from relmas.rl.agent import AGENT_FILE
+
+    small_agent(work / "agent")
     argv = simulate_argv()[:-4] + ["--policy", "relmas", "--agent", "agent"]
     assert run_main([*argv, "--out", "trained.parquet"], capsys)[0] == 0
     raw = json.loads((work / "agent" / AGENT_FILE).read_text())
@@ -814,3 +912,76 @@ def test_a_replayed_arrival_too_far_from_zero(work: Path, capsys: pytest.Capture
     argv += ["--costs", "qcosts", "--out", "w.parquet"]
     line = assert_refused(argv, work, capsys, "replay.parquet", "arrival_s")
     assert "within 4294967296 s" in line
+
+
+# ----------------------------------------------------------------------------- issue 39
+
+
+class _RunsCode:
+    """A pickled payload that would run code when unpickled (`touch PWNED`)."""
+
+    def __reduce__(self) -> tuple:
+        return (os.system, ("touch PWNED",))
+
+
+def test_a_pickled_agent_is_refused_in_one_line_without_a_warning(work: Path) -> None:
+    """A best.pt that is a plain pickle (protocol 4, no torch archive): torch's weights-only
+    loader printed a two-line UserWarning about the protocol before the refusal. Run as its own
+    process: pytest would catch the warning before it reached stderr."""
+    import pickle
+
+    small_agent(work / "agent")
+    (work / "agent" / "best.pt").write_bytes(pickle.dumps(_RunsCode(), protocol=4))
+    argv = simulate_argv()[:-2] + ["--policy", "relmas", "--agent", "agent", "--out", "o.parquet"]
+    before = files(work)
+    done = subprocess.run(
+        [sys.executable, "-m", "relmas", *argv], cwd=work, capture_output=True, text=True
+    )
+    lines = [line for line in done.stderr.splitlines() if not MLFLOW_LOG.match(line)]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "best.pt" in lines[0] and "weights-only checkpoint" in lines[0], lines[0]
+    assert files(work) == before and not (work / "PWNED").exists()
+
+
+def test_a_system_naming_a_cost_table_outside_its_directory(
+    work: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """An instance name of `relmas simulate --system` names its cost table in `--costs`."""
+    system = yaml.safe_load((work / "system.yaml").read_text())
+    system["instances"][1]["name"] = "../../small"
+    (work / "bad.yaml").write_text(yaml.safe_dump(system))
+    argv = ["simulate", "--system", "bad.yaml", "--jobs", "jobs.parquet", "--costs", "costs"]
+    argv += ["--policy", "edf", "--out", "out.parquet"]
+    line = assert_refused(argv, work, capsys, "bad.yaml", "instances[1].name", "'../../small'")
+    assert "expected a name matching" in line
+
+
+@pytest.mark.slow
+def test_snakemake_refuses_a_scenario_name_before_planning(tmp_path: Path) -> None:
+    """A scenario named `../../../../x` passed the DAG and its workload rule wrote seed1000.parquet
+    four directories up; one named `$(touch PWNED)/x` gave a MissingInputException in rule sweep.
+    Both are one line naming the file and the key, exit 2, before any job is planned."""
+    from tests.test_pipeline import SNAKEMAKE
+
+    project = tmp_path / "a" / "b" / "c" / "d"
+    project.mkdir(parents=True)
+    for name in ("Snakefile", "workflow", "config"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy2)(ROOT / name, project / name)
+    env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    for name in ("../../../../x", "$(touch PWNED)/x"):
+        config = yaml.safe_load((ROOT / "config" / "quick.yaml").read_text())
+        rename("scenarios", "mixed", name)(config)
+        (project / "bad.yaml").write_text(yaml.safe_dump(config))
+        before = set(tmp_path.rglob("*"))
+        done = subprocess.run(
+            [str(SNAKEMAKE), "-n", "--configfile", "bad.yaml"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, done.stderr
+        assert "bad.yaml: scenarios: expected a name matching" in lines[0], lines[0]
+        assert repr(name) in lines[0]
+        assert set(tmp_path.rglob("*")) == before

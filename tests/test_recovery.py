@@ -316,3 +316,69 @@ def test_a_killed_training_resumes_and_says_from_which_step(tmp_path: Path) -> N
     assert resumed and 0 < int(resumed[1]) < 1500, rerun.stdout
     assert "1500 steps" in rerun.stdout
     assert_killed_and_none_running(store, "train")
+
+
+# A relmas write in progress: the temporary file of an atomic write, held until stdin closes.
+WRITER = """
+import sys
+from relmas.io import atomic_path
+with atomic_path(sys.argv[1], suffix=".parquet") as tmp:
+    tmp.write_bytes(b"PAR1")
+    print(tmp, flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_recover_keeps_the_temporary_file_of_a_writer_of_another_checkout(tmp_path: Path) -> None:
+    """Issue 39, item 11: `results:` outside the checkout, shared with a second checkout's study
+    whose process (working elsewhere) is writing into it: recovery in the first checkout sees no
+    other instance, and sweeps only the temporary file no live process holds."""
+    checkout, other, shared = tmp_path / "one", tmp_path / "two", tmp_path / "shared results"
+    checkout.mkdir()
+    other.mkdir()
+    target = shared / "costs" / "eyeriss_168.parquet"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(target)],
+        cwd=other,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        in_flight = Path(writer.stdout.readline().strip())
+        stale = shared / "costs" / ".relmas-tmp.simba_chiplet.parquet.k3j9x0a1.parquet"
+        stale.write_bytes(b"PAR1")  # a killed writer's
+        done = recover(checkout, [shared])
+        assert done.busy == [] and done.swept == [stale], done
+        assert in_flight.exists() and not stale.exists()
+    finally:
+        writer.stdin.close()
+        writer.wait()
+    assert writer.returncode == 0 and target.read_bytes() == b"PAR1"
+    assert not in_flight.exists() and recover(checkout, [shared]).swept == []
+
+
+def test_a_write_whose_temporary_file_is_swept_before_it_is_locked_makes_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one moment a writer does not hold its temporary file, between creating and locking
+    it: a sweep then removes it, and the write goes on in a new one."""
+    from relmas import io
+    from relmas.recover import sweep_temp_files
+
+    created = []
+
+    def then_swept(*args, **kwargs):
+        fd, name = mkstemp(*args, **kwargs)
+        created.append(Path(name))
+        if len(created) == 1:
+            assert sweep_temp_files([tmp_path]) == created
+        return fd, name
+
+    mkstemp = io.tempfile.mkstemp
+    monkeypatch.setattr(io.tempfile, "mkstemp", then_swept)
+    with io.atomic_path(tmp_path / "a.txt", suffix=".txt") as tmp:
+        assert tmp == created[1] and sweep_temp_files([tmp_path]) == []
+        tmp.write_text("done")
+    assert (tmp_path / "a.txt").read_text() == "done" and len(created) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]

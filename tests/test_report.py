@@ -535,3 +535,32 @@ def test_relmas_report_refuses_a_nan_summary_in_one_line_and_writes_nothing(
     ]
     assert "Traceback" not in err
     assert not paths.report_dir.exists()
+
+
+def test_relmas_report_refuses_a_wrong_bounds_file_in_one_line_naming_it(tmp_path, capsys) -> None:
+    """Issue 39, item 7: a `--bounds` file whose ceiling is below a policy's count was refused as
+    an 18-line RuntimeError that never named the file."""
+    import shutil
+
+    from relmas.ceiling.stage import BOUND_SCHEMA
+    from relmas.cli import main
+    from relmas.io import read_parquet
+    from relmas.paths import bound_file
+    from tests.test_report_golden import golden_config, write_inputs
+
+    config = golden_config() | {"results": str(tmp_path / "results")}
+    paths = write_inputs(config, tmp_path / "results")
+    given = tmp_path / "my bounds"
+    shutil.copytree(paths.bounds_dir, given)
+    bad = bound_file(given, "mixed", 1001)
+    row = read_parquet(bad, BOUND_SCHEMA)
+    write_parquet(row.with_columns(ceiling_met=pl.lit(1, pl.Int64), ceiling_sla=1 / 40), bad)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    argv = ["report", "--config", str(tmp_path / "config.yaml"), "--bounds", str(given)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err  # MLflow's own log lines aside
+    lines = [line for line in err.splitlines() if line.startswith("relmas")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"relmas report: error: {bad}: ceiling_met: expected at least the ")
+    assert lines[0].endswith("(a ceiling below a schedule's count is a wrong bound), got 1")
+    assert not paths.report_dir.exists()

@@ -3,13 +3,17 @@ below a policy, and the headroom arithmetic."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
 
-from relmas.ceiling.rows import with_kinds
+from relmas.ceiling.rows import best_under, with_kinds
 from relmas.ceiling.stage import BOUND_SCHEMA
 from relmas.errors import InputError
 from relmas.report.ceiling import ceiling_table, reference_rows
+
+BOUNDS = Path("my/bounds")  # where `relmas report --bounds` read the bound rows
 
 
 def _summary(rows: list[tuple[str, int, float]], jobs: int = 100) -> pl.DataFrame:
@@ -53,7 +57,7 @@ def test_best_known_is_the_best_count_of_any_policy_or_the_exact_schedule():
     summary = _summary(
         [("sjf", 1, 0.70), ("relmas", 1, 0.74), ("sjf", 2, 0.60), ("relmas", 2, 0.5)]
     )
-    refs = reference_rows(summary, _bounds({1: 80, 2: 90}, exact={2: 66}))
+    refs = reference_rows(summary, _bounds({1: 80, 2: 90}, exact={2: 66}), BOUNDS)
     known = refs.filter(pl.col("kind") == "best_known").sort("seed")
     assert known["sla_rate"].to_list() == [0.74, 0.66]
     assert known["best_known_by"].to_list() == ["relmas", "exact search"]
@@ -64,16 +68,29 @@ def test_best_known_is_the_best_count_of_any_policy_or_the_exact_schedule():
     assert kinds.height == summary.height + 4
 
 
-def test_a_ceiling_below_a_policy_is_refused_as_wrong():
+def test_a_ceiling_below_a_policy_is_refused_as_wrong_naming_the_bound_file():
+    """A bound file is a user's input (`relmas report --bounds`): one line naming it (issue 39,
+    item 7: an 18-line RuntimeError named no file)."""
     summary = _summary([("sjf", 1, 0.81)])
-    with pytest.raises(RuntimeError, match="sjf meets 81 deadlines .* above the ceiling 80"):
-        reference_rows(summary, _bounds({1: 80}))
+    with pytest.raises(InputError) as error:
+        reference_rows(summary, _bounds({1: 80}), BOUNDS)
+    assert str(error.value) == (
+        "my/bounds/s/seed1.parquet: ceiling_met: expected at least the 81 deadlines sjf meets on "
+        "s, seed 1 (a ceiling below a schedule's count is a wrong bound), got 80"
+    )
+
+
+def test_a_ceiling_computed_below_a_policy_is_a_bug():
+    """A bound just computed (a sweep point's) is no input: below a policy's count, a bug."""
+    summary = _summary([("sjf", 1, 0.81)])
+    with pytest.raises(RuntimeError, match="sjf meets 81 deadlines on s, seed 1, above the ceil"):
+        best_under(summary, 80, "s, seed 1")
 
 
 def test_a_bound_of_another_trace_is_refused():
     summary = _summary([("sjf", 1, 0.5)], jobs=40)
-    with pytest.raises(InputError, match="jobs: expected the 40 jobs its policies ran"):
-        reference_rows(summary, _bounds({1: 80}))
+    with pytest.raises(InputError, match="seed1.parquet: jobs: expected the 40 jobs its policies"):
+        reference_rows(summary, _bounds({1: 80}), BOUNDS)
 
 
 def test_headroom_and_what_a_learned_policy_takes_of_it_in_points():
@@ -86,7 +103,7 @@ def test_headroom_and_what_a_learned_policy_takes_of_it_in_points():
             ("relmas", 2, 0.74),
         ]
     )
-    refs = reference_rows(summary, _bounds({1: 70, 2: 80}))
+    refs = reference_rows(summary, _bounds({1: 70, 2: 80}), BOUNDS)
     table = ceiling_table(summary, refs, {"s": ("sjf_feasible", 0.65)})
     row = table.row(0, named=True)
     assert row["policy"] == "relmas"

@@ -211,7 +211,7 @@ def bounds(lower: dict[int, float]) -> pl.DataFrame:
 
 def test_the_ceiling_verdict_per_trace_beside_the_least_shortfall_any_policy_reached() -> None:
     rows = pl.concat([summary(TIERS), without_targets()])
-    table = targets_bound_table(rows, bounds({1: 0.02, 2: 0.0, 3: 0.01}))
+    table = targets_bound_table(rows, bounds({1: 0.02, 2: 0.0, 3: 0.01}), Path("b"))
     # seed 2: tokens and deficit tie at 0.050; deficit comes first in the catalog (issue 39, item 8)
     assert catalog.position(DEFICIT) < catalog.position(TOKENS)
     assert table["best_by"].to_list() == [TOKENS, DEFICIT, TOKENS]
@@ -220,9 +220,15 @@ def test_the_ceiling_verdict_per_trace_beside_the_least_shortfall_any_policy_rea
         "tiers: targets proven unreachable on 2 of 3 traces; proven least shortfall ≥ 1.00 "
         "points, the best any policy reached 4.00 points (means over the traces)."
     ]
-    # a proven least shortfall above a policy's (tokens reached 0.04 on seed 1) is a wrong bound
-    with pytest.raises(RuntimeError, match=f"{TOKENS} reaches a shortfall of 0.040000 on tiers"):
-        targets_bound_table(rows, bounds({1: 0.045}))
+    # a proven least shortfall above a policy's (tokens reached 0.04 on seed 1) is a wrong bound,
+    # refused in one line naming the bound file (issue 39, item 7: a RuntimeError naming none)
+    with pytest.raises(InputError) as error:
+        targets_bound_table(rows, bounds({1: 0.045}), Path("b"))
+    assert str(error.value) == (
+        f"b/tiers/seed1.parquet: shortfall_lower: expected at most the shortfall 0.040000 {TOKENS} "
+        "reaches on tiers, seed 1 (a proven least shortfall above a schedule's is a wrong bound), "
+        "got 0.045"
+    )
 
 
 def test_the_achieved_against_target_figure_is_drawn_and_linked(tmp_path: Path) -> None:
@@ -255,7 +261,7 @@ def test_the_achieved_against_target_figure_is_drawn_and_linked(tmp_path: Path) 
         service_markdown(
             table,
             service_headline(table, summary(TIERS)),
-            targets_bound_table(summary(TIERS), bounds({1: 0.02})),
+            targets_bound_table(summary(TIERS), bounds({1: 0.02}), Path("b")),
             {"service_tiers": path},
             tmp_path,
         )

@@ -7,11 +7,13 @@ ceiling below a policy's count on the same trace: a wrong bound must never pass 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from relmas import catalog
+from relmas.errors import InputError
 
 # The kinds of the reference rows, beside the catalog's kinds of policies.
 CEILING, BEST_KNOWN = "ceiling", "best_known"
@@ -34,15 +36,26 @@ def policy_rows(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.filter(pl.col("kind").is_in(catalog.KINDS))
 
 
-def best_under(runs: pl.DataFrame, ceiling_met: int, trace: str) -> dict[str, Any] | None:
+def best_under(
+    runs: pl.DataFrame, ceiling_met: int, trace: str, source: Path | None = None
+) -> dict[str, Any] | None:
     """The row of `runs` (summary rows of one trace) that met the most deadlines (of equals, the
     first policy in catalog order, then the first row), None without rows; refuses a ceiling
-    below its count, naming the policy and `trace`."""
+    below its count, naming the policy and `trace`: a bound read from the file `source` as bad
+    input (InputError), a bound just computed as a bug (RuntimeError)."""
     if not runs.height:
         return None
     rows = met_counts(runs).iter_rows(named=True)
     best = min(rows, key=lambda row: (-row["met"], catalog.position(row["policy"])))
     if best["met"] > ceiling_met:
+        if source is not None:
+            raise InputError(
+                source,
+                "ceiling_met",
+                f"at least the {best['met']} deadlines {best['policy']} meets on {trace} (a "
+                "ceiling below a schedule's count is a wrong bound)",
+                ceiling_met,
+            )
         raise RuntimeError(
             f"{best['policy']} meets {best['met']} deadlines on {trace}, above the ceiling "
             f"{ceiling_met}: the bound is wrong"

@@ -255,6 +255,7 @@ def load_spec_file(path: str | Path) -> tuple[str, Spec]:
 
     The accelerator's name is the `name:` key when present, else the file's stem.
     """
+    from relmas.paths import check_name
     from relmas.yaml_load import load_yaml
 
     raw = load_yaml(path)
@@ -262,8 +263,7 @@ def load_spec_file(path: str | Path) -> tuple[str, Spec]:
         raise InputError(path, None, "a mapping of accelerator spec keys", type(raw).__name__)
     raw = dict(raw)
     name = raw.pop("name", Path(path).stem)
-    if not isinstance(name, str) or not name:
-        raise InputError(path, "name", "a non-empty string", name)
+    check_name(name, path, "name")
     return name, parse_spec(name, raw, path, key_prefix="")
 
 

@@ -42,9 +42,10 @@ def read_bounds(bounds_dir: Path, scenarios: Sequence[str], seeds: Sequence[int]
     return pl.concat(frames)
 
 
-def reference_rows(summary: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
-    """summary.parquet's rows of kind `ceiling` and `best_known` per evaluation trace; refuses a
-    ceiling below a policy's count (a wrong bound must never pass as a proven one).
+def reference_rows(summary: pl.DataFrame, bounds: pl.DataFrame, bounds_dir: Path) -> pl.DataFrame:
+    """summary.parquet's rows of kind `ceiling` and `best_known` per evaluation trace (`bounds`,
+    read from `bounds_dir`); refuses a ceiling below a policy's count, naming its file (a wrong
+    bound must never pass as a proven one).
 
     The best known is the most deadlines met on the trace by any evaluated policy, on its own
     scenario's agent or another's, or by the exact search's replayed schedule.
@@ -53,16 +54,17 @@ def reference_rows(summary: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
     for bound in bounds.iter_rows(named=True):
         key = (pl.col("scenario") == bound["scenario"]) & (pl.col("seed") == bound["seed"])
         runs = summary.filter(key)
+        path = bound_file(bounds_dir, bound["scenario"], bound["seed"])
         stale = runs.filter(pl.col("jobs") != bound["jobs"])
         if stale.height:
             raise InputError(
-                f"bounds of {bound['scenario']}, seed {bound['seed']}",
+                path,
                 "jobs",
                 f"the {stale['jobs'][0]} jobs its policies ran (a bound of another trace)",
                 bound["jobs"],
             )
         trace = f"{bound['scenario']}, seed {bound['seed']}"
-        best = best_under(runs, bound["ceiling_met"], trace)
+        best = best_under(runs, bound["ceiling_met"], trace, path)
         known, by = (best["met"], best["policy"]) if best is not None else (0, None)
         if bound["exact_lower"] is not None and bound["exact_lower"] > known:
             known, by = bound["exact_lower"], "exact search"

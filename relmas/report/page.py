@@ -167,8 +167,9 @@ def write_report(
     validation = in_report_order(read_validation(validation_dir or paths.validation_dir, scenarios))
     sweeps = collect_sweeps(config, sweeps_dir or paths.sweeps_dir)
     sweeps = in_report_order(sweeps, "sweep", "value", *RUN_KEYS)
-    bounds = in_report_order(read_bounds(bounds_dir or paths.bounds_dir, scenarios, seeds))
-    references = reference_rows(summary, bounds)
+    bounds_dir = bounds_dir or paths.bounds_dir
+    bounds = in_report_order(read_bounds(bounds_dir, scenarios, seeds))
+    references = reference_rows(summary, bounds, bounds_dir)
     results = {run: in_report_order(pl.read_parquet(path), "job_id") for run, path in base.items()}
     targeted = target_scenarios_of(summary)
     groups = read_groups({r: groups_of(p) for r, p in base.items() if r[0] in targeted}, summary)
@@ -207,7 +208,7 @@ def write_report(
     targets = service_markdown(
         service,
         service_headline(service, validation),
-        targets_bound_table(summary, bounds),
+        targets_bound_table(summary, bounds, bounds_dir),
         figures,
         out_dir,
     )

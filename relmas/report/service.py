@@ -23,6 +23,7 @@ from relmas import catalog
 from relmas.errors import InputError
 from relmas.figures import palette
 from relmas.io import read_parquet
+from relmas.paths import bound_file
 from relmas.report.markdown import image_markdown, markdown_table, mean_text
 from relmas.report.stats import catalog_position, mean_ci
 from relmas.schemas import SUMMARY_SCHEMA
@@ -201,11 +202,14 @@ def service_sentence(row: Mapping[str, Any]) -> str:
     )
 
 
-def targets_bound_table(summary: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
-    """Per trace whose bound row carries the targets' verdict (`relmas bound`): whether the
-    targets are proven unreachable, the relaxation's status, the proven least shortfall and the
-    least shortfall any evaluated policy reached on it (`best`, by `best_by`), in points. Refuses
-    a proven least shortfall above a policy's: a wrong bound must never pass as a proven one."""
+def targets_bound_table(
+    summary: pl.DataFrame, bounds: pl.DataFrame, bounds_dir: Path
+) -> pl.DataFrame:
+    """Per trace whose bound row carries the targets' verdict (`relmas bound`, read from
+    `bounds_dir`): whether the targets are proven unreachable, the relaxation's status, the proven
+    least shortfall and the least shortfall any evaluated policy reached on it (`best`, by
+    `best_by`), in points. Refuses a proven least shortfall above a policy's, naming its file: a
+    wrong bound must never pass as a proven one."""
     rows = []
     for bound in bounds.filter(pl.col("targets_reachable").is_not_null()).iter_rows(named=True):
         runs = summary.filter(
@@ -214,10 +218,13 @@ def targets_bound_table(summary: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataF
         ranked = runs.sort(["shortfall", catalog_position()])  # ties: the first in catalog order
         best = ranked.row(0, named=True) if runs.height else None
         if best is not None and best["shortfall"] < bound["shortfall_lower"] - RATE_TOL:
-            raise RuntimeError(
-                f"{best['policy']} reaches a shortfall of {best['shortfall']:.6f} on "
-                f"{bound['scenario']}, seed {bound['seed']}, below the proven least "
-                f"{bound['shortfall_lower']:.6f}: the bound is wrong"
+            raise InputError(
+                bound_file(bounds_dir, bound["scenario"], bound["seed"]),
+                "shortfall_lower",
+                f"at most the shortfall {best['shortfall']:.6f} {best['policy']} reaches on "
+                f"{bound['scenario']}, seed {bound['seed']} (a proven least shortfall above a "
+                "schedule's is a wrong bound)",
+                bound["shortfall_lower"],
             )
         rows.append(
             {

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -54,12 +55,16 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Read a checkpoint written by this module, weights only (no code runs while loading)."""
+    """Read a checkpoint written by this module, weights only (no code runs while loading).
+
+    torch's warnings about a foreign file (a plain pickle of another protocol) are not shown: the
+    file is refused, or checked like any other, in one line."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, None, "an existing DQN checkpoint")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings(action="ignore"):
+            payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for corrupt or foreign files
         raise InputError(
             path, None, "a readable weights-only checkpoint", type(exc).__name__

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from relmas.errors import InputError
+from relmas.paths import check_name
 
 SHARING_MODES = ("proportional", "maxmin")
 SYSTEM_KEYS = ("instances", "dram_gbps", "sharing")
@@ -129,8 +130,7 @@ def _parse_instances(raw: Any, source: str | Path | None, key: str) -> tuple[Ins
         if not isinstance(entry, Mapping) or set(entry) - {"name", "count"}:
             raise InputError(source, here, "a mapping with keys name and count", entry)
         name, count = entry.get("name"), entry.get("count")
-        if not isinstance(name, str) or not name:
-            raise InputError(source, f"{here}.name", "an accelerator name", name)
+        check_name(name, source, f"{here}.name")  # it names the instance's cost table
         if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
             raise InputError(source, f"{here}.count", "a positive integer", count)
         instances.append(Instance(name, count))

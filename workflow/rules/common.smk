@@ -116,7 +116,7 @@ try:
     GENERALISATION_RUNS = generalisation_runs(CONFIG, ", ".join(CONFIG_FILES))
     SWEEP_POINTS = sweep_points(CONFIG, ", ".join(CONFIG_FILES))
 except InputError as error:
-    raise WorkflowError(f"invalid configuration: {error}")
+    refuse(error)
 
 
 # The option sections of `evaluation:` a sweep point reads: those of its (online) policies.
