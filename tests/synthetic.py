@@ -23,8 +23,10 @@ def synthetic_costs(
     seed: int = 0,
     mean_latency_s: float = 1e-4,
     mean_demand_gbps: float = 4.0,
+    byte_scale: Mapping[str, float] | None = None,
 ) -> pl.DataFrame:
-    """Costs of models with `layers[model]` layers on each accelerator name."""
+    """Costs of models with `layers[model]` layers on each accelerator name; a layer moves the
+    same bytes on every type but those of `byte_scale`, which move that many times more."""
     rng = np.random.default_rng(seed)
     frames = []
     for model, count in layers.items():
@@ -32,7 +34,8 @@ def synthetic_costs(
         demand = mean_demand_gbps * 1e9 * rng.lognormal(0.0, 0.5, count)
         for name in accelerators:
             latency = base * rng.uniform(0.4, 2.5, count)
-            dram = np.rint(demand * base).astype(np.int64)
+            scale = 1.0 if byte_scale is None else byte_scale.get(name, 1.0)
+            dram = np.rint(demand * base * scale).astype(np.int64)
             frames.append(
                 pl.DataFrame(
                     {
