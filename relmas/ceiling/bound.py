@@ -12,7 +12,9 @@ jobs counted as met:
   pieces in parallel at best);
 - capacity of a type over any window W = [t1, t2]: the jobs met whose [arrival, deadline] lies
   inside W run inside W, so their time on type k is at most count_k |W|;
-- bandwidth over any window: the bytes those jobs move are at most dram_gbps |W|.
+- bandwidth over any window: the bytes those jobs move are at most dram_gbps |W|;
+- whole jobs (count rows): inside a window, at most as many met jobs as the least uses of the
+  pooled instance time and of the bandwidth fit.
 
 Each layer is charged, per type, the least of its whole costs and every cut's (`_layer_costs`),
 so pieces add no columns.
