@@ -182,9 +182,9 @@ def summary(rows: list[dict]) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("source", choices=["synthetic", "real"])
+    parser.add_argument("source", nargs="?", default="synthetic", choices=["synthetic", "real"])
     parser.add_argument("--jobs", type=int, default=8)
-    parser.add_argument("--traces", type=int, default=12)
+    parser.add_argument("--traces", type=int, default=16)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--spread", type=float, default=1.0, help="arrivals within x isolated")
     parser.add_argument("--slack", type=float, nargs=2, default=(1.5, 4.0))
