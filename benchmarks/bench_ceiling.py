@@ -7,9 +7,10 @@ search's proven bounds and the strongest rule (the best of the rule baselines on
 contended at the scenario's own.
 Prints ceiling − optimum and optimum − rule (median, max) where the optimum is proven.
 
-`traces`: the evaluation traces of a finished study (`snakemake` or `make run` first): per trace
-the relaxation's bound, its status and seconds (one thread) and the strongest rule's count
-(`--unlimited`: the same traces on the system without its DRAM limit).
+`traces`: the evaluation traces of a finished study (`snakemake` or `make run` first; with
+`--costs DIR`, drawn again with those cost tables): per trace the relaxation's bound, its status and
+seconds (one thread) and the strongest rule's count (`--unlimited`: the same traces on the system
+without its DRAM limit; `--no-counts`: the bound without its count rows).
 
 `subsets`: the evaluation traces drawn again (cost tables from `--costs`, default the study's): per
 trace the strongest rule on the whole system and, for every proper subset of its accelerator types,
@@ -127,14 +128,22 @@ def small(args: argparse.Namespace, study: Study, scenario: str) -> dict:
 
 def traces(args: argparse.Namespace, study: Study, scenario: str) -> list[dict]:
     system = study.system(scenario)
-    tables = study.costs(scenario)
+    tables = study.costs(scenario, args.costs)
+    costs_dir = study.paths.costs_dir if args.costs is None else args.costs
     if args.unlimited:  # the same traces on the system without its DRAM limit
         system = replace(system, dram_gbps=None)
-        tables = load_costs(study.paths.costs_dir, system, args.config, models=study.models)
+        tables = load_costs(costs_dir, system, args.config, models=study.models)
     rows = []
     for seed in study.config["evaluation"]["seeds"]:
-        jobs = load_job_trace(study.paths.workload(scenario, seed), tables)
-        bound = relaxation_bound(Instance.of(system, tables, jobs), time_limit_s=args.time_limit)
+        if args.costs is None:
+            jobs = load_job_trace(study.paths.workload(scenario, seed), tables)
+        else:  # drawn again, as `relmas workload` draws them
+            jobs = study.trace(scenario, seed, args.costs)
+        bound = relaxation_bound(
+            Instance.of(system, tables, jobs),
+            time_limit_s=args.time_limit,
+            counts=not args.no_counts,
+        )
         rule, met = strongest_rule(system, tables, jobs)
         rows.append(
             {
@@ -144,6 +153,7 @@ def traces(args: argparse.Namespace, study: Study, scenario: str) -> list[dict]:
                 "strongest rule": rule,
                 "rule met": met,
                 "ceiling": bound.met,
+                "value": round(bound.value, 2),
                 "ceiling-rule (points)": round(100 * (bound.met - met) / jobs.height, 1),
                 "status": bound.status,
                 "rounds": bound.rounds,
@@ -338,7 +348,14 @@ def main() -> int:
         help="subsets: only this subset of the accelerator types (comma-separated; default: all)",
     )
     parser.add_argument("--targets", type=_rates, default={}, help="targets: tenant=rate,...")
-    parser.add_argument("--costs", default=None, help="subsets, targets: cost tables")
+    parser.add_argument(
+        "--costs",
+        default=None,
+        help="traces, subsets, targets: cost tables (traces: the traces drawn again with them)",
+    )
+    parser.add_argument(
+        "--no-counts", action="store_true", help="traces: the bound without its count rows"
+    )
     args = parser.parse_args()
     try:
         study = Study(load_config(args.config), args.config)

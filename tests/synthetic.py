@@ -23,8 +23,10 @@ def synthetic_costs(
     seed: int = 0,
     mean_latency_s: float = 1e-4,
     mean_demand_gbps: float = 4.0,
+    byte_scale: Mapping[str, float] | None = None,
 ) -> pl.DataFrame:
-    """Costs of models with `layers[model]` layers on each accelerator name."""
+    """Costs of models with `layers[model]` layers on each accelerator name; a layer moves the
+    same bytes on every type but those of `byte_scale`, which move that many times more."""
     rng = np.random.default_rng(seed)
     frames = []
     for model, count in layers.items():
@@ -32,7 +34,8 @@ def synthetic_costs(
         demand = mean_demand_gbps * 1e9 * rng.lognormal(0.0, 0.5, count)
         for name in accelerators:
             latency = base * rng.uniform(0.4, 2.5, count)
-            dram = np.rint(demand * base).astype(np.int64)
+            scale = 1.0 if byte_scale is None else byte_scale.get(name, 1.0)
+            dram = np.rint(demand * base * scale).astype(np.int64)
             frames.append(
                 pl.DataFrame(
                     {
@@ -153,3 +156,54 @@ def contended_case(
         schema_overrides=JOB_SCHEMA,
     )
     return system, tables, trace
+
+
+def burst_trace(
+    tables: CostTables,
+    models: Sequence[str],
+    jobs: int,
+    seed: int,
+    spread: float = 1.0,
+    slack: tuple[float, float] = (1.5, 4.0),
+) -> pl.DataFrame:
+    """`jobs` jobs of `models` (uniformly) in one burst: arrivals uniform within `spread` x their
+    mean isolated latency, each due `slack` (uniform) x its isolated latency after arriving."""
+    rng = np.random.default_rng(seed)
+    chosen = rng.choice(list(models), jobs)
+    isolated = np.array([tables.isolated_latency(m) for m in chosen])
+    arrival = np.sort(rng.uniform(0.0, spread * isolated.mean(), jobs))
+    deadline = arrival + rng.uniform(*slack, jobs) * isolated
+    return pl.DataFrame(
+        {
+            "job_id": list(range(jobs)),
+            "tenant": ["t"] * jobs,
+            "model": chosen.tolist(),
+            "arrival_s": arrival,
+            "deadline_s": deadline,
+            "priority": [1] * jobs,
+        },
+        schema_overrides=JOB_SCHEMA,
+    )
+
+
+def memory_bound_case(
+    seed: int,
+    jobs: int,
+    dram_gbps: float = 3.0,
+    spread: float = 1.0,
+    slack: tuple[float, float] = (1.5, 4.0),
+) -> tuple[System, CostTables, pl.DataFrame]:
+    """A burst of jobs where memory binds: models of 3 and 2 layers demanding about twice the
+    bandwidth, on 2 + 1 instances of two types, the 2-instance type `e` moving twice the bytes
+    of `s` (16-bit against 8-bit operands)."""
+    system = load_system(
+        {
+            "instances": [{"name": "e", "count": 2}, {"name": "s", "count": 1}],
+            "dram_gbps": dram_gbps,
+        }
+    )
+    costs = synthetic_costs(
+        {"a": 3, "b": 2}, ["e", "s"], seed=seed, mean_demand_gbps=6.0, byte_scale={"e": 2.0}
+    )
+    tables = CostTables.from_frame(costs, ["e", "s"], bandwidth_bps=system.bandwidth_bytes_per_s)
+    return system, tables, burst_trace(tables, ["a", "b"], jobs, seed, spread, slack)

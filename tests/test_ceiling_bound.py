@@ -7,16 +7,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relmas.ceiling.bound import Relaxation, relaxation_bound
+from relmas.ceiling.bound import Relaxation, WindowCounts, relaxation_bound
+from relmas.ceiling.exact import solve_exact
 from relmas.ceiling.instance import Instance
 from relmas.policies import make_policy
 from relmas.sim import CostTables, load_system
-from tests.synthetic import cost_frame
+from tests.synthetic import cost_frame, memory_bound_case
 from tests.test_ceiling_exact import _case, _met, _trace
 
 
-def _bound(system, tables, jobs, time_limit_s: float = 10.0):
-    return relaxation_bound(Instance.of(system, tables, jobs), time_limit_s=time_limit_s)
+def _bound(system, tables, jobs, time_limit_s: float = 10.0, counts: bool = True):
+    instance = Instance.of(system, tables, jobs)
+    return relaxation_bound(instance, time_limit_s=time_limit_s, counts=counts)
 
 
 def _one_type(models: dict[str, list[tuple[float, int]]], count: int, dram_gbps=None):
@@ -50,14 +52,39 @@ def test_bandwidth_windows_bound_memory_bound_jobs():
     assert _bound(unlimited, free_tables, jobs).met == 2
 
 
+def test_count_rows_count_whole_jobs():
+    # The two memory-bound jobs above: the window [0, 1.5] moves 1.5 GB, so the bytes row lets
+    # x0 + x1 = 1.5; but the met jobs are whole, and two need 2 GB: the count row x0 + x1 <= 1.
+    system, tables = _one_type({"m": [(0.1, 1_000_000_000)]}, count=2, dram_gbps=1.0)
+    jobs = _trace([("m", 0.0, 1.5), ("m", 0.0, 1.5)])
+    assert _bound(system, tables, jobs, counts=False).value == pytest.approx(1.5, abs=1e-6)
+    assert _bound(system, tables, jobs).value == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 3, 5])
+def test_count_rows_tighten_the_bound_but_never_below_the_optimum(seed):
+    # Bursts where memory binds (tests/synthetic.py), whose optimum the exact search proves:
+    # the count rows cut fractions off the bound (docs/ceiling.md, "Count rows"), never below.
+    system, tables, jobs = memory_bound_case(seed, 8)
+    exact = solve_exact(system, tables, jobs, time_limit_s=10.0, max_jobs=8)
+    assert exact.exact
+    loose = _bound(system, tables, jobs, counts=False)
+    tight = _bound(system, tables, jobs)
+    assert exact.lower <= tight.value + 1e-6 < loose.value - 0.1
+    assert tight.met >= exact.lower
+
+
 def test_the_certificate_is_the_lp_optimum():
     system, tables, jobs = _case(7, 12, 3, 2, 3.0, True, (1.0, 3.0))
     lp = Relaxation(Instance.of(system, tables, jobs), threads=1)
-    for _ in range(3):
+    counts = WindowCounts(lp)
+    for _ in range(4):
         lp.highs.run()
         objective = lp.highs.getInfo().objective_function_value  # -(jobs met)
         assert lp.certificate() == pytest.approx(objective, rel=1e-6, abs=1e-6)
-        lp.add_windows(lp.separate(np.asarray(lp.highs.getSolution().col_value), 50))
+        solution = np.asarray(lp.highs.getSolution().col_value)
+        lp.add_windows(lp.separate(solution, 50))
+        counts.add_violated(lp, solution, 50)
 
 
 def test_a_time_limit_must_be_positive():

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from relmas import catalog
 from relmas.ceiling.bound import relaxation_bound
-from relmas.ceiling.exact import Plan, default_seed_policies, solve_exact
+from relmas.ceiling.exact import Plan, default_seed_policies, relaxation_upper, solve_exact
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.replay import PlanReplay, replay
 from relmas.errors import InputError
@@ -78,6 +78,33 @@ def test_a_bandwidth_bound_case_is_proven_by_the_byte_windows():
     result = solve_exact(system, tables, jobs, time_limit_s=10.0, max_jobs=30, seed_policies=())
     assert (result.lower, result.upper, result.status) == (1, 1, "optimal")
     assert _met(system, tables, jobs, make_policy("edf")) == 0
+
+
+def test_bytes_counted_on_the_placed_type_prove_what_the_thriftiest_type_cannot():
+    # Two one-layer jobs at t = 0 due at 1.2 s, 1 GB/s. On `s` the layer computes 0.7 s and moves
+    # 0.5 GB, on `e` 0.1 s and 1 GB (1 s alone); one instance of each. Both on s: 1.4 s; one on
+    # each or both on e: 1.5 or 2 GB cannot cross in 1.2 s. The optimum is 1. Counted on the
+    # thriftiest type (s, 0.5 GB each), the byte window holds both, and so does the job shop:
+    # the relaxation bounds it at 2; counted where placed, at 1.
+    frame = cost_frame({"m": {"s": [(0.7, 5 * 10**8, 0.0)], "e": [(0.1, 10**9, 0.0)]}})
+    system = load_system(
+        {"instances": [{"name": "s", "count": 1}, {"name": "e", "count": 1}], "dram_gbps": 1.0}
+    )
+    tables = CostTables.from_frame(frame, ["s", "e"], bandwidth_bps=system.bandwidth_bytes_per_s)
+    jobs = _trace([("m", 0.0, 1.2), ("m", 0.0, 1.2)])
+    options = {"time_limit_s": 10.0, "max_jobs": 30, "seed_policies": ()}
+    least = solve_exact(system, tables, jobs, byte_rows="least", **options)
+    placed = solve_exact(system, tables, jobs, **options)
+    assert (least.lower, least.upper) == (1, 2)
+    assert (placed.lower, placed.upper, placed.status) == (1, 1, "optimal")
+    for rows, upper in (("least", 2), ("placed", 1), ("none", 2)):
+        tick = placed.tick_s
+        assert (
+            relaxation_upper(system, tables, jobs, tick_s=tick, time_limit_s=10.0, byte_rows=rows)[
+                0
+            ]
+            == upper
+        )
 
 
 def test_a_finish_exactly_at_its_deadline_is_proven_by_the_relaxations_schedule():

@@ -12,7 +12,9 @@ jobs counted as met:
   pieces in parallel at best);
 - capacity of a type over any window W = [t1, t2]: the jobs met whose [arrival, deadline] lies
   inside W run inside W, so their time on type k is at most count_k |W|;
-- bandwidth over any window: the bytes those jobs move are at most dram_gbps |W|.
+- bandwidth over any window: the bytes those jobs move are at most dram_gbps |W|;
+- whole jobs (count rows): inside a window, at most as many met jobs as the least uses of the
+  pooled instance time and of the bandwidth fit.
 
 Each layer is charged, per type, the least of its whole costs and every cut's (`_layer_costs`),
 so pieces add no columns.
@@ -141,6 +143,7 @@ class Relaxation:
         n, types = instance.n_jobs, len(instance.types)
         extra = np.zeros(0) if extra_upper is None else np.asarray(extra_upper, dtype=np.float64)
         self.n = n
+        self.types = types
         self.resources = types + (1 if np.isfinite(instance.bandwidth_bps) else 0)
         # The LP in seconds and bytes is badly conditioned: times in units of a typical layer's.
         unit = float(np.median(instance.alone_s.min(axis=1))) or 1.0  # 1 s if layers take none
@@ -301,6 +304,62 @@ class Relaxation:
         return [keys[i] for i in top]
 
 
+class WindowCounts:
+    """Count rows: in a window W, the met jobs inside it are whole jobs, so at most K_W of them,
+    the most whose least use of a pooled resource fits its capacity over W (docs/ceiling.md,
+    "Count rows"). Two pooled resources: the instance time of all types together (each layer at
+    its least alone latency over the types and cuts) and, with a limit, the bandwidth (each
+    layer's fewest bytes). Separated over the windows the LP already holds."""
+
+    def __init__(self, lp: Relaxation) -> None:
+        self.least = np.array([_least_use(b, lp.types) for b in lp.blocks])  # [jobs, pooled]
+        self.capacity = np.array([lp.capacity[: lp.types].sum(), *lp.capacity[lp.types :]])
+        self.added: set[tuple[float, float]] = set()
+
+    def limit(self, lp: Relaxation, t1: float, t2: float) -> tuple[np.ndarray, int]:
+        """The jobs that may count inside [t1, t2], and the most of them that fit."""
+        jobs = np.flatnonzero((lp.arrival >= t1) & (lp.deadline <= t2) & (lp.upper[: lp.n] > 0))
+        most = jobs.size
+        for r, capacity in enumerate(self.capacity):
+            used = np.cumsum(np.sort(self.least[jobs, r]))
+            # Generous by a relative 1e-9: rounding may only loosen the row.
+            fits = int(np.count_nonzero(used <= capacity * (t2 - t1) * (1 + 1e-9) + 1e-12))
+            most = min(most, fits)
+        return jobs, most
+
+    def add_violated(self, lp: Relaxation, solution: np.ndarray, limit: int) -> int:
+        """Add the `limit` count rows of the LP's windows most violated by `solution`; how many."""
+        x = solution[: lp.n]
+        found = []
+        for t1, t2 in {(a, b) for a, b, _ in lp.windows} - self.added:
+            jobs, most = self.limit(lp, t1, t2)
+            excess = float(x[jobs].sum()) - most
+            if most < jobs.size and excess > 1e-6:
+                found.append((excess, t1, t2, jobs, most))
+        found.sort(key=lambda f: -f[0])
+        rows = found[:limit]
+        if rows:
+            lp.add_rows(
+                [-np.inf] * len(rows),
+                [float(most) for *_, most in rows],
+                [jobs for *_, jobs, _ in rows],
+                [np.ones(jobs.size) for *_, jobs, _ in rows],
+            )
+            self.added.update((t1, t2) for _, t1, t2, _, _ in rows)
+        return len(rows)
+
+
+def _least_use(block: _Block, types: int) -> list[float]:
+    """A job's least instance time over all types together and (with a limit) its fewest bytes:
+    each class's layers on their cheapest type for each."""
+    size = block.upper[::types]
+    time = np.stack([coef for _, coef in block.use[:types]], axis=1)
+    least = [float(size @ time.min(axis=1))]
+    if len(block.use) > types:
+        least.append(float(size @ block.use[types][1].reshape(-1, types).min(axis=1)))
+    return least
+
+
 def _highs(threads: int) -> highspy.Highs:
     """A silent HiGHS: the first one of a process prints a banner on the C-level stdout, which
     would mix with what a command prints there (a report's Markdown, a benchmark's table)."""
@@ -335,12 +394,19 @@ def check_time_limit(time_limit_s: float) -> None:
 
 
 def solve_by_separation(
-    lp: Relaxation, lower: float, *, started: float, time_limit_s: float, per_round: int
+    lp: Relaxation,
+    lower: float,
+    *,
+    started: float,
+    time_limit_s: float,
+    per_round: int,
+    counts: WindowCounts | None = None,
 ) -> Solved:
     """Solve `lp` round after round, adding its `per_round` most violated windows each time,
-    until none is violated or `time_limit_s` after `started` (perf_counter). Every round is a
-    relaxation, so each certificate is a proven lower bound on the minimum; the best of them and
-    `lower` (proven without the LP) is kept."""
+    and once none is, the `per_round` most violated `counts` rows, until neither is violated or
+    `time_limit_s` after `started` (perf_counter). Every round is a relaxation, so each
+    certificate is a proven lower bound on the minimum; the best of them and `lower` (proven
+    without the LP) is kept."""
     rounds = 0
     status = "time_limit"
     while (left := time_limit_s - (time.perf_counter() - started)) > 0:
@@ -353,24 +419,37 @@ def solve_by_separation(
             break
         rounds += 1
         lower = max(lower, lp.certificate())
-        windows = lp.separate(np.asarray(lp.highs.getSolution().col_value), per_round)
-        if not windows:
+        solution = np.asarray(lp.highs.getSolution().col_value)
+        windows = lp.separate(solution, per_round)
+        if windows:
+            lp.add_windows(windows)
+        elif counts is None or not counts.add_violated(lp, solution, per_round):
             status = "converged"
             break
-        lp.add_windows(windows)
     return Solved(lower=lower, status=status, rounds=rounds, windows=len(lp.windows))
 
 
 def relaxation_bound(
-    instance: Instance, *, time_limit_s: float, threads: int = 1, per_round: int = 200
+    instance: Instance,
+    *,
+    time_limit_s: float,
+    threads: int = 1,
+    per_round: int = 200,
+    counts: bool = True,
 ) -> Bound:
-    """The proven upper bound on the deadlines met of `instance` (docs/ceiling.md)."""
+    """The proven upper bound on the deadlines met of `instance` (docs/ceiling.md); `counts`:
+    with the windows' count rows (WindowCounts)."""
     check_time_limit(time_limit_s)
     started = time.perf_counter()
     lp = Relaxation(instance, threads)
     fit = float(np.count_nonzero(lp.upper[: instance.n_jobs]))
     solved = solve_by_separation(
-        lp, -fit, started=started, time_limit_s=time_limit_s, per_round=per_round
+        lp,
+        -fit,
+        started=started,
+        time_limit_s=time_limit_s,
+        per_round=per_round,
+        counts=WindowCounts(lp) if counts else None,
     )
     best = -solved.lower
     return Bound(

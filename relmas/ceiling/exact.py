@@ -43,6 +43,10 @@ from relmas.sim.kernels import TIME_TOL, met_by
 from relmas.sim.system import System
 
 BANDWIDTH_UNITS = 1_000_000  # the cumulative's capacity: the bandwidth in millionths
+# How the relaxation's byte windows count a layer's bytes: on its thriftiest type and cut
+# ("least"), on the types its tasks are placed on ("placed", tighter), or not at all ("none": the
+# bandwidth only through the alone latencies). Both counts bound every engine schedule.
+BYTE_ROWS = ("least", "placed", "none")
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,7 @@ def solve_exact(
     tick_s: float | None = None,
     seed_policies: Sequence[str] | None = None,
     trace: str = "trace",
+    byte_rows: str = "placed",
 ) -> ExactResult:
     """The most deadlines any engine schedule of `jobs` can meet, or proven bounds on it.
 
@@ -155,9 +160,10 @@ def solve_exact(
     then). The runs of `seed_policies` (default `default_seed_policies()`; () for none) give the
     models a first solution, and the lower bound when one meets more than the restriction's plan.
     A trace of more than `max_jobs` jobs or `max_operations` layers is refused (InputError naming
-    `trace`).
+    `trace`). `byte_rows` (BYTE_ROWS): how the relaxation's byte windows count a layer's bytes.
     """
     _check_options(time_limit_s, threads, tick_s)
+    _check_byte_rows(byte_rows)
     instance = Instance.of(system, tables, jobs)
     if instance.n_jobs > max_jobs:
         expected = f"at most {max_jobs} jobs for the exact search (max_jobs)"
@@ -172,11 +178,11 @@ def solve_exact(
     lower, plan = -1, best
     if best is not None:
         lower, plan = _replayed(system, tables, jobs, best)
-    eps = 64.0 * TIME_TOL * max(1.0, float(np.abs(instance.deadline_s).max()))  # engine's clock
+    eps = _eps(instance)
     upper = instance.n_jobs
     for tick in _ticks(instance, tick_s):
         bound, relaxation, relaxed = _solve_relaxation(
-            instance, tick, eps, time_limit_s, threads, plan
+            instance, tick, eps, time_limit_s, threads, plan, byte_rows
         )
         upper = min(upper, bound)
         if relaxed is not None:  # its schedule may well run in the engine too: try it
@@ -215,6 +221,40 @@ def solve_exact(
         solve_s=time.perf_counter() - started,
         tick_s=tick,
     )
+
+
+def relaxation_upper(
+    system: System,
+    tables: CostTables,
+    jobs: pl.DataFrame,
+    *,
+    tick_s: float,
+    time_limit_s: float,
+    threads: int = 1,
+    byte_rows: str = "placed",
+    hint: Plan | None = None,
+) -> tuple[int, str]:
+    """The relaxation's proven upper bound on the deadlines met of `jobs` on one grid of `tick_s`
+    seconds, its byte windows counted as `byte_rows` (BYTE_ROWS) says, and CP-SAT's status name:
+    for measuring what each part of the bandwidth's relaxation costs (docs/ceiling.md). `hint`
+    (e.g. `solve_exact`'s plan) gives CP-SAT a first solution."""
+    _check_options(time_limit_s, threads, tick_s)
+    _check_byte_rows(byte_rows)
+    instance = Instance.of(system, tables, jobs)
+    upper, status, _ = _solve_relaxation(
+        instance, tick_s, _eps(instance), time_limit_s, threads, hint, byte_rows
+    )
+    return upper, status
+
+
+def _check_byte_rows(byte_rows: str) -> None:
+    if byte_rows not in BYTE_ROWS:
+        raise InputError(None, "byte_rows", f"one of {', '.join(BYTE_ROWS)}", byte_rows)
+
+
+def _eps(instance: Instance) -> float:
+    """The float margin of both grids: 64 x TIME_TOL x the largest time on the engine's clock."""
+    return 64.0 * TIME_TOL * max(1.0, float(np.abs(instance.deadline_s).max()))
 
 
 def _ticks(instance: Instance, tick_s: float | None) -> list[float]:
@@ -323,7 +363,9 @@ def _shortest_chain(instance: Instance, grid: _Grid, job: int) -> int:
     return sum(min(int(d.min(axis=1).max()) for d in grid.duration[op]) for op in instance.ops(job))
 
 
-def _build(instance: Instance, grid: _Grid) -> _Model:
+def _build(instance: Instance, grid: _Grid, byte_rows: str = "placed") -> _Model:
+    """The CP-SAT model of `grid`; on the relaxation's grid with a bandwidth limit, `byte_rows`
+    (BYTE_ROWS) says how its byte windows count each layer's bytes."""
     model = cp_model.CpModel()
     on_time: list[cp_model.IntVar] = []
     tasks: dict = {}
@@ -381,8 +423,9 @@ def _build(instance: Instance, grid: _Grid) -> _Model:
     if bandwidth:
         intervals, demands = zip(*bandwidth, strict=True)
         model.AddCumulative(list(intervals), list(demands), BANDWIDTH_UNITS)
-    if grid.relaxed and instance.dram_gbps is not None:
-        _byte_windows(instance, grid, model, on_time)
+    if grid.relaxed and instance.dram_gbps is not None and byte_rows != "none":
+        placed = _placed_kilobytes(instance, tasks) if byte_rows == "placed" else None
+        _byte_windows(instance, grid, model, on_time, placed)
     model.Maximize(sum(on_time))
     return _Model(model, on_time, tasks, possible, layers)
 
@@ -401,21 +444,52 @@ def _least_bytes(instance: Instance) -> np.ndarray:
     return np.add.reduceat(least, instance.first_op[:-1]) if instance.n_ops else least
 
 
+def _placed_kilobytes(instance: Instance, tasks: dict) -> list[tuple[int, cp_model.LinearExpr]]:
+    """Per job, the most kB it can move (each layer on its costliest variant and types), and its
+    kB on the types its tasks are placed on (rounded down per task), a linear expression of the
+    presence literals: 0 for a job not on time, none of its tasks being present."""
+    dram = [
+        [instance.dram_bytes[op][None, :]] + [d for _, _, d in instance.cuts(op)]
+        for op in range(instance.n_ops)
+    ]
+    kilobytes = [[np.floor(d / 1e3).astype(np.int64) for d in op] for op in dram]
+    most = np.zeros(instance.n_jobs, dtype=np.int64)
+    for op, variants in enumerate(kilobytes):
+        most[instance.op_job[op]] += max(int(k.max(axis=1).sum()) for k in variants)
+    terms: list[list] = [[] for _ in range(instance.n_jobs)]
+    for (job, op, variant, piece), (_, _, present) in tasks.items():
+        row = kilobytes[op][variant][piece]
+        terms[job] += [int(row[t]) * here for t, here in present.items() if row[t] > 0]
+    return [(int(most[j]), sum(terms[j])) for j in range(instance.n_jobs)]
+
+
 def _byte_windows(
-    instance: Instance, grid: _Grid, model: cp_model.CpModel, on_time: list[cp_model.IntVar]
+    instance: Instance,
+    grid: _Grid,
+    model: cp_model.CpModel,
+    on_time: list[cp_model.IntVar],
+    placed: list[tuple[int, cp_model.LinearExpr]] | None = None,
 ) -> None:
     """The relaxation's bandwidth rows: the on-time jobs that arrive and are due inside a window
     move their bytes inside it, at most bandwidth x its length (whatever the sharing: the running
     tasks never move more than the bandwidth together). Bytes in kB, rounded down; capacities
-    rounded up."""
+    rounded up. Each job's bytes are its fewest (every layer on its thriftiest type and cut) times
+    its on-time literal, or with `placed` (`_placed_kilobytes`) those of the types its tasks are
+    placed on."""
     kilobytes = np.floor(_least_bytes(instance) / 1e3).astype(np.int64)
+    if placed is None:
+        most = kilobytes
+        moved = [int(kilobytes[j]) * on_time[j] for j in range(instance.n_jobs)]
+    else:
+        most = np.array([m for m, _ in placed], dtype=np.int64)
+        moved = [expression for _, expression in placed]
     per_tick = instance.bandwidth_bps * grid.tick_s / 1e3
     for t1 in np.unique(grid.release):
         for t2 in np.unique(grid.deadline[grid.deadline >= t1]):
-            inside = np.flatnonzero((grid.release >= t1) & (grid.deadline <= t2) & (kilobytes > 0))
+            inside = np.flatnonzero((grid.release >= t1) & (grid.deadline <= t2) & (most > 0))
             capacity = math.ceil(per_tick * float(t2 + 1 - t1))  # jobs end before t2 + 1
-            if inside.size and kilobytes[inside].sum() > capacity:
-                model.Add(sum(int(kilobytes[j]) * on_time[j] for j in inside) <= capacity)
+            if inside.size and most[inside].sum() > capacity:
+                model.Add(sum(moved[j] for j in inside) <= capacity)
 
 
 def _solve(solver: cp_model.CpSolver, model: cp_model.CpModel) -> tuple[int, str]:
@@ -475,13 +549,14 @@ def _solve_relaxation(
     time_limit_s: float,
     threads: int,
     hint: Plan | None,
+    byte_rows: str = "placed",
 ) -> tuple[int, str, Plan | None]:
     """The relaxation's proven upper bound, CP-SAT's status name and its best schedule (None
     without one). The bound is its optimum, or CP-SAT's bound when time ran out after a first
     solution; without one (UNKNOWN, whose bound means nothing) or when the solver failed, the jobs
     that fit between arrival and deadline alone."""
     grid = _grid(instance, tick_s, eps, relaxed=True)
-    built = _build(instance, grid)
+    built = _build(instance, grid, byte_rows)
     _hint(instance, grid, built, hint)
     solver = _solver(time_limit_s, threads)
     status, name = _solve(solver, built.model)

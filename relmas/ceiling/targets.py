@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from relmas.ceiling.bound import Relaxation, check_time_limit, solve_by_separation
+from relmas.ceiling.bound import Relaxation, WindowCounts, check_time_limit, solve_by_separation
 from relmas.ceiling.instance import Instance
 from relmas.schemas import with_job_defaults
 from relmas.sim.service import RATE_TOL, group_key
@@ -85,10 +85,11 @@ def shortfall_bound(
     time_limit_s: float,
     threads: int = 1,
     per_round: int = 200,
+    counts: bool = True,
 ) -> Shortfall:
     """The proven lower bound on the total shortfall of the service groups of the trace `jobs`
     (`instance` is its Instance), and whether their targets are proven unreachable
-    (docs/ceiling.md, "Can the targets be met?")."""
+    (docs/ceiling.md, "Can the targets be met?"); `counts`: with the ceiling's count rows."""
     check_time_limit(time_limit_s)
     started = time.perf_counter()
     group, target = _groups(instance, jobs)
@@ -117,7 +118,12 @@ def shortfall_bound(
     if cols:
         lp.add_rows(lower_rows, upper_rows, cols, vals)
     solved = solve_by_separation(
-        lp, lower, started=started, time_limit_s=time_limit_s, per_round=per_round
+        lp,
+        lower,
+        started=started,
+        time_limit_s=time_limit_s,
+        per_round=per_round,
+        counts=WindowCounts(lp) if counts else None,
     )
     jobs = max(0.0, solved.lower - _MARGIN)
     return Shortfall(
