@@ -124,9 +124,11 @@ def finishes(system, tables, jobs, policy) -> tuple[list[float], list[int], floa
 
 def test_the_bandwidth_placement_leaves_a_byte_heavy_type_idle_where_memory_binds():
     """15 B/s. The rule starts job 0 on `fast` and job 1 on `heavy` (the fastest idle): 30 B/s
-    wanted, both at rate 1/2, both end at 2 s, 30 B moved. The bandwidth placement holds job 1
-    back (10 + 20 B/s do not fit in 15) and starts it on `fast` at 1 s: ends at 1 and 2 s, 20 B
-    moved, `heavy` never used."""
+    wanted, both at rate 1/2, both end at 2 s, 30 B moved. The bandwidth placement starts job 0
+    on its home `fast` (1 s against 20 / 15 s); job 1's home, with the 5 B/s job 0 leaves, is
+    `fast` again (max(1, 10 / 5) = 2 s against 4 s), and on `heavy` 10 + 20 B/s would not fit in
+    15: it waits and starts on `fast` at 1 s. Ends at 1 and 2 s, 20 B moved, `heavy` never
+    used."""
     system, tables, jobs = one_layer(15.0)
     rule = finishes(system, tables, jobs, make_policy("sjf_feasible"))
     assert rule == (pytest.approx([2.0, 2.0]), [0, 1], pytest.approx(30))
@@ -136,8 +138,8 @@ def test_the_bandwidth_placement_leaves_a_byte_heavy_type_idle_where_memory_bind
 
 @pytest.mark.parametrize("bandwidth", [100.0, None], ids=["slack", "unlimited"])
 def test_the_bandwidth_placement_uses_the_whole_system_where_memory_is_slack(bandwidth):
-    """With 100 B/s (or none) 10 + 20 B/s fit and job 1 on `heavy` ends (1 s) no later than
-    `fast` frees up (1 s): both placements start both jobs at once."""
+    """With 100 B/s (or none) job 1 takes 1 s on either type with the 90 B/s left (its home
+    is both; and 10 + 20 B/s fit): both placements start both jobs at once."""
     system, tables, jobs = one_layer(bandwidth)
     for placement in ("all", "bandwidth"):
         policy = make_policy("sjf_feasible", placement=placement)

@@ -6,9 +6,11 @@
   the other instances left idle. Every estimate the rule reads (the best latency, the remaining
   work and so feasibility) counts only those types (`Placement.tables`), so that the rule on the
   whole system is the rule on the system of those types alone, schedule for schedule (tested);
-- `bandwidth`: the fastest idle instance where the start pays (`place`): on the layer's fastest
-  type always, on another type only when the layer ends there before an instance of its fastest
-  type frees up and its full-speed demand fits in the bandwidth the running layers leave.
+- `bandwidth`: the fastest idle instance where the start pays (`place`): on the layer's home type
+  (the least time with the bandwidth the running layers leave: the fastest where memory is slack,
+  the one moving the fewest bytes where it binds) always, on another type only when the layer
+  ends there before an instance of the home type frees up and its full-speed demand fits in the
+  bandwidth the running layers leave.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ ALL, BANDWIDTH = "all", "bandwidth"
 # validation traces (relmas.evaluate.choose_placements).
 TYPES = "types"
 SEPARATOR = "+"  # between the types of a placement on a set of types
-FASTEST_TOLERANCE = 1e-9  # relative: a type within rounding of the best latency is the fastest
+HOME_TOLERANCE = 1e-9  # relative: a type within rounding of the least cost is a home type
 
 
 @dataclass(frozen=True)
@@ -90,12 +92,15 @@ class Placement:
 
 
 @njit(cache=True)
-def _fastest_type(T: Tables, row: int, kind: int, capacity: float) -> bool:
-    """Whether `kind` runs layer `row` as fast as the best allowed type with the whole bandwidth
-    (its alone latency, relmas.sim.costs, at the best latency)."""
+def _cost(T: Tables, row: int, kind: int, left: float) -> float:
+    """How long layer `row` takes on type `kind` with the bandwidth the running layers leave
+    (`left`, B/s; the fluid model: its full-speed demand beyond that slows it): max(latency,
+    bytes / left); with nothing left, its bytes alone (every byte then delays everyone)."""
     latency = T.latency[row, kind]
-    alone = max(latency, latency * T.demand[row, kind] / capacity)
-    return alone <= T.best_latency[row] * (1.0 + FASTEST_TOLERANCE)
+    moved = latency * T.demand[row, kind]
+    if left <= 0.0:
+        return moved
+    return max(latency, moved / left)
 
 
 @njit(cache=True)
@@ -114,19 +119,25 @@ def place(
     if not bandwidth:
         return fastest_idle(T, S, row, allowed)
     capacity = access.bandwidth_capacity(S)
-    fastest_free = np.inf  # when an instance of the layer's fastest type frees up
+    left = capacity - running_demand
+    best_cost = np.inf  # the layer's home: the allowed type of least cost with the bandwidth left
     for a in range(access.accelerator_count(S)):
         kind = access.accelerator_type(S, a)
-        if allowed[kind] and _fastest_type(T, row, kind, capacity):
-            fastest_free = min(fastest_free, busy_left[a])
+        if allowed[kind]:
+            best_cost = min(best_cost, _cost(T, row, kind, left))
+    home_free = np.inf  # when an instance of the home type frees up
+    for a in range(access.accelerator_count(S)):
+        kind = access.accelerator_type(S, a)
+        if allowed[kind] and _cost(T, row, kind, left) <= best_cost * (1.0 + HOME_TOLERANCE):
+            home_free = min(home_free, busy_left[a])
     best = -1
     for a in range(access.accelerator_count(S)):
         kind = access.accelerator_type(S, a)
         if not access.is_idle(S, a) or not allowed[kind]:
             continue
         latency = T.latency[row, kind]
-        pays = _fastest_type(T, row, kind, capacity) or (
-            latency <= fastest_free
+        pays = _cost(T, row, kind, left) <= best_cost * (1.0 + HOME_TOLERANCE) or (
+            latency <= home_free
             and not oversubscribes(running_demand, T.demand[row, kind], capacity)
         )
         if pays and (best < 0 or latency < T.latency[row, access.accelerator_type(S, best)]):

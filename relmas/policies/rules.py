@@ -148,15 +148,18 @@ def _target(
     bandwidth: bool,
 ) -> int:
     """The instance a holding form starts `job` on (its placement's, `placement.place`), -1 if it
-    holds the start back."""
+    holds the start back. The bandwidth placement's own test (end before the fastest type frees
+    up) subsumes *patient* on the instances it would use, so *patient* is not asked there: on
+    the others, which it refuses, a busy instance would hold every start back for nothing."""
     row = access.job_next_row(S, job)
     target = place(T, S, row, allowed, bandwidth, running_demand, busy_left)
     if target < 0:
         return -1
     latency = T.latency[row, access.accelerator_type(S, target)]
-    earliest = earliest_finish(T, S, row, busy_left, allowed)
-    if patient and waits_for_busy(busy_gain(latency, earliest)):
-        return -1
+    if patient and not bandwidth:
+        earliest = earliest_finish(T, S, row, busy_left, allowed)
+        if waits_for_busy(busy_gain(latency, earliest)):
+            return -1
     demand = T.demand[row, access.accelerator_type(S, target)]
     if gated and oversubscribes(running_demand, demand, access.bandwidth_capacity(S)):
         return -1
@@ -238,11 +241,11 @@ def choose(
     preferred = first if first >= 0 else reference
     if patient or gated or bandwidth:
         running_demand, busy_left, _ = scan_instances(S)
-        # the bandwidth placement waits wherever waiting is possible; the holding forms where
-        # the agent's mask lets them
+        # the bandwidth placement waits wherever waiting is possible; the gated forms where the
+        # agent's mask lets them
         may_wait = (
             access.can_wait(S)
-            if bandwidth and not (patient or gated)
+            if bandwidth and not gated
             else _may_wait(T, S, hopeless, running_demand, allowed)
         )
         gated = gated and not (ordered and not may_wait)
