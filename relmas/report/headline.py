@@ -51,6 +51,7 @@ def headline_table(
                 "seeds": table.height,
                 "sla_rate": float(ours.mean()),
                 "best_baseline": chosen,
+                "baseline_placement": _placement(group, chosen),
                 "baseline_validation_sla_rate": validation,
                 "baseline_sla_rate": float(table[chosen].mean()),
                 "best_heuristic": heuristic,
@@ -68,6 +69,14 @@ def headline_table(
                 row |= dict(zip(columns, ratio, strict=True))
             rows.append(row)
     return pl.DataFrame(rows)
+
+
+def _placement(rows: pl.DataFrame, policy: str) -> str | None:
+    """The placement `policy` ran with in `rows` (null for a policy that takes none)."""
+    if "placement" not in rows.columns:
+        return None
+    placements = rows.filter(pl.col("policy") == policy)["placement"].drop_nulls()
+    return placements[0] if placements.len() else None
 
 
 VERDICTS = ("beats", "ties", "falls short of")  # what `verdict` says
@@ -183,6 +192,7 @@ def headline_markdown(
             "best baseline (validation SLA rate)": (
                 f"{row['best_baseline']} ({row['baseline_validation_sla_rate']:.3f})"
             ),
+            "its placement": row["baseline_placement"] or "—",
             "its SLA rate": f"{row['baseline_sla_rate']:.3f}",
             "SLA rate": f"{row['sla_rate']:.3f}",
             "ratio [95% CI]": headline_ratio(row, ""),
@@ -205,7 +215,9 @@ def headline_markdown(
         f"{', '.join(catalog.floors())}, not the offline {offline_bound()}), the one with the "
         "highest mean SLA rate on the validation traces (`training.validation_seeds` "
         f"{validation}, the traces the agents are validated on; a tie goes to the first in that "
-        "order), then measured on the evaluation seeds: `its SLA rate` and the learned policy's "
+        "order; a rule or target-aware baseline with the placement chosen for it there, "
+        '`its placement`: docs/simulator.md, "Placement"), then measured on the evaluation '
+        "seeds: `its SLA rate` and the learned policy's "
         "`SLA rate` are means over them, `ratio` the learned policy's over the baseline's. "
         f"{intervals} Below the table, only what differs from the common case: a verdict other "
         "than most rows', the former comparison (the best of the fixed heuristics and search "

@@ -14,6 +14,7 @@ from scipy import stats
 from relmas import catalog
 from relmas.ceiling.rows import CEILING
 from relmas.figures import palette
+from relmas.study import validation_order
 
 METRICS = ("sla_rate", "antt", "stp", "fairness", "utilization", "energy_j", "decision_us")
 
@@ -113,18 +114,11 @@ def best_baselines(validation: pl.DataFrame) -> dict[str, tuple[str, float]]:
     """
     chosen = {}
     for (scenario,), group in validation.group_by(["scenario"], maintain_order=True):
-        targets = "shortfall" in group.columns and group["shortfall"].is_not_null().any()
-        means = group.group_by("policy").agg(
-            pl.col("sla_rate").mean(),
-            (pl.col("shortfall") if targets else pl.lit(0.0)).mean().alias("shortfall"),
-        )
-        rates = dict(zip(means["policy"], means["sla_rate"], strict=True))
-        shortfall = dict(zip(means["policy"], means["shortfall"], strict=True))
-        candidates = [p for p in catalog.online_baselines() if p in rates]
+        order = validation_order(group, "policy")
+        candidates = [p for p in catalog.online_baselines() if p in order]
         if candidates:
-            # min keeps the first of equals: least shortfall (0 without targets), highest rate
-            best = min(candidates, key=lambda p: (shortfall[p], -rates[p]))
-            chosen[scenario] = (best, float(rates[best]))
+            best = min(candidates, key=order.__getitem__)  # the first of equals
+            chosen[scenario] = (best, -order[best][1])
     return chosen
 
 
