@@ -139,6 +139,13 @@ def online_baselines() -> tuple[str, ...]:
     return tuple(e.name for e in entries() if e.kind not in ("offline", "learned") and not e.floor)
 
 
+def placed() -> tuple[str, ...]:
+    """Policies that take a placement (relmas.policies.placement: where they start layers),
+    chosen per scenario on the validation traces: the rule and the target-aware baselines, one
+    kernel."""
+    return of_kind("rule", "target")
+
+
 def teachers() -> tuple[str, ...]:
     """Heuristics that can be the agent's reference slot and teacher (all but the random floor)."""
     return tuple(e.name for e in entries() if e.teacher)

@@ -322,6 +322,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     """Policies on the traces of one scenario: per policy and seed a results file, per policy one
     MLflow run. Several policies share one process (the pipeline's batches of cheap baselines:
     relmas.study.EVALUATION_BATCHES), so that its start-up is paid once."""
+    from relmas.evaluate import read_placements
     from relmas.paths import groups_of
     from relmas.study import Study
 
@@ -353,6 +354,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             "--jobs": [_fill("--jobs", args.jobs, scenario=args.scenario, seed=s) for s in seeds],
             "--costs": _cost_inputs(args.costs, system.accelerator_types),
             "--agent": _directory_inputs(args.agent),
+            "--placements": [args.placements] if args.placements else [],
         },
         {
             "--out": outs,
@@ -365,8 +367,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     )
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
     tables = study.costs(args.scenario, args.costs)  # read and checked once for every run
+    placements = None if args.placements is None else read_placements(args.placements)
     for policy in policies:
-        _evaluate_policy(args, config, source, policy, static_w, tables)
+        _evaluate_policy(args, config, source, policy, static_w, tables, placements)
 
 
 def _evaluate_policy(
@@ -376,9 +379,10 @@ def _evaluate_policy(
     policy: str,
     static_w: Mapping[str, float],
     tables: Any,
+    placements: Mapping[str, str] | None,
 ) -> None:
-    """One policy of `relmas evaluate` on every seed (the scenario's cost `tables`): its results
-    files and its MLflow run."""
+    """One policy of `relmas evaluate` on every seed (the scenario's cost `tables`, the
+    baselines' `placements` chosen on validation): its results files and its MLflow run."""
     import statistics
 
     import polars as pl
@@ -387,6 +391,7 @@ def _evaluate_policy(
     from relmas.evaluate import (
         agent_scenario,
         evaluate_scenario,
+        placement_option,
         policy_extra,
         summary_row,
         write_results,
@@ -397,6 +402,7 @@ def _evaluate_policy(
 
     seeds = args.seed
     options = policy_options(config, policy)
+    options |= placement_option(policy, placements, args.placements)
     if args.agent:
         options["agent"] = str(args.agent)
     trained_on = agent_scenario(policy, args.agent)
@@ -435,6 +441,7 @@ def _evaluate_policy(
                 seed=seed,
                 extra=extra,
                 agent_scenario=trained_on,
+                placement=options.get("placement"),
             )
             row = summary_row(result, args.scenario, seed, extra).row(0, named=True)
             rows.append({"seed": seed} | _seed_values(row, result))
@@ -546,7 +553,7 @@ def cmd_validate(args: argparse.Namespace) -> None:
     chooses the scenario's best baseline by. One MLflow run; the rates are a table, not metrics
     (a metric name never names a policy, docs/tracking.md)."""
     from relmas import tracking
-    from relmas.evaluate import validation_summaries
+    from relmas.evaluate import validation_simulations, validation_summaries
     from relmas.io import write_parquet
     from relmas.progress import progress
     from relmas.study import Study, baseline_policies
@@ -569,7 +576,8 @@ def cmd_validate(args: argparse.Namespace) -> None:
     with tracking.stage_run(
         "validate", config, tags=tags, params=tags, run_name=f"validate-{args.scenario}"
     ) as run:
-        bar = progress(len(policies) * len(seeds), f"validate {args.scenario}", "simulation")
+        simulations = validation_simulations(config, args.scenario, len(system.accelerator_types))
+        bar = progress(simulations, f"validate {args.scenario}", "simulation")
 
         def simulated(policy: str, seed: int, sla_rate: float) -> None:
             print(f"{args.scenario} {policy} validation seed {seed}: sla_rate {sla_rate:.3f}")
@@ -580,7 +588,8 @@ def cmd_validate(args: argparse.Namespace) -> None:
         )
         bar.close()
         write_parquet(frame, args.out)
-        run.log_table(frame.select("policy", "seed", "sla_rate"), "validation_baselines.json")
+        columns = ("policy", "placement", "seed", "sla_rate")
+        run.log_table(frame.select(columns), "validation_baselines.json")
         run.log_artifact(args.out)
     print(f"validate {args.scenario}: {frame.height} runs -> {args.out}")
 
@@ -660,6 +669,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
     from relmas import tracking
     from relmas.ceiling.rows import CEILING, policy_rows
+    from relmas.evaluate import read_placements
     from relmas.io import write_parquet
     from relmas.progress import progress
     from relmas.study import Study, point_label, relaxation_options, sweep_policies
@@ -679,6 +689,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
             "--config": args.config,
             "--costs": _cost_inputs(args.costs, system.accelerator_types),
             "--agents": agents,
+            "--placements": [args.placements] if args.placements else [],
         },
         {"--out": [args.out]},
     )
@@ -714,6 +725,8 @@ def cmd_sweep(args: argparse.Namespace) -> None:
             args.value,
             args.costs,
             args.agents,
+            placements=None if args.placements is None else read_placements(args.placements),
+            placements_source=args.placements,
             static_w=static_w,
             source=source,
             progress=simulated,
@@ -727,13 +740,14 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         run.log_metrics(
             {"ceiling_sla_rate": bounds["sla_rate"].mean(), "ceiling_s": bounds["ceiling_s"].mean()}
         )
-        means = policy_rows(frame).group_by("policy", maintain_order=True)
+        means = policy_rows(frame).group_by("policy", "placement", maintain_order=True)
         means = means.agg(pl.col(numeric).mean())
         for row in means.iter_rows(named=True):
+            placed = {"placement": row["placement"]} if row["placement"] else {}
             run.log_child(
                 f"sweep-{args.sweep}-{label}-{row['policy']}",
                 tags={"policy": row["policy"]},
-                params={"policy": row["policy"]},
+                params={"policy": row["policy"]} | placed,
                 metrics={name: row[name] for name in numeric},
             )
         run.log_artifact(args.out)
@@ -1020,6 +1034,12 @@ def _add_ceiling_commands(sub: Any) -> None:
     )
 
 
+PLACEMENTS_HELP = (
+    "the scenario's validation rows (relmas validate), whose placement of each rule and "
+    "target-aware baseline it runs with (default: the whole system)"
+)
+
+
 def _add_run_commands(sub: Any) -> None:
     """The stages that run policies and report: evaluate, sweep, report, simulate."""
     evaluate = _command(sub, "evaluate", cmd_evaluate, "run policies on a scenario's traces")
@@ -1048,6 +1068,7 @@ def _add_run_commands(sub: Any) -> None:
     )
     evaluate.add_argument("--costs", type=Path, help=COSTS_HELP)
     evaluate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
+    evaluate.add_argument("--placements", type=Path, help=PLACEMENTS_HELP)
     evaluate.add_argument(
         "--gantt",
         type=Path,
@@ -1065,6 +1086,7 @@ def _add_run_commands(sub: Any) -> None:
     sweep.add_argument(
         "--agents", type=Path, help="the base scenario's agents: one directory per learned policy"
     )
+    sweep.add_argument("--placements", type=Path, help=PLACEMENTS_HELP)
     sweep.add_argument("--out", required=True, type=Path, help="summary rows Parquet to write")
 
     report = _command(

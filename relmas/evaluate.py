@@ -6,6 +6,7 @@ trace, a directory of cost tables): every problem is an InputError naming the fi
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from relmas import catalog
 from relmas.errors import InputError
 from relmas.io import check_columns, read_parquet, write_parquet
 from relmas.policies import Policy, make_policy
+from relmas.policies.placement import ALL, BANDWIDTH, TYPES, Placement
 from relmas.schemas import JOB_DEFAULTS, JOB_SCHEMA, SUMMARY_SCHEMA, with_job_defaults
 from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
@@ -24,7 +26,7 @@ from relmas.sim.result import SimResult
 from relmas.sim.service import group_key
 from relmas.sim.system import System, load_system
 from relmas.sim.times import check_times
-from relmas.study import Study, baseline_policies, policy_options
+from relmas.study import Study, baseline_policies, policy_options, validation_order
 
 # The columns every job trace has (the JOB_DEFAULTS ones may be left out).
 REQUIRED_JOB_COLUMNS = {k: v for k, v in JOB_SCHEMA.items() if k not in JOB_DEFAULTS}
@@ -88,12 +90,15 @@ def summary_row(
     seed: int,
     extra: Mapping[str, float] | None = None,
     agent_scenario: str | None = None,
+    placement: str | None = None,
 ) -> pl.DataFrame:
     """One SUMMARY_SCHEMA row (plus SUMMARY_EXTRA columns, plus the policy's `extra` metrics),
     and `agent_scenario`: the scenario a learned policy's agent was trained on (null without one;
-    another scenario than `scenario` in generalisation runs)."""
+    another scenario than `scenario` in generalisation runs). `placement`: a rule's placement
+    (relmas.policies.placement), null for a policy that takes none."""
     metrics = result.metrics
     row: dict[str, Any] = {"scenario": scenario, "policy": result.policy, "seed": seed}
+    row["placement"] = placement
     row["jobs"] = int(metrics["jobs"])
     row.update({key: metrics[key] for key in SUMMARY_SCHEMA if key not in row})
     row.update({key: metrics[key] for key in SUMMARY_EXTRA})
@@ -127,10 +132,11 @@ def write_results(
     seed: int,
     extra: Mapping[str, float] | None = None,
     agent_scenario: str | None = None,
+    placement: str | None = None,
 ) -> None:
     """Per-job results (JOB_RESULT_SCHEMA, metrics in the file metadata), optionally the summary
-    (with the policy's `extra` metrics, e.g. RELMAS's overhead, and its agent's scenario) and the
-    service groups' rows (`group_rows`)."""
+    (with the policy's `extra` metrics, e.g. RELMAS's overhead, its agent's scenario and its
+    placement) and the service groups' rows (`group_rows`)."""
     metadata = {
         "relmas.scenario": scenario,
         "relmas.policy": result.policy,
@@ -140,7 +146,8 @@ def write_results(
     }
     write_parquet(result.jobs, jobs_path, metadata=metadata)
     if summary_path is not None:
-        write_parquet(summary_row(result, scenario, seed, extra, agent_scenario), summary_path)
+        row = summary_row(result, scenario, seed, extra, agent_scenario, placement)
+        write_parquet(row, summary_path)
     if groups_path is not None:
         write_parquet(group_rows(result, scenario, seed, agent_scenario), groups_path)
 
@@ -286,22 +293,122 @@ def validation_summaries(
     """`relmas validate`: the summary row of every online baseline the configuration evaluates
     on `scenario` (`study.baseline_policies`) on every validation trace of it (the agents'
     validation traces, `Study.validation_traces`). The report chooses each scenario's best
-    baseline on these rows, never on the evaluation traces it then measures it on.
+    baseline on these rows, never on the evaluation traces it then measures it on. A baseline
+    that takes a placement has the rows of the placement chosen for it (`choose_placements`),
+    which its evaluation then uses (`read_placements`).
 
     `progress(policy, seed, sla_rate)` is called after each simulation.
     """
     study = Study(config, source)
     system = study.system(study.check_scenario(scenario))
     tables = study.costs(scenario, costs_dir)
-    rows = []
-    for seed, jobs in study.validation_traces(scenario, costs_dir).items():
-        for policy in baseline_policies(config, scenario):
-            options = policy_options(config, policy)
+    traces = study.validation_traces(scenario, costs_dir)
+    policies = baseline_policies(config, scenario)
+    placed = [policy for policy in policies if policy in catalog.placed()]
+
+    def run(policy: str, placement: str | None = None) -> pl.DataFrame:
+        options = policy_options(config, policy)
+        if placement is not None:
+            options["placement"] = placement
+        rows = []
+        for seed, jobs in traces.items():
             chosen = make_policy(policy, seed=seed, source=source, key="policy", **options)
             result = simulate(system, jobs, tables, chosen)
-            rows.append(summary_row(result, scenario, seed))
+            rows.append(summary_row(result, scenario, seed, placement=placement))
             if progress is not None:
-                progress(policy, seed, float(result.metrics["sla_rate"]))
-    if not rows:
+                label = f"{policy} ({placement})" if placement else policy
+                progress(label, seed, float(result.metrics["sla_rate"]))
+        return pl.concat(rows, how="diagonal_relaxed")
+
+    frames = [run(policy) for policy in policies if policy not in placed]
+    if placed:
+        types = system.accelerator_types
+        frames.append(choose_placements(run, placed, types, config["evaluation"]["placements"]))
+    if not frames:
         return pl.DataFrame(schema=SUMMARY_SCHEMA)
-    return pl.concat(rows, how="diagonal_relaxed")
+    order = {policy: k for k, policy in enumerate(policies)}
+    frame = pl.concat(frames, how="diagonal_relaxed")
+    return frame.sort("seed", pl.col("policy").replace_strict(order))  # as the runs go
+
+
+def validation_simulations(config: Mapping[str, Any], scenario: str, types: int) -> int:
+    """How many simulations `validation_summaries` runs on `scenario`, a system of `types`
+    accelerator types (`choose_placements`: each placement of each placed baseline, the
+    strongest on every proper subset of the types)."""
+    policies = baseline_policies(config, scenario)
+    placed = sum(policy in catalog.placed() for policy in policies)
+    placements = config["evaluation"]["placements"]
+    per_trace = len(policies) + placed * sum(p != TYPES for p in placements)
+    if placed and TYPES in placements and types > 1:
+        per_trace += 2**types - 2 + placed - 1
+    return per_trace * len(config["training"]["validation_seeds"])
+
+
+def choose_placements(
+    run: Callable[[str, str], pl.DataFrame],
+    policies: Sequence[str],
+    types: Sequence[str],
+    placements: Sequence[str],
+) -> pl.DataFrame:
+    """The validation rows of each of `policies` (baselines that take a placement) with the
+    placement chosen for it: the first of the least shortfall then the highest SLA rate
+    (`validation_order`, as the best baseline) among `all` (the whole system) and `placements`
+    (evaluation.placements, in that order). `run(policy, placement)` gives a policy's rows.
+
+    `types` in `placements` stands for one subset of the system's accelerator `types`, the other
+    instances left idle: the best of the proper subsets for one policy, then tried with every
+    policy (one rule on every subset costs far less than every rule on every subset). That
+    policy is the strongest with the bandwidth-aware placement where it is tried (a rule that
+    does well leaving types idle), else the strongest on the whole system (docs/simulator.md,
+    "Placement")."""
+    rows = {(policy, ALL): run(policy, ALL) for policy in policies}
+    for placement in placements:
+        if placement != TYPES:
+            rows |= {(policy, placement): run(policy, placement) for policy in policies}
+    if TYPES in placements and len(types) > 1:
+        proxy = BANDWIDTH if BANDWIDTH in placements else ALL
+        tried = pl.concat(rows[policy, proxy] for policy in policies)
+        strongest = min(policies, key=validation_order(tried, "policy").__getitem__)
+        subsets = [
+            Placement(kept).label
+            for size in range(1, len(types))
+            for kept in itertools.combinations(types, size)
+        ]
+        tried = pl.concat(run(strongest, subset) for subset in subsets)
+        subset = min(subsets, key=validation_order(tried, "placement").__getitem__)
+        rows[strongest, subset] = tried.filter(pl.col("placement") == subset)
+        rows |= {(p, subset): run(p, subset) for p in policies if p != strongest}
+    chosen = []
+    for policy in policies:
+        candidates = pl.concat(frame for (p, _), frame in rows.items() if p == policy)
+        order = validation_order(candidates, "placement")
+        best = min(candidates["placement"].unique(maintain_order=True), key=order.__getitem__)
+        chosen.append(candidates.filter(pl.col("placement") == best))
+    return pl.concat(chosen)
+
+
+def placement_option(
+    policy: str, placements: Mapping[str, str] | None, source: str | Path | None = None
+) -> dict[str, str]:
+    """The `placement` option of a baseline that takes one (`catalog.placed`): the one chosen
+    for it on the validation traces (`placements`, from `read_placements`), else the whole
+    system; nothing for the other policies."""
+    if policy not in catalog.placed():
+        return {}
+    if placements is None:
+        return {"placement": ALL}
+    if policy not in placements:
+        raise InputError(source, "policy", f"a validation row of {policy} with its placement")
+    return {"placement": placements[policy]}
+
+
+def read_placements(path: str | Path) -> dict[str, str]:
+    """Each baseline's placement chosen on the validation traces: policy -> placement, from the
+    validation rows `relmas validate` wrote (`validation_summaries`)."""
+    rows = read_parquet(path, {"policy": pl.String(), "placement": pl.String()})
+    chosen = rows.filter(pl.col("placement").is_not_null()).unique(["policy", "placement"])
+    twice = chosen.filter(pl.col("policy").is_duplicated())
+    if twice.height:
+        expected = "one placement per policy"
+        raise InputError(path, "placement", expected, f"several for {twice['policy'][0]}")
+    return dict(chosen.select("policy", "placement").iter_rows())

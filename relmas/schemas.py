@@ -77,6 +77,9 @@ def with_job_defaults(jobs: pl.DataFrame) -> pl.DataFrame:
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "scenario": pl.String(),
     "policy": pl.String(),
+    # where a rule baseline starts layers (relmas.policies.placement: all, bandwidth or types
+    # joined by +), chosen on the validation traces; null for a policy that takes no placement
+    "placement": pl.String(),
     "seed": pl.Int64(),
     "jobs": pl.Int64(),
     "sla_rate": pl.Float64(),

@@ -160,6 +160,22 @@ def baseline_policies(config: Mapping[str, Any], scenario: str | None = None) ->
     ]
 
 
+def validation_order(rows: pl.DataFrame, by: str) -> dict[str, tuple[float, float]]:
+    """Per value of column `by` of one scenario's validation `rows`: (mean shortfall, − mean SLA
+    rate), lower first. The shortfall is 0 for all where the traces carry no service targets:
+    the order by which a best baseline (relmas.report.stats.best_baselines) and a rule's placement
+    (relmas.evaluate.choose_placements) are chosen."""
+    targets = "shortfall" in rows.columns and rows["shortfall"].is_not_null().any()
+    means = rows.group_by(by).agg(
+        pl.col("sla_rate").mean(),
+        (pl.col("shortfall") if targets else pl.lit(0.0)).mean().alias("shortfall"),
+    )
+    return {
+        value: (float(short), -float(rate))
+        for value, short, rate in means.select(by, "shortfall", "sla_rate").iter_rows()
+    }
+
+
 def generalisation_runs(
     config: Mapping[str, Any], source: str | Path | None = None
 ) -> list[tuple[str, str, str]]:

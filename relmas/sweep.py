@@ -35,7 +35,13 @@ from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.rows import CEILING, best_under, with_kinds
 from relmas.errors import InputError
-from relmas.evaluate import agent_scenario, policy_extra, simulate, summary_row
+from relmas.evaluate import (
+    agent_scenario,
+    placement_option,
+    policy_extra,
+    simulate,
+    summary_row,
+)
 from relmas.policies import make_policy
 from relmas.study import Study, policy_options, relaxation_options, sweep_policies, sweep_scenario
 
@@ -87,13 +93,17 @@ def run_sweep_point(
     costs_dir: str | Path,
     agents_dir: str | Path | None,
     *,
+    placements: Mapping[str, str] | None = None,
+    placements_source: str | Path | None = None,
     static_w: Mapping[str, float] | None = None,
     source: str | Path | None = None,
     progress: Callable[[str, int, float], None] | None = None,
 ) -> pl.DataFrame:
     """Summary rows (plus SWEEP_COLUMNS) of every sweep policy on every evaluation seed at one
     point, then one `ceiling` row per seed: the proven bound of that trace, refused if a policy
-    met more. Learned policies load `agents_dir`/{policy} (the base scenario's agents).
+    met more. Learned policies load `agents_dir`/{policy} (the base scenario's agents); the
+    rule and target-aware baselines take the base scenario's `placements` (`read_placements` of
+    `placements_source`; none: the whole system).
     `progress(policy, seed, sla_rate)` is called after each simulation and each bound (policy
     `ceiling`)."""
     point = Study(point_config(config, sweep, value, source), source)
@@ -106,6 +116,7 @@ def run_sweep_point(
         runs = []
         for policy in sweep_policies(config, sweep):
             options = policy_options(config, policy)
+            options |= placement_option(policy, placements, placements_source)
             agent = None
             if policy in catalog.learned():
                 if agents_dir is None:
@@ -115,7 +126,9 @@ def run_sweep_point(
             chosen = make_policy(policy, seed=seed, source=source, key="policy", **options)
             result = simulate(system, jobs, tables, chosen, static_w=static_w)
             extra = policy_extra(policy, agent, result)
-            runs.append(summary_row(result, base, seed, extra, agent_scenario(policy, agent)))
+            trained_on = agent_scenario(policy, agent)
+            placement = options.get("placement")
+            runs.append(summary_row(result, base, seed, extra, trained_on, placement))
             if progress is not None:
                 progress(policy, seed, float(result.metrics["sla_rate"]))
         bound = relaxation_bound(Instance.of(system, tables, jobs), **limits)

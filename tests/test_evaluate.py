@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import mlflow
@@ -24,6 +25,7 @@ from relmas.evaluate import (
     agent_scenario,
     evaluate_scenario,
     policy_extra,
+    read_placements,
     simulate,
     simulate_files,
     summary_row,
@@ -31,6 +33,7 @@ from relmas.evaluate import (
 )
 from relmas.figures.gantt import plot_gantt
 from relmas.io import read_metadata, read_parquet, write_parquet
+from relmas.policies import make_policy
 from relmas.rl.agent import AgentInfo, write_agent_info
 from relmas.rl.checkpoint import BEST, save_checkpoint
 from relmas.rl.network import QNetwork
@@ -606,3 +609,42 @@ def test_target_aware_baselines_run_only_where_tenants_have_targets():
     for sweep in config["sweeps"]:
         assert not set(sweep_policies(config, sweep)) & target_aware
     assert set(baseline_policies(config)) >= target_aware
+
+
+def test_each_rule_takes_the_placement_best_on_the_validation_traces(study, tmp_path):
+    """The validation rows of a rule baseline are those of its placement: the best mean SLA
+    rate on the validation traces of the whole system, the bandwidth-aware placement and the
+    one subset of types best for the strongest rule with `bandwidth` (first of equals in that
+    order), as recomputed here run by run; the evaluation reads them back."""
+    config, costs, _ = study
+    rules = ["sjf_feasible", "edf_feasible_patient_gated"]
+    config = config | {
+        "training": {"validation_seeds": [7, 8], "jobs": 30},
+        "evaluation": config["evaluation"]
+        | {"policies": ["fcfs", *rules]}
+        | {"placements": ["bandwidth", "types"]},
+    }
+    costs = costs / "costs"
+    frame = validation_summaries(config, "small", costs)
+    study = Study(config)
+    system, tables = study.system("small"), study.costs("small", costs)
+    traces = study.validation_traces("small", costs).values()
+
+    def mean(policy, placement):
+        return statistics.fmean(
+            simulate(system, jobs, tables, make_policy(policy, placement=placement)).metrics[
+                "sla_rate"
+            ]
+            for jobs in traces
+        )
+
+    proxy = max(rules, key=lambda rule: mean(rule, "bandwidth"))
+    subset = max(["e", "s"], key=lambda kept: mean(proxy, kept))
+    chosen = dict(frame.select("policy", "placement").unique().iter_rows())
+    assert chosen["fcfs"] is None and frame.height == 3 * 2
+    for rule in rules:
+        candidates = ["all", "bandwidth", subset]
+        assert chosen[rule] == max(candidates, key=lambda placement: mean(rule, placement))
+    path = tmp_path / "validation.parquet"
+    frame.write_parquet(path)
+    assert read_placements(path) == {rule: chosen[rule] for rule in rules}

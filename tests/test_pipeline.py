@@ -165,6 +165,16 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
         "relmas",
         "relmas_resize",
     }
+    # each rule and target-aware baseline ran with the placement chosen for it on validation,
+    # in the evaluation and the sweeps alike; the other policies take none
+    chosen = dict(validation.select("policy", "placement").unique().iter_rows())
+    for rows in (summary, points):
+        ran = dict(rows.select("policy", "placement").unique().iter_rows())
+        placed = set(catalog.placed()) & set(ran)
+        assert placed and {p: ran[p] for p in placed} == {p: chosen[p] for p in placed}
+        assert all(ran[p] is None for p in set(ran) - placed)
+    tried = {"all", "bandwidth", "eyeriss_168", "simba_chiplet"}
+    assert set(chosen.values()) - {None} <= tried
     assert (results_root(project) / "logs" / "validate" / "mixed.log").is_file()
     report = (results_root(project) / "report" / "report.md").read_text()
     # the headline comes first: the learned policies against the baseline chosen on validation
@@ -266,6 +276,20 @@ def test_quick_dag_logs_tagged_mlflow_runs(quick_run) -> None:
     assert len(per_policy) == len(evaluation_runs(config))
     assert {run.data.tags["policy"] for run in per_policy} == set(config["evaluation"]["policies"])
     assert all("sla_rate" in run.data.metrics for run in per_policy)
+    # the placement each rule and target-aware baseline ran with, as in its summary rows
+    summary = pl.read_parquet(results_root(project) / "report" / "summary.parquet")
+    ran = dict(summary.select("policy", "placement").unique().drop_nulls().iter_rows())
+    placed = {
+        run.data.tags["policy"]: run.data.params["placement"]
+        for run in per_policy
+        if run.data.tags["policy"] in catalog.placed()
+    }
+    assert placed == ran and set(placed) == set(catalog.placed()) & set(ran)
+    assert all(
+        "placement" not in run.data.params
+        for run in per_policy
+        if run.data.tags["policy"] not in placed
+    )
     points = {(name, point_label(value)) for name, value in sweep_points(config)}
     assert {(run.data.tags["sweep"], run.data.tags["value"]) for run in sweeps} == points
 

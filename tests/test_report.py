@@ -67,6 +67,7 @@ def summary(
     metrics = ("antt", "stp", "fairness", "utilization", "energy_j", "decision_us")
     return pl.DataFrame(rows).with_columns(
         *(pl.lit(1.0).alias(m) for m in metrics),
+        pl.lit(None, pl.String()).alias("placement"),  # as if no rule baseline ran
         # no drops (soft deadlines) and no targets
         *(
             pl.lit(0 if key == "dropped" else None, SUMMARY_SCHEMA[key]).alias(key)
@@ -196,8 +197,8 @@ def test_verdicts_follow_the_interval_and_one_seed_prints_none(quick_config) -> 
     section = "\n".join(headline_markdown(load_config(quick_config), one))
     assert "Verdict by the ratio alone: one evaluation seed, so no interval (n = 1)." in section
     assert (
-        "| mixed | relmas | sjf (0.600) | 0.500 | 0.600 | 1.200 (n = 1) | beats | sjf (0.500) | "
-        "1.200 (n = 1) | beats |" in section
+        "| mixed | relmas | sjf (0.600) | — | 0.500 | 0.600 | 1.200 (n = 1) | beats | "
+        "sjf (0.500) | 1.200 (n = 1) | beats |" in section
     )
     assert "n/a" not in section
     two = summary({"sjf": [0.5], "relmas": [0.6], "relmas_resize": [0.45], "ga_offline": [0.7]})

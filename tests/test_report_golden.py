@@ -112,6 +112,7 @@ def summary_rows(
     rows: dict[str, Any] = {
         "scenario": [scenario] * count,
         "policy": [policy] * count,
+        "placement": ["all" if policy in catalog.placed() else None] * count,
         "seed": seeds,
         "jobs": [40] * count,
         "sla_rate": np.clip(rate + rng.normal(0, 0.02, count), 0, 1).round(4),

@@ -67,7 +67,7 @@ def _rollout(
     job: int,
     accelerator: int,
     end: float,
-    rule: tuple[int, bool, bool, bool, int],
+    rule: tuple[int, bool, bool, bool, int, np.ndarray, bool],
     clairvoyant: bool,
     out_job: np.ndarray,
     out_acc: np.ndarray,
@@ -138,14 +138,15 @@ def run_rollout(
     T: Tables,
     S: State,
     D: State,
-    rule: tuple[int, bool, bool, bool, int],
+    rule: tuple[int, bool, bool, bool, int, np.ndarray, bool],
     horizon_s: float,
     candidates: int,
     clairvoyant: bool,
     per_type: bool,
     stats: np.ndarray,
 ) -> int:
-    """Simulate to the end deciding by rollouts of `rule` (`RuleBaseline.parameters`); D is
+    """Simulate to the end deciding by rollouts of `rule` (`RuleBaseline.parameters` and the
+    placement on every type, the engine's own costs being the rule's view of them); D is
     scratch state of S's shape. stats[0] counts the decisions that left the rule, stats[1] all."""
     out_job, out_acc = np.zeros(1, np.int64), np.zeros(1, np.int64)
     jobs = np.empty(2 * candidates + 4, np.int64)  # + rule, reference, hopeless, wait
@@ -163,7 +164,9 @@ def run_rollout(
             n += 1
         for c in range(n):
             job = jobs[c]
-            target = WAIT if job == WAIT else fastest_idle(T, S, access.job_next_row(S, job))
+            target = WAIT
+            if job != WAIT:
+                target = fastest_idle(T, S, access.job_next_row(S, job), rule[5])
             if job != first or target != first_acc:  # the rule's own start was scored first
                 value = _rollout(T, S, D, job, target, end, rule, clairvoyant, out_job, out_acc)
                 if value > best:
@@ -223,7 +226,7 @@ def improve_by_rollout(
     engine.run_jitted(
         run_rollout,
         engine.snapshot(),
-        policy.parameters,
+        (*policy.parameters, np.ones(len(engine.tables.types), dtype=np.bool_), False),
         float(horizon_s),
         int(candidates),
         bool(clairvoyant),

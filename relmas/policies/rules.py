@@ -43,9 +43,10 @@ from numba import njit
 
 from relmas.hw import jit_cache
 from relmas.policies import kernels as policy_kernels
-from relmas.policies import triage
+from relmas.policies import placement, triage
 from relmas.policies.base import Policy, register
 from relmas.policies.kernels import token_growth
+from relmas.policies.placement import ALL, Placement, place
 from relmas.policies.triage import (
     busy_gain,
     earliest_finish,
@@ -135,7 +136,7 @@ def _precedence(
 
 
 @njit(cache=True)
-def _held(
+def _target(
     T: Tables,
     S: State,
     job: int,
@@ -143,19 +144,32 @@ def _held(
     gated: bool,
     running_demand: float,
     busy_left: np.ndarray,
-) -> bool:
-    """Whether a holding form holds `job`'s start on its fastest idle instance back."""
+    allowed: np.ndarray,
+    bandwidth: bool,
+) -> int:
+    """The instance a holding form starts `job` on (its placement's, `placement.place`), -1 if it
+    holds the start back. The bandwidth placement's own test (end before the fastest type frees
+    up) subsumes *patient* on the instances it would use, so *patient* is not asked there: on
+    the others, which it refuses, a busy instance would hold every start back for nothing."""
     row = access.job_next_row(S, job)
-    kind = access.accelerator_type(S, fastest_idle(T, S, row))
-    latency = T.latency[row, kind]
-    if patient and waits_for_busy(busy_gain(latency, earliest_finish(T, S, row, busy_left))):
-        return True
-    capacity = access.bandwidth_capacity(S)
-    return gated and oversubscribes(running_demand, T.demand[row, kind], capacity)
+    target = place(T, S, row, allowed, bandwidth, running_demand, busy_left)
+    if target < 0:
+        return -1
+    latency = T.latency[row, access.accelerator_type(S, target)]
+    if patient and not bandwidth:
+        earliest = earliest_finish(T, S, row, busy_left, allowed)
+        if waits_for_busy(busy_gain(latency, earliest)):
+            return -1
+    demand = T.demand[row, access.accelerator_type(S, target)]
+    if gated and oversubscribes(running_demand, demand, access.bandwidth_capacity(S)):
+        return -1
+    return target
 
 
 @njit(cache=True)
-def _may_wait(T: Tables, S: State, hopeless: int, running_demand: float) -> bool:
+def _may_wait(
+    T: Tables, S: State, hopeless: int, running_demand: float, allowed: np.ndarray
+) -> bool:
     """The agent's wait mask over the candidates (the feasible jobs and `hopeless`): waiting is
     allowed, and no candidate could start on an instance of its fastest type or none would start
     without oversubscribing the bandwidth."""
@@ -169,18 +183,39 @@ def _may_wait(T: Tables, S: State, hopeless: int, running_demand: float) -> bool
         deadline = access.job_deadline(S, job)
         if job != hopeless and not feasible(now, T.remaining_work[row], deadline):
             continue
-        kind = access.accelerator_type(S, fastest_idle(T, S, row))
+        kind = access.accelerator_type(S, fastest_idle(T, S, row, allowed))
         best_type_idle = best_type_idle or T.latency[row, kind] <= T.best_latency[row]
         fits = fits or not oversubscribes(running_demand, T.demand[row, kind], capacity)
     return not best_type_idle or not fits
 
 
 @njit(cache=True)
+def _any_idle(S: State, allowed: np.ndarray) -> bool:
+    """Whether an instance of an `allowed` type is idle."""
+    for a in range(access.accelerator_count(S)):
+        if access.is_idle(S, a) and allowed[access.accelerator_type(S, a)]:
+            return True
+    return False
+
+
+@njit(cache=True)
 def choose(
-    T: Tables, S: State, rank: int, patient: bool, gated: bool, ordered: bool, by: int
+    T: Tables,
+    S: State,
+    rank: int,
+    patient: bool,
+    gated: bool,
+    ordered: bool,
+    by: int,
+    allowed: np.ndarray,
+    bandwidth: bool,
 ) -> tuple[int, int]:
     """One decision of a rule baseline: (job, instance) to start, or (-1, -1) to wait. `by`
-    (BY_*) puts a precedence class before the rule's order among the feasible jobs."""
+    (BY_*) puts a precedence class before the rule's order among the feasible jobs; `allowed`
+    (bool[types]) and `bandwidth` are its placement (relmas.policies.placement), `T` the rule's
+    view of the costs (`Placement.tables`)."""
+    if not _any_idle(S, allowed):  # the system of the allowed types alone has no decision here
+        return -1, -1
     access.refresh_rates(S)
     now = access.now(S)
     rates = np.empty(access.tenant_count(S) if by != BY_RULE and by != BY_TARGET else 0)
@@ -204,42 +239,48 @@ def choose(
         elif _before(remaining, job, hopeless_work, hopeless):
             hopeless, hopeless_work = job, remaining
     preferred = first if first >= 0 else reference
-    if patient or gated:
+    if patient or gated or bandwidth:
         running_demand, busy_left, _ = scan_instances(S)
-        may_wait = _may_wait(T, S, hopeless, running_demand)
+        # the bandwidth placement waits wherever waiting is possible; the gated forms where the
+        # agent's mask lets them
+        may_wait = (
+            access.can_wait(S)
+            if bandwidth and not gated
+            else _may_wait(T, S, hopeless, running_demand, allowed)
+        )
         gated = gated and not (ordered and not may_wait)
+        args = (patient, gated, running_demand, busy_left, allowed, bandwidth)
         for job in (first, reference):
-            if job >= 0 and not _held(T, S, job, patient, gated, running_demand, busy_left):
-                return job, fastest_idle(T, S, access.job_next_row(S, job))
+            if job >= 0:
+                target = _target(T, S, job, *args)
+                if target >= 0:
+                    return job, target
         # the other feasible jobs, by precedence class then least remaining work
-        other, other_level, other_work = -1, np.inf, np.inf
+        other, other_level, other_work, other_target = -1, np.inf, np.inf, -1
         for i in range(access.ready_count(S)):
             job = access.ready_job(S, i)
             remaining = T.remaining_work[access.job_next_row(S, job)]
             if not feasible(now, remaining, access.job_deadline(S, job)):
                 continue
             level = _precedence(S, job, by, now, threshold, rates)
-            if _ahead(level, remaining, job, other_level, other_work, other) and not _held(
-                T, S, job, patient, gated, running_demand, busy_left
-            ):
-                other, other_level, other_work = job, level, remaining
-        if (
-            other < 0
-            and hopeless >= 0
-            and not _held(T, S, hopeless, patient, gated, running_demand, busy_left)
-        ):
-            other = hopeless
-        if other >= 0:
-            return other, fastest_idle(T, S, access.job_next_row(S, other))
+            if _ahead(level, remaining, job, other_level, other_work, other):
+                target = _target(T, S, job, *args)
+                if target >= 0:
+                    other, other_level, other_work, other_target = job, level, remaining, target
+        if other < 0 and hopeless >= 0:
+            other, other_target = hopeless, _target(T, S, hopeless, *args)
+        if other >= 0 and other_target >= 0:
+            return other, other_target
         if may_wait:
             return -1, -1
-    return preferred, fastest_idle(T, S, access.job_next_row(S, preferred))
+    return preferred, fastest_idle(T, S, access.job_next_row(S, preferred), allowed)
 
 
 @njit(cache=True)
 def run_rule(
     T: Tables,
     S: State,
+    view: Tables,
     out_job: np.ndarray,
     out_acc: np.ndarray,
     rank: int,
@@ -247,27 +288,34 @@ def run_rule(
     gated: bool,
     ordered: bool,
     by: int,
+    allowed: np.ndarray,
+    bandwidth: bool,
 ) -> int:
-    """Simulate to the end (or to a full timeline buffer) deciding with a rule baseline."""
+    """Simulate to the end (or to a full timeline buffer) deciding with a rule baseline, which
+    reads the costs through `view` (its placement's, `Placement.tables`)."""
     while True:
         status = advance(T, S)
         if status != STATUS_DECISION:
             return status
-        out_job[0], out_acc[0] = choose(T, S, rank, patient, gated, ordered, by)
+        out_job[0], out_acc[0] = choose(
+            view, S, rank, patient, gated, ordered, by, allowed, bandwidth
+        )
         apply_decision(T, S, out_job, out_acc, 1 if out_job[0] >= 0 else 0)
 
 
-# The cached kernels embed the engine's accessors and the triage tests: recompile on their edits.
+# The cached kernels embed the engine's accessors, the triage tests and the placement: recompile
+# on their edits.
 jit_cache.refresh(
     run_rule,
-    (engine_kernels, access, triage, policy_kernels, sys.modules[__name__]),
+    (engine_kernels, access, triage, policy_kernels, placement, sys.modules[__name__]),
     stamp="relmas-policies-rules.sha256",
 )
 
 
 class RuleBaseline(Policy):
     """A rule baseline: its ranking among feasible jobs (`rank`), the precedence before it
-    (`by`) and what it holds back."""
+    (`by`), what it holds back and where it starts layers (`placement`, `Placement.parse`'s
+    forms: a parameter of the kernel, not a policy of its own)."""
 
     rank: ClassVar[int]
     patient: ClassVar[bool] = False
@@ -275,27 +323,34 @@ class RuleBaseline(Policy):
     ordered: ClassVar[bool] = False  # gated only where it may wait
     by: ClassVar[int] = BY_RULE
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, placement: str | Placement = ALL) -> None:
         self.seed = seed  # deterministic: accepted like every policy's
+        self.placement = Placement.parse(placement)
 
     def reset(self, engine: Engine) -> None:
+        types = engine.tables.types
+        allowed = self.placement.allowed(types)
+        self._view = self.placement.tables(engine.tables, allowed)
+        self._where = (allowed, self.placement.bandwidth)
         self._choose = engine_kernels.entry_point(
-            choose, engine.kernel_tables, engine.state, *self.parameters
+            choose, self._view, engine.state, *self.parameters, *self._where
         )
         self._out = (np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
 
     @property
     def parameters(self) -> tuple[int, bool, bool, bool, int]:
-        """(rank, patient, gated, ordered, by): `choose`'s arguments after the engine's arrays."""
+        """(rank, patient, gated, ordered, by): `choose`'s arguments after the engine's arrays
+        and before the placement's."""
         return self.rank, self.patient, self.gated, self.ordered, self.by
 
     def decide(self, view: DecisionView) -> list[tuple[int, int]]:
-        engine = view.engine
-        job, accelerator = self._choose(engine.kernel_tables, engine.state, *self.parameters)
+        job, accelerator = self._choose(
+            self._view, view.engine.state, *self.parameters, *self._where
+        )
         return [] if job < 0 else [(int(job), int(accelerator))]
 
     def run_to_completion(self, engine: Engine) -> bool:
-        engine.run_jitted(run_rule, *self._out, *self.parameters)
+        engine.run_jitted(run_rule, self._view, *self._out, *self.parameters, *self._where)
         return True
 
 

@@ -40,15 +40,19 @@ def feasible(now: float, remaining: float, deadline: float) -> bool:
 
 
 @njit(cache=True)
-def fastest_idle(T: Tables, S: State, row: int) -> int:
-    """The idle instance with the lowest latency for layer `row` (ties: lowest index), -1 if none:
-    where a chosen job goes."""
+def fastest_idle(T: Tables, S: State, row: int, allowed: np.ndarray) -> int:
+    """The idle instance of an `allowed` type (bool[types]) with the lowest latency for layer
+    `row` (ties: lowest index), -1 if none: where a chosen job goes."""
     best = -1
     for a in range(access.accelerator_count(S)):
-        if access.is_idle(S, a) and (
-            best < 0
-            or T.latency[row, access.accelerator_type(S, a)]
-            < T.latency[row, access.accelerator_type(S, best)]
+        if (
+            access.is_idle(S, a)
+            and allowed[access.accelerator_type(S, a)]
+            and (
+                best < 0
+                or T.latency[row, access.accelerator_type(S, a)]
+                < T.latency[row, access.accelerator_type(S, best)]
+            )
         ):
             best = a
     return best
@@ -75,12 +79,16 @@ def scan_instances(S: State) -> tuple[float, np.ndarray, np.ndarray]:
 
 
 @njit(cache=True)
-def earliest_finish(T: Tables, S: State, row: int, busy_left: np.ndarray) -> float:
-    """When layer `row` would end at the earliest on any instance, a busy one starting it once its
-    running task ends (`busy_left`, at current rates)."""
+def earliest_finish(
+    T: Tables, S: State, row: int, busy_left: np.ndarray, allowed: np.ndarray
+) -> float:
+    """When layer `row` would end at the earliest on any instance of an `allowed` type, a busy one
+    starting it once its running task ends (`busy_left`, at current rates)."""
     best = np.inf
     for a in range(access.accelerator_count(S)):
-        best = min(best, busy_left[a] + T.latency[row, access.accelerator_type(S, a)])
+        kind = access.accelerator_type(S, a)
+        if allowed[kind]:
+            best = min(best, busy_left[a] + T.latency[row, kind])
     return best
 
 

@@ -52,6 +52,7 @@ def headline_table(
                 "seeds": table.height,
                 "sla_rate": float(ours.mean()),
                 "best_baseline": chosen,
+                "baseline_placement": _placement(group, chosen),
                 "baseline_validation_sla_rate": validation,
                 "baseline_sla_rate": float(table[chosen].mean()),
                 "best_heuristic": heuristic,
@@ -69,6 +70,14 @@ def headline_table(
                 row |= dict(zip(columns, ratio, strict=True))
             rows.append(row)
     return pl.DataFrame(rows)
+
+
+def _placement(rows: pl.DataFrame, policy: str) -> str | None:
+    """The placement `policy` ran with in `rows` (null for a policy that takes none)."""
+    if "placement" not in rows.columns:
+        return None
+    placements = rows.filter(pl.col("policy") == policy)["placement"].drop_nulls()
+    return placements[0] if placements.len() else None
 
 
 VERDICTS = ("beats", "ties", "falls short of")  # what `verdict` says
@@ -170,6 +179,7 @@ HEADLINE_COLUMNS: tuple[tuple[str, Callable[[Mapping[str, Any]], str]], ...] = (
         "best baseline (validation SLA rate)",
         lambda row: f"{row['best_baseline']} ({row['baseline_validation_sla_rate']:.3f})",
     ),
+    ("its placement", lambda row: row["baseline_placement"] or "—"),
     ("its SLA rate", lambda row: f"{row['baseline_sla_rate']:.3f}"),
     ("SLA rate", lambda row: f"{row['sla_rate']:.3f}"),
     ("ratio [95% CI]", _RATIO),
@@ -214,7 +224,9 @@ def headline_markdown(
         f"{', '.join(catalog.floors())}, not the offline {offline_bound()}), the one with the "
         "highest mean SLA rate on the validation traces (`training.validation_seeds` "
         f"{validation}, the traces the agents are validated on; a tie goes to the first in that "
-        "order), then measured on the evaluation seeds: `its SLA rate` and the learned policy's "
+        "order; a rule or target-aware baseline with the placement chosen for it there, "
+        '`its placement`: docs/simulator.md, "Placement"), then measured on the evaluation '
+        "seeds: `its SLA rate` and the learned policy's "
         "`SLA rate` are means over them, `ratio` the learned policy's over the baseline's. "
         f"{intervals} Beside it, the former comparison: the *best former heuristic*, the best of "
         "the fixed heuristics and search policies (not the rule baselines), picked after the fact "

@@ -15,6 +15,7 @@ from scipy import stats
 from relmas import catalog
 from relmas.ceiling.rows import CEILING
 from relmas.figures import palette
+from relmas.study import validation_order
 
 METRICS = ("sla_rate", "antt", "stp", "fairness", "utilization", "energy_j", "decision_us")
 
@@ -134,38 +135,27 @@ def best_baselines(validation: pl.DataFrame) -> dict[str, tuple[str, float]]:
     best on the evaluation traces themselves favours the baseline by the luck of those traces.
     """
     chosen = {}
-    for scenario, (rates, shortfall) in _validation_means(validation).items():
-        best = _best(catalog.online_baselines(), rates, shortfall)
+    for scenario, order in _validation_orders(validation).items():
+        best = _best(catalog.online_baselines(), order)
         if best is not None:
-            chosen[scenario] = (best, float(rates[best]))
+            chosen[scenario] = (best, -order[best][1])
     return chosen
 
 
-def _validation_means(
-    validation: pl.DataFrame,
-) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
-    """Per scenario: each policy's mean SLA rate and mean shortfall (0 on a scenario whose rows
-    carry none) on its validation traces."""
-    means = {}
-    for (scenario,), group in validation.group_by(["scenario"], maintain_order=True):
-        targets = "shortfall" in group.columns and group["shortfall"].is_not_null().any()
-        mean = group.group_by("policy").agg(
-            pl.col("sla_rate").mean(),
-            (pl.col("shortfall") if targets else pl.lit(0.0)).mean().alias("shortfall"),
-        )
-        rates = dict(zip(mean["policy"], mean["sla_rate"], strict=True))
-        means[scenario] = (rates, dict(zip(mean["policy"], mean["shortfall"], strict=True)))
-    return means
+def _validation_orders(validation: pl.DataFrame) -> dict[str, dict[str, tuple[float, float]]]:
+    """Per scenario: each policy's place in the order its best is chosen by on the validation
+    traces (relmas.study.validation_order: mean shortfall, then − mean SLA rate)."""
+    return {
+        scenario: validation_order(group, "policy")
+        for (scenario,), group in validation.group_by(["scenario"], maintain_order=True)
+    }
 
 
-def _best(
-    candidates: Sequence[str], rates: Mapping[str, float], shortfall: Mapping[str, float]
-) -> str | None:
-    """Of `candidates` (in catalog order) with validation means, the least shortfall, then the
-    highest SLA rate: best_baselines' rule. None if none has."""
-    present = [p for p in candidates if p in rates]
-    # min keeps the first of equals: least shortfall (0 without targets), highest rate
-    return min(present, key=lambda p: (shortfall[p], -rates[p])) if present else None
+def _best(candidates: Sequence[str], order: Mapping[str, tuple[float, float]]) -> str | None:
+    """Of `candidates` (in catalog order) with validation rows, the first in `order` (the first
+    of equals): best_baselines' rule. None if none has rows."""
+    present = [p for p in candidates if p in order]
+    return min(present, key=order.__getitem__) if present else None
 
 
 # The kinds whose best the SLA rate figure draws, each chosen on validation as the best baseline
@@ -180,14 +170,14 @@ def shown_policies(
     rate figure draws, one row per kind. Of each kind of CHOSEN_KINDS the best on the validation
     traces by best_baselines' rule (the floor is no candidate); every offline and every learned
     policy evaluated (choosing the best learned one on evaluation would flatter it)."""
-    means = _validation_means(validation)
+    orders = _validation_orders(validation)
     shown = {}
     for scenario in scenarios:
         evaluated = set(aggregated.filter(pl.col("scenario") == scenario)["policy"])
-        rates, shortfall = means.get(scenario, ({}, {}))
+        order = orders.get(scenario, {})
         online = [p for p in catalog.online_baselines() if p in evaluated]
         best = [
-            _best([p for p in online if catalog.entry(p).kind == k], rates, shortfall)
+            _best([p for p in online if catalog.entry(p).kind == k], order)
             for k in CHOSEN_KINDS
         ]
         rest = [p for p in catalog.of_kind("offline", "learned") if p in evaluated]

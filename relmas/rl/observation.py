@@ -413,7 +413,10 @@ def observe(
     tenant_ready = np.empty_like(rates)
     if service:
         service_rates(T, S, rates, tenant_ready)
-    queue, feasible_jobs, feasible_work = _pick_candidates(T, S, reference, slots, targets, rates)
+    everywhere = np.ones(T.latency.shape[1], dtype=np.bool_)  # the agent places on every type
+    queue, feasible_jobs, feasible_work = _pick_candidates(
+        T, S, reference, slots, targets, rates, everywhere
+    )
     running_demand, busy_left, idle_types = scan_instances(S)
     variants = (mask.shape[0] - 1) // slots.shape[0]
     width = slot_width(T.latency.shape[1], variants, service)
@@ -434,6 +437,7 @@ def observe(
                 variants,
                 busy_until,
                 obs,
+                everywhere,
             )
             if service:
                 at = (s + 1) * width - SERVICE_FEATURES
@@ -466,6 +470,7 @@ def _pick_candidates(
     slots: np.ndarray,
     targets: np.ndarray,
     rates: np.ndarray,
+    everywhere: np.ndarray,
 ) -> tuple[int, int, float]:
     """The slots' jobs (the module doc's rankings after the `reference` job) and the fastest idle
     instance for each one's next layer (-1 for an empty slot). With service levels (`rates`, the
@@ -508,7 +513,9 @@ def _pick_candidates(
     slots[1 + 2 * k] = hopeless_job[0]
     slots[2 + 2 * k : 2 + 2 * k + k_deficit] = deficit_job
     for s in range(n_slots):
-        targets[s] = -1 if slots[s] < 0 else fastest_idle(T, S, access.job_next_row(S, slots[s]))
+        targets[s] = (
+            -1 if slots[s] < 0 else fastest_idle(T, S, access.job_next_row(S, slots[s]), everywhere)
+        )
     return queue, feasible_jobs, feasible_work
 
 
@@ -526,8 +533,10 @@ def _write_slot(
     variants: int,
     busy_until: np.ndarray,
     obs: np.ndarray,
+    everywhere: np.ndarray,
 ) -> None:
-    """The features of the slot holding `job` (bound for instance `target`) from `obs[base]`."""
+    """The features of the slot holding `job` (bound for instance `target`) from `obs[base]`;
+    `everywhere`: every type allowed (bool[types])."""
     tau, tau_layer, capacity = scales[0], scales[1], scales[2]
     now = access.now(S)
     n_types = T.latency.shape[1]
@@ -547,7 +556,9 @@ def _write_slot(
     obs[base + SlotFeature.WAITED] = np.log1p((now - access.job_ready_since(S, job)) / tau)
     obs[base + SlotFeature.SLOWDOWN] = np.log(latency / T.best_latency[row])
     obs[base + SlotFeature.DEMAND] = _share(T.demand[row, kind], capacity)
-    obs[base + SlotFeature.BUSY_GAIN] = busy_gain(latency, earliest_finish(T, S, row, busy_left))
+    obs[base + SlotFeature.BUSY_GAIN] = busy_gain(
+        latency, earliest_finish(T, S, row, busy_left, everywhere)
+    )
     for t in range(n_types):
         obs[base + SLOT_BASE_FEATURES + t] = np.log1p(T.latency[row, t] / tau_layer)
         obs[base + SLOT_BASE_FEATURES + n_types + t] = _share(T.demand[row, t], capacity)

@@ -187,6 +187,12 @@ class CostTables:
         """These tables with the piece costs of `pieces` (PIECE_SCHEMA) attached."""
         return replace(self, pieces=PieceTables.from_frame(pieces, self, source))
 
+    def estimates_on(self, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(best latency, remaining work) of every row counting only the types where `allowed`
+        (bool[types]) is set: the estimates of the system of those types alone, for a rule
+        restricted to them (relmas.policies.placement)."""
+        return _estimates(self.alone_s[:, allowed], self.first_row, self.n_layers)
+
     def model_index(self, model: str) -> int:
         return self.models.index(model)
 
@@ -238,12 +244,9 @@ class CostTables:
         with np.errstate(divide="ignore", invalid="ignore"):
             demand = np.where(sentinel[:, None], 0.0, dram / latency)
         alone = np.maximum(latency, dram / bandwidth_bps)
-        best = alone.min(axis=1)
-        remaining = np.zeros(rows)
+        best, remaining = _estimates(alone, first_row, sizes)
         model_latency = np.zeros((len(model_names), len(types)))
         for m, (start, size) in enumerate(zip(first_row, sizes, strict=True)):
-            block = best[start : start + size]
-            remaining[start : start + size] = np.cumsum(block[::-1])[::-1]
             model_latency[m] = alone[start : start + size].sum(axis=0)
         return cls(
             types=tuple(types),
@@ -260,6 +263,19 @@ class CostTables:
             model_latency_s=model_latency,
             isolated_s=model_latency.min(axis=1),
         )
+
+
+def _estimates(
+    alone: np.ndarray, first_row: np.ndarray, sizes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the best alone latency over the types (columns) of `alone`, and the remaining work
+    (the sum of the best latencies from the row to its model's end; 0 on the sentinel rows)."""
+    best = alone.min(axis=1)
+    remaining = np.zeros(alone.shape[0])
+    for start, size in zip(first_row, sizes, strict=True):
+        block = best[start : start + size]
+        remaining[start : start + size] = np.cumsum(block[::-1])[::-1]
+    return best, remaining
 
 
 def read_cost_tables(directory: str | Path, accelerators: Sequence[str]) -> pl.DataFrame:

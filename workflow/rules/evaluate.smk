@@ -57,6 +57,8 @@ for batch, policies in EVAL_BATCHES.items():
         input:
             traces=rules.workload.output,
             costs=batch_costs(policies),
+            # the placement chosen for each rule and target-aware baseline on validation
+            placements=PATHS.validation("{scenario}"),
         output:
             results=expand(
                 str(PATHS.evaluation("{{scenario}}", "{policy}", "{seed}")),
@@ -94,7 +96,8 @@ for batch, policies in EVAL_BATCHES.items():
             PATHS.benchmark("evaluate", "{scenario}", batch)
         shell:
             "{RELMAS} evaluate {CONFIG_ARGS} --scenario {wildcards.scenario:q} {params.policies}"
-            " {params.seeds} --costs {params.costs:q} --out {params.out:q} > {log:q} 2>&1"
+            " {params.seeds} --costs {params.costs:q} --placements {input.placements:q}"
+            " --out {params.out:q} > {log:q} 2>&1"
 
 
 use rule evaluate as evaluate_generalisation with:

@@ -7,6 +7,8 @@ rule sweep:
     input:
         costs=sweep_costs,
         agents=sweep_agents,
+        # the placement chosen for each rule and target-aware baseline on the base scenario
+        placements=lambda wildcards: PATHS.validation(sweep_base(wildcards)),
     output:
         PATHS.sweep_point("{sweep}", "{value}"),
     params:
@@ -32,4 +34,5 @@ rule sweep:
         PATHS.benchmark("sweep", "{sweep}", "{value}")
     shell:
         "{RELMAS} sweep {CONFIG_ARGS} --sweep {wildcards.sweep:q} --value {wildcards.value}"
-        " --costs {params.costs:q} {params.agents} --out {output:q} > {log:q} 2>&1"
+        " --costs {params.costs:q} {params.agents} --placements {input.placements:q}"
+        " --out {output:q} > {log:q} 2>&1"

@@ -2,7 +2,8 @@ rule validate:
     """Every online baseline on the validation traces of one scenario (the agents' validation
     traces, generated in the job): the rows the report chooses the scenario's best baseline by, so
     that the baseline learned policies are measured against is not picked on the evaluation
-    traces. Few, small traces: one job per scenario."""
+    traces, and the placement of each rule and target-aware baseline (`evaluation.placements`),
+    which its evaluation and the sweeps then run with. Few, small traces: one job per scenario."""
     input:
         costs=baseline_costs,
         replay=scenario_trace_file,
@@ -16,6 +17,7 @@ rule validate:
             {
                 "seeds": CONFIG["training"]["validation_seeds"],
                 "jobs": CONFIG["training"]["jobs"],
+                "placements": CONFIG["evaluation"]["placements"],
                 "options": {
                     policy: policy_options(CONFIG, policy)
                     for policy in baseline_policies(CONFIG, wildcards.scenario)
