@@ -177,8 +177,7 @@ def shown_policies(
         order = orders.get(scenario, {})
         online = [p for p in catalog.online_baselines() if p in evaluated]
         best = [
-            _best([p for p in online if catalog.entry(p).kind == k], order)
-            for k in CHOSEN_KINDS
+            _best([p for p in online if catalog.entry(p).kind == k], order) for k in CHOSEN_KINDS
         ]
         rest = [p for p in catalog.of_kind("offline", "learned") if p in evaluated]
         if drawn := [p for p in best if p is not None] + rest:
