@@ -251,21 +251,22 @@ def test_the_headline_is_one_table_and_sentences_only_for_what_it_does_not_show(
     rows = [line for line in section if line.startswith("| ")]
     assert len(rows) == 1 and rows[0].count("\n") == 1 + table.height  # header, rule, rows
     assert rows[0].splitlines()[0] == (
-        "| scenario | policy | best baseline (validation SLA rate) | its SLA rate | SLA rate | "
-        "ratio [95% CI] | verdict | best former heuristic (SLA rate) | ratio to it [95% CI] | "
-        "verdict to it |"
+        "| scenario | policy | best baseline (validation SLA rate) | its placement | "
+        "its SLA rate | SLA rate | ratio [95% CI] | verdict | best former heuristic (SLA rate) | "
+        "ratio to it [95% CI] | verdict to it |"
     )
     cells = [cell.strip() for cell in rows[0].splitlines()[-1].strip("|").split("|")]
-    assert cells[:5] + cells[6:8] == [
+    assert cells[:6] + cells[7:9] == [
         "loaded",
         "relmas",
         "sjf_feasible (0.600)",
+        "—",
         "0.600",
         "0.600",
         "ties",
         "sjf (0.467)",
     ]
-    assert cells[8].startswith("1.286 [") and cells[9] == "beats"
+    assert cells[9].startswith("1.286 [") and cells[10] == "beats"
     assert section.index(rows[0]) > next(i for i, x in enumerate(section) if "- **relmas" in x)
     # the tally's one line, and no sentence under the table
     assert sum(line.startswith("- ") for text in section for line in text.splitlines()) == 1
