@@ -72,7 +72,8 @@ def write_report(
     .parquet` (each service group's achieved rate and target).
     Returns the paths of the figures and tables, for MLflow.
     """
-    from relmas.io import write_parquet
+    from relmas.io import read_parquet, write_parquet
+    from relmas.sim.result import JobResults
 
     scenarios = list(config["scenarios"])
     seeds = list(config["evaluation"]["seeds"])
@@ -91,7 +92,7 @@ def write_report(
     sweeps = collect_sweeps(config, sweeps_dir or paths.sweeps_dir)
     bounds = read_bounds(bounds_dir or paths.bounds_dir, scenarios, seeds)
     references = reference_rows(summary, bounds)
-    results = {run: pl.read_parquet(path) for run, path in base.items()}
+    results = {run: read_parquet(path, JobResults) for run, path in base.items()}
     targeted = target_scenarios_of(summary)
     groups = read_groups(
         {run: groups_of(path) for run, path in base.items() if run[0] in targeted}, summary
