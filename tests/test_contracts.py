@@ -40,6 +40,7 @@ SAMPLING = {
         "exact_lower": None,
         "exact_upper": None,
     },
+    "JobTrace": {"arrival_s": 0.0, "deadline_s": 1.0},
     "JobResults": {"dropped": False, "start_s": 1.0, "finish_s": 2.0, "turnaround_s": 1.5},
 }
 BAD = {"nan": math.nan, "inf": math.inf, "1e300": 1e300, "text": "x"}
