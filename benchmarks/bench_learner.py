@@ -39,7 +39,7 @@ from relmas.paths import ResultPaths, summary_of
 from relmas.policies import make_policy
 from relmas.report import best_baselines, markdown_table, read_validation
 from relmas.rl.run import train_scenario
-from relmas.schemas import SUMMARY_SCHEMA
+from relmas.schemas import SummaryRows
 from relmas.study import Study, generalisation_runs
 from relmas.yaml_load import load_yaml
 
@@ -100,9 +100,9 @@ def baseline_sla(config: dict, scenario: str, policy: str) -> np.ndarray:
     """The study's results of `policy` on the evaluation traces."""
     paths = ResultPaths.of(config)
     rows = [
-        read_parquet(summary_of(paths.evaluation(scenario, policy, seed)), SUMMARY_SCHEMA)[
-            "sla_rate"
-        ][0]
+        read_parquet(summary_of(paths.evaluation(scenario, policy, seed)), SummaryRows)["sla_rate"][
+            0
+        ]
         for seed in config["evaluation"]["seeds"]
     ]
     return np.array(rows)

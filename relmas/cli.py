@@ -126,7 +126,7 @@ def cmd_profile(args: argparse.Namespace) -> None:
         profile_pieces,
         write_cost_table,
     )
-    from relmas.schemas import LAYER_SCHEMA
+    from relmas.schemas import LayerTable
 
     if args.spec is not None:
         config = None
@@ -156,7 +156,7 @@ def cmd_profile(args: argparse.Namespace) -> None:
     )
     from relmas.io import read_parquet
 
-    layers = read_parquet(args.layers, LAYER_SCHEMA)
+    layers = read_parquet(args.layers, LayerTable)
     digest = layers_hash(layers)
     models = models_hash(args.layers, config)  # the layer table's models: config, checked
     with tracking.stage_run(
@@ -241,6 +241,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     from relmas import tracking
     from relmas.figures.results import plot_learning_curves
     from relmas.progress import advance_to, progress
+    from relmas.rl.curve import read_curve
     from relmas.rl.run import train_scenario
     from relmas.rl.settings import parse_training
     from relmas.study import Study
@@ -294,7 +295,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         for name in ("best.pt", "agent.json", "curve.parquet"):
             run.log_artifact(args.out / name, "agent")
         best = (result.reference, result.heuristics_validation[result.reference])
-        curve = pl.read_parquet(args.out / "curve.parquet")
+        curve = read_curve(args.out / "curve.parquet")
         run.log_figure(
             plot_learning_curves(
                 {f"{args.scenario}: {args.policy}": curve},
@@ -618,6 +619,7 @@ def cmd_bound(args: argparse.Namespace) -> None:
         },
         {"--out": outs.values()},
     )
+    _check_profiled(config, args.costs, study.system(args.scenario).accelerator_types, source)
     options = config["evaluation"]["ceiling"]
     for seed in seeds:
         tags = {"scenario": args.scenario, "seed": str(seed)}
@@ -839,16 +841,22 @@ def _static_power(costs: Path, names: Sequence[str]) -> dict[str, float]:
 def _checked_static_power(
     config: Mapping[str, Any], costs: Path, names: Sequence[str], source: str
 ) -> dict[str, float]:
-    """Static power of the configured specs, after checking each cost table was made from them."""
+    """Static power of the configured specs, after `_check_profiled`."""
     from relmas.hw.spec import parse_spec
-    from relmas.profile import read_cost_table
 
-    power = {}
-    for name in names:
-        spec = parse_spec(name, config["accelerators"][name], source)
-        read_cost_table(cost_table(costs, name), spec=spec)
-        power[name] = spec.static_w
-    return power
+    _check_profiled(config, costs, names, source)
+    return {name: parse_spec(name, config["accelerators"][name], source).static_w for name in names}
+
+
+def _check_profiled(
+    config: Mapping[str, Any], costs: Path, names: Sequence[str], source: str
+) -> None:
+    """Refuse a cost table not profiled from the configured spec of its accelerator, one written
+    by hand too: evaluate, bound and sweep report their results as of the configured system (its
+    static power, its accelerators)."""
+    from relmas.profile import check_cost_tables
+
+    check_cost_tables(costs, names, config, source, required=True)
 
 
 def cmd_recover(args: argparse.Namespace) -> None:

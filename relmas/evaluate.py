@@ -16,22 +16,15 @@ import polars as pl
 
 from relmas import catalog
 from relmas.errors import InputError
-from relmas.io import check_columns, read_parquet, write_parquet
+from relmas.io import read_parquet, write_parquet
 from relmas.policies import Policy, make_policy
 from relmas.policies.placement import ALL, BANDWIDTH, TYPES, Placement
-from relmas.schemas import JOB_DEFAULTS, JOB_SCHEMA, SUMMARY_SCHEMA, with_job_defaults
+from relmas.schemas import JOB_DEFAULTS, JOB_SCHEMA, SUMMARY_SCHEMA, JobTrace, max_jobs
 from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
 from relmas.sim.result import SimResult
-from relmas.sim.service import group_key
 from relmas.sim.system import System, load_system
-from relmas.sim.times import check_times
 from relmas.study import Study, baseline_policies, policy_options, validation_order
-
-# The columns every job trace has (the JOB_DEFAULTS ones may be left out).
-REQUIRED_JOB_COLUMNS = {k: v for k, v in JOB_SCHEMA.items() if k not in JOB_DEFAULTS}
-# A job's priority (JOB_SCHEMA): low, medium, high, the values a configured tenant may have.
-PRIORITIES = (1, 3, 9)
 
 # Metrics written to the summary beyond SUMMARY_SCHEMA, in this order.
 SUMMARY_EXTRA = (
@@ -155,78 +148,40 @@ def write_results(
 def load_job_trace(
     path: str | Path, tables: CostTables, tenants: Sequence[str] | None = None
 ) -> pl.DataFrame:
-    """Read a job trace (JOB_SCHEMA; the JOB_DEFAULTS columns may be left out) and check it
-    against the cost tables' models and, for the trace of a scenario, the scenario's `tenants`."""
-    frame = read_parquet(path, REQUIRED_JOB_COLUMNS)
-    optional = {name: JOB_SCHEMA[name] for name in JOB_DEFAULTS if name in frame.columns}
-    return validate_jobs(check_columns(frame, optional, path), tables, path, tenants)
+    """Read a job trace (relmas.schemas.JobTrace; the JOB_DEFAULTS columns may be left out; one of
+    more than `max_jobs()` jobs is refused from its footer, before it is read) and check it against
+    the cost tables' models and, for the trace of a scenario, the scenario's `tenants`."""
+    # its names first: a job of an unknown tenant is named as such, not by its service group
+    frame = read_parquet(
+        path,
+        JobTrace,
+        max_rows=max_jobs(),
+        defaults=JOB_DEFAULTS,
+        first=lambda jobs: check_trace_names(jobs, tables, path, tenants),
+    )
+    return frame.select(list(JOB_SCHEMA))
 
 
-def validate_jobs(
+def check_trace_names(
     jobs: pl.DataFrame,
     tables: CostTables,
     source: str | Path | None,
     tenants: Sequence[str] | None = None,
 ) -> pl.DataFrame:
-    """Check a job trace: unique ids, known models, finite non-negative arrivals, deadlines not
-    before arrivals, times within `relmas.sim.times.MAX_TIME_S`, priorities of PRIORITIES, targets
-    in [0, 1] or null (no target) and one per service group, and tenants among `tenants` when
-    given (a trace simulated outside any scenario names any tenant; a scenario's metrics are per
-    its tenants). Returns the JOB_SCHEMA columns, absent JOB_DEFAULTS columns filled in."""
-    jobs = with_job_defaults(jobs).select(list(JOB_SCHEMA))
-    if jobs.height == 0:
-        raise InputError(source, "job_id", "at least one job", "an empty trace")
-    for column in JOB_SCHEMA:
-        if column != "target" and jobs[column].null_count():
-            raise InputError(source, column, "no missing values", "null")
-    if jobs["job_id"].is_duplicated().any():
-        duplicate = jobs.filter(pl.col("job_id").is_duplicated())["job_id"][0]
-        raise InputError(source, "job_id", "unique job ids", duplicate)
-    # the tenant first: a job of an unknown tenant is named as such, not by its service group
-    checks: tuple[tuple[str, pl.Expr, str], ...] = ()
+    """Check what a trace's contract cannot: its models are the cost tables' and its tenants among
+    `tenants` when given (a trace simulated outside any scenario names any tenant; a scenario's
+    metrics are per its tenants)."""
+    checks: tuple[tuple[str, Sequence[str]], ...] = ()
     if tenants is not None:
-        known = pl.col("tenant").is_in(list(tenants))
-        checks += (("tenant", known, f"one of the scenario's tenants {list(tenants)}"),)
-    checks += (
-        ("model", pl.col("model").is_in(list(tables.models)), f"one of {list(tables.models)}"),
-        (
-            "arrival_s",
-            pl.col("arrival_s").is_finite() & (pl.col("arrival_s") >= 0),
-            "finite non-negative arrival times",
-        ),
-        (
-            "deadline_s",
-            pl.col("deadline_s").is_finite() & (pl.col("deadline_s") >= pl.col("arrival_s")),
-            "finite deadlines not before arrival_s",
-        ),
-        (
-            "priority",
-            pl.col("priority").is_in(PRIORITIES),
-            f"one of the priorities {list(PRIORITIES)} (low, medium, high)",
-        ),
-        (
-            "target",
-            pl.col("target").is_null() | pl.col("target").is_between(0.0, 1.0),
-            "a deadline-hit-rate target in [0, 1], or null (no target)",
-        ),
-        (
-            "model_target",
-            ~pl.col("model_target") | pl.col("target").is_not_null(),
-            "false where target is null (a model's own target is a target)",
-        ),
-        (
-            "target",
-            pl.col("target").is_null()
-            | (pl.col("target") == pl.col("target").first().over(group_key())),
-            "one target per service group (a tenant's jobs, or its jobs of a model_target model)",
-        ),
-    )
-    for column, ok, expected in checks:
-        bad = jobs.filter(~ok)
+        checks += (("tenant", list(tenants)),)
+    checks += (("model", list(tables.models)),)
+    for column, allowed in checks:
+        bad = jobs.filter(~pl.col(column).is_in(allowed))
         if bad.height:
             row = bad.row(0, named=True)
-            raise InputError(source, column, expected, f"{row[column]} (job_id {row['job_id']})")
-    check_times(jobs, source)
+            raise InputError(
+                source, column, f"one of {allowed}", f"{row[column]} (job_id {row['job_id']})"
+            )
     return jobs
 
 
@@ -272,14 +227,28 @@ def evaluate_scenario(
     the scenario's cost tables of `costs_dir`, already loaded (by a process that evaluates several
     policies and seeds, so that it reads and checks them once).
     """
-    study = Study(config, source)
+    system, tables, jobs = evaluation_inputs(
+        Study(config, source), scenario, jobs_path, costs_dir, tables
+    )
+    chosen = make_policy(policy, seed=seed, key="--policy", **dict(policy_options or {}))
+    return simulate(system, jobs, tables, chosen, static_w=static_w, record=record)
+
+
+def evaluation_inputs(
+    study: Study,
+    scenario: str,
+    jobs_path: str | Path,
+    costs_dir: str | Path,
+    tables: CostTables | None = None,
+) -> tuple[System, CostTables, pl.DataFrame]:
+    """What `relmas evaluate` and `relmas bound` run on, loaded and checked the same way: the
+    scenario's system, its cost tables (`tables`: already loaded by `Study.costs`) and the job
+    trace `jobs_path`, its tenants the scenario's."""
     system = study.system(study.check_scenario(scenario))
     if tables is None:
         tables = study.costs(scenario, costs_dir)
     tenants = [tenant.name for tenant in study.scenario(scenario).tenants]
-    jobs = load_job_trace(jobs_path, tables, tenants)
-    chosen = make_policy(policy, seed=seed, key="--policy", **dict(policy_options or {}))
-    return simulate(system, jobs, tables, chosen, static_w=static_w, record=record)
+    return system, tables, load_job_trace(jobs_path, tables, tenants)
 
 
 def validation_summaries(

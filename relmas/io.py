@@ -1,4 +1,4 @@
-"""Parquet I/O shared by every stage: atomic writes, schema checks, key-value metadata.
+"""Parquet I/O shared by every stage: atomic writes, contract checks, key-value metadata.
 
 Outputs are written to a temporary name in the same directory and renamed into place, so an
 interrupted job never leaves a half-written file that Snakemake (or a user) could take for a result.
@@ -9,16 +9,21 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
+import math
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
+import dataframely as dy
 import polars as pl
 import pyarrow.parquet as pq
 
 from relmas.errors import InputError
+from relmas.schemas import column_types
 
 # The temporary name of an atomic write: `.relmas-tmp.{target}.{8 random characters}{suffix}`
 # (tempfile's mkstemp). The prefix is this writer's mark: `relmas recover` removes the leftovers of
@@ -182,13 +187,19 @@ def read_metadata(path: str | Path) -> dict[str, str]:
 
 
 def read_parquet(
-    path: str | Path, schema: Mapping[str, pl.DataType], max_rows: int | None = None
+    path: str | Path,
+    contract: type[dy.Schema],
+    *,
+    max_rows: int | None = None,
+    defaults: Mapping[str, Any] | None = None,
+    first: Callable[[pl.DataFrame], object] | None = None,
 ) -> pl.DataFrame:
-    """Read a Parquet file and check that it has at least `schema`'s columns with those types.
+    """Read a Parquet file and check it against its `contract` (relmas.schemas): `check_frame`.
 
-    Integer and float columns are cast to the exact contract type when the cast is lossless in kind
-    (a hand-written int64 `layer` column becomes int32), so users may write tables with any tool.
-    A table without rows is refused, and one of more than `max_rows` rows before it is loaded.
+    The columns of `defaults` may be left out of the file (they are filled in with these values).
+    A table without rows is refused, and one of more than `max_rows` rows from its footer, before
+    it is read. `first`: a check of the typed frame before the contract's rules (of what the
+    contract cannot know, e.g. the names a trace may use), so that it names a fault first.
     """
     if not Path(path).is_file():
         raise InputError(path, None, "an existing Parquet file")
@@ -201,20 +212,43 @@ def read_parquet(
         raise
     except Exception as exc:
         raise InputError(path, None, "a readable Parquet file", type(exc).__name__) from None
-    frame = check_columns(frame, schema, path)
+    frame = _with_types(frame, contract, path, defaults or {})
     if frame.height == 0:
         raise InputError(path, None, "a table with at least one row", "0 rows")
+    if first is not None:
+        first(frame)
+    _check_rules(frame, contract, path)
     return frame
 
 
-def check_columns(
-    frame: pl.DataFrame, schema: Mapping[str, pl.DataType], path: str | Path | None
+def check_frame(
+    frame: pl.DataFrame, contract: type[dy.Schema], source: str | Path | None
 ) -> pl.DataFrame:
-    """Check/cast the columns of `frame` against `schema`; extra columns are kept."""
+    """`frame` with `contract`'s columns of its types (extra columns kept), or an InputError naming
+    `source`, the column and the first row that breaks the contract.
+
+    Integer and float columns are cast to the exact contract type when the cast is lossless in kind
+    (a hand-written int64 `layer` column becomes int32), so users may write tables with any tool.
+    """
+    frame = _with_types(frame, contract, source, {})
+    _check_rules(frame, contract, source)
+    return frame
+
+
+def _with_types(
+    frame: pl.DataFrame,
+    contract: type[dy.Schema],
+    source: str | Path | None,
+    defaults: Mapping[str, Any],
+) -> pl.DataFrame:
     casts = []
-    for column, dtype in schema.items():
+    for column, spec in contract.columns().items():
+        dtype = spec.dtype
         if column not in frame.columns:
-            raise InputError(path, column, f"a column {column!r} of type {dtype}", "missing")
+            if column not in defaults:
+                raise InputError(source, column, f"a column {column!r} of type {dtype}", "missing")
+            casts.append(pl.lit(defaults[column], dtype).alias(column))
+            continue
         actual = frame.schema[column]
         if actual == dtype:
             continue
@@ -222,13 +256,88 @@ def check_columns(
             actual.is_numeric() and dtype.is_float()
         )
         if not same_kind:
-            raise InputError(path, column, f"type {dtype}", str(actual))
+            raise InputError(source, column, f"type {dtype}", str(actual))
         casts.append(pl.col(column).cast(dtype, strict=True))
     if casts:
         try:
             frame = frame.with_columns(casts)
         except Exception:
             raise InputError(
-                path, None, f"values that fit the contract types {dict(schema)}"
+                source, None, f"values that fit the contract types {column_types(contract)}"
             ) from None
     return frame
+
+
+ROW = "relmas_row_"  # the row number a check reports (0-based, as polars counts)
+
+
+@functools.cache
+def _numbered(contract: type[dy.Schema]) -> type[dy.Schema]:
+    """`contract` with a row-number column, so that a failure names its row."""
+    return type(contract.__name__, (contract,), {ROW: dy.UInt32()})
+
+
+def _check_rules(frame: pl.DataFrame, contract: type[dy.Schema], source: str | Path | None) -> None:
+    """Refuse `frame` at the first row that breaks a rule of `contract`: its column (a rule's name
+    starts with it), what the rule expects, and the row's number and keys."""
+    numbered = frame.select(contract.column_names()).with_row_index(ROW)
+    _, failure = _numbered(contract).filter(numbered)
+    counts = failure.counts()
+    if not counts:
+        return
+    first = failure.details().sort(ROW).row(0, named=True)
+    # a value's own fault (its column's check) before a rule between columns, in column order
+    order = {name: i for i, name in enumerate(contract.column_names())}
+    broken = [r for r in counts if first[r] == "invalid"]
+    rule = min(broken, key=lambda r: ("|" not in r, order.get(r.split("|")[0].split("__")[0], 0)))
+    keys = contract.primary_key()
+    if rule == "primary_key":
+        column = ", ".join(keys)
+        expected = f"one row per {column}"
+        got = f"a repeated {', '.join(str(first[k]) for k in keys)} (row {first[ROW]})"
+    else:
+        column = rule.split("|")[0].split("__")[0]
+        expected = _expected(contract, rule)
+        where = "".join(f", {k} {first[k]}" for k in keys if k != column)
+        value = "null" if first[column] is None else first[column]
+        got = f"{value} (row {first[ROW]}{where})"
+    raise InputError(source, column, expected, got)
+
+
+def _expected(contract: type[dy.Schema], rule: str) -> str:
+    """What `rule` of `contract` expects: a column's whole definition (`column|check`), or a rule's
+    docstring."""
+    column, _, _ = rule.partition("|")
+    if _:
+        return describe(contract.columns()[column])
+    for klass in contract.__mro__:
+        if rule in vars(klass):
+            return " ".join((vars(klass)[rule].validation_fn.__doc__ or rule).split())
+    return rule
+
+
+def describe(column: dy.Column) -> str:
+    """A column's definition in words: `finite Float64 values in [0, 1], or null`."""
+    dtype = column.dtype
+    finite = dtype.is_float() and not (column.allow_nan or column.allow_inf)
+    text = f"{'finite ' if finite else ''}{dtype} values"
+    keys = ("min", "min_exclusive", "max", "max_exclusive")
+    bounds = [getattr(column, key, None) for key in keys]
+    low, low_open, high, high_open = bounds
+    if any(bound is not None for bound in bounds):
+        left = f"[{_number(low)}" if low is not None else "(" + _number(low_open)
+        right = f"{_number(high)}]" if high is not None else _number(high_open) + ")"
+        text += f" in {left}, {right}"
+    if getattr(column, "is_in", None) is not None:
+        text += f" of {list(column.is_in)}"
+    return text + (", or null" if column.nullable else ", not null")
+
+
+def _number(value: float | None) -> str:
+    """A bound as written in relmas.schemas: a power of two as one (2^32), others as %g."""
+    if value is None:
+        return "inf"
+    exponent = math.log2(abs(value)) if value else 0.0
+    if abs(exponent) >= 10 and exponent == int(exponent):
+        return f"{'-' if value < 0 else ''}2^{int(exponent)}"
+    return f"{value:g}"

@@ -33,7 +33,7 @@ from relmas.hw.spec import EyerissSpec, Spec, parse_spec, spec_hash, spec_json
 from relmas.io import read_metadata, read_parquet, write_parquet
 from relmas.paths import cost_table
 from relmas.progress import progress
-from relmas.schemas import COST_SCHEMA, LAYER_SCHEMA
+from relmas.schemas import COST_SCHEMA, LAYER_SCHEMA, CostTable, LayerTable
 from relmas.sim.costs import PIECE_SCHEMA, SPLIT_DIMS
 
 # Bump whenever a change to relmas.hw can change a cost: older tables are then rejected.
@@ -205,7 +205,7 @@ def profile_pieces(
 
 def layers_hash(layers: str | Path | pl.DataFrame) -> str:
     """sha256 of a layer table's contract columns (content, not file bytes or compression)."""
-    frame = read_parquet(layers, LAYER_SCHEMA) if not isinstance(layers, pl.DataFrame) else layers
+    frame = read_parquet(layers, LayerTable) if not isinstance(layers, pl.DataFrame) else layers
     canonical = frame.select(list(LAYER_SCHEMA)).write_csv()
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -278,7 +278,7 @@ def read_cost_table(
     if objective is not None:
         expected[META_OBJECTIVE] = objective
     _check_metadata(path, read_metadata(path), expected)
-    return read_parquet(path, COST_SCHEMA)
+    return read_parquet(path, CostTable)
 
 
 def check_cost_tables(
@@ -286,17 +286,23 @@ def check_cost_tables(
     accelerators: Sequence[str],
     config: Mapping[str, Any],
     source: str | Path | None = None,
+    *,
+    required: bool = False,
 ) -> None:
     """Refuse a cost table of `directory` that was profiled for other inputs than `config`'s:
     another cost model, spec of its accelerator, objective, or layer table (`models:`).
 
     Tables that record no provenance at all (written by hand or by a script, as
-    examples/handwritten/) are the user's word and pass; missing tables are left to the loader.
+    examples/handwritten/) are the user's word and pass, unless `required`: the stages whose
+    results are reported as of the configured accelerators (evaluate, bound, sweep: static power
+    from the configured spec) refuse them. Missing tables are left to the loader.
     """
     for name in dict.fromkeys(accelerators):
         path = cost_table(directory, name)
-        metadata = read_metadata(path) if path.is_file() else {}
-        if META_VERSION not in metadata:
+        if not path.is_file():
+            continue
+        metadata = read_metadata(path)
+        if META_VERSION not in metadata and not required:
             continue
         spec = parse_spec(name, config["accelerators"][name], source)
         expected = {

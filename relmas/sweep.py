@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import dataframely as dy
 import polars as pl
 
 from relmas import catalog
@@ -43,15 +44,54 @@ from relmas.evaluate import (
     summary_row,
 )
 from relmas.policies import make_policy
+from relmas.schemas import SUMMARY_SCHEMA, SummaryRows, column_types, nullable
+from relmas.sim.times import MAX_TIME_S
 from relmas.study import Study, policy_options, relaxation_options, sweep_policies, sweep_scenario
 
-SWEEP_COLUMNS: dict[str, pl.DataType] = {
-    "sweep": pl.String(),
-    "parameter": pl.String(),
-    "value": pl.Float64(),
-    "kind": pl.String(),  # the policy's catalog kind, or `ceiling` (relmas.ceiling.rows)
-    "ceiling_status": pl.String(),  # the bound's status on the ceiling rows, else null
-    "ceiling_s": pl.Float64(),  # the bound's seconds on the ceiling rows, else null
+# The metrics of a policy's run that a ceiling row has not (it has a seed, jobs and SLA rate).
+RUN_METRICS = (
+    "antt",
+    "stp",
+    "fairness",
+    "utilization",
+    "energy_j",
+    "makespan_s",
+    "decision_us",
+    "dropped",
+)
+
+
+class SweepRows(SummaryRows):
+    """`sweeps/{sweep}/{value}.parquet`: the summary rows of the sweep's policies at one point,
+    then one `ceiling` row per trace (relmas.ceiling.rows), told apart by `kind`."""
+
+    antt = nullable(SummaryRows.antt)
+    stp = nullable(SummaryRows.stp)
+    fairness = nullable(SummaryRows.fairness)
+    utilization = nullable(SummaryRows.utilization)
+    energy_j = nullable(SummaryRows.energy_j)
+    makespan_s = nullable(SummaryRows.makespan_s)
+    decision_us = nullable(SummaryRows.decision_us)
+    dropped = nullable(SummaryRows.dropped)
+    sweep = dy.String()
+    parameter = dy.String()
+    # a load or an off-chip bandwidth in GB/s: 2^20 GB/s is beyond any memory system
+    value = dy.Float64(min_exclusive=0, max=2.0**20)
+    kind = dy.String()  # the policy's catalog kind, or `ceiling` (relmas.ceiling.rows)
+    ceiling_status = dy.String(nullable=True)  # the bound's status on the ceiling rows, else null
+    # the bound's seconds on the ceiling rows, else null
+    ceiling_s = dy.Float64(nullable=True, min=0, max=MAX_TIME_S)
+
+    @dy.rule()
+    def policy__metrics_unless_ceiling(cls) -> pl.Expr:
+        """every run metric (antt, stp, fairness, utilization, energy_j, makespan_s, decision_us,
+        dropped) on a policy's row: nulls only on a ceiling row"""
+        present = pl.all_horizontal(pl.col(name).is_not_null() for name in RUN_METRICS)
+        return present | (pl.col("kind") == CEILING)
+
+
+SWEEP_COLUMNS = {
+    name: dtype for name, dtype in column_types(SweepRows).items() if name not in SUMMARY_SCHEMA
 }
 
 

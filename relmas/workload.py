@@ -24,17 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import dataframely as dy
 import numpy as np
 import polars as pl
 
 from relmas.errors import InputError
 from relmas.io import read_parquet
-from relmas.paths import CONFIG_SCHEMA
-from relmas.schemas import JOB_SCHEMA
+from relmas.schemas import JOB_SCHEMA, max_jobs
 from relmas.sim.costs import CostTables
 from relmas.sim.system import System, load_system, override_system
 from relmas.sim.times import MAX_TIME_S
-from relmas.yaml_load import load_yaml
 
 # The keys of each arrival process (the schema lists the keys of all of them).
 ARRIVAL_KEYS = {
@@ -270,15 +269,18 @@ def _unit_rate_arrivals(rng: np.random.Generator, arrival: Arrival, count: int) 
     return np.concatenate(times)[:count]
 
 
+class Arrivals(dy.Schema):
+    """A replayed trace (`arrival: {process: trace, path: ...}`): its arrival times, optionally
+    `model` and `tenant` columns (checked against the scenario's) and any others (ignored)."""
+
+    arrival_s = dy.Float64(min=0, max=MAX_TIME_S)
+
+
 def _read_replay(scenario: Scenario, tables: CostTables, source: str | Path | None) -> pl.DataFrame:
     path = scenario.arrival.path
-    max_jobs = load_yaml(CONFIG_SCHEMA)["$defs"]["job_count"]["maximum"]
-    frame = read_parquet(path, {"arrival_s": pl.Float64()}, max_rows=max_jobs)
+    frame = read_parquet(path, Arrivals, max_rows=max_jobs())
     frame = frame.sort("arrival_s", maintain_order=True)
     times = frame["arrival_s"].to_numpy()
-    if not np.all(np.isfinite(times)) or times[0] < 0 or times[-1] > MAX_TIME_S:
-        expected = f"finite non-negative arrival times within {MAX_TIME_S:.0f} s (relmas.sim.times)"
-        raise InputError(path, "arrival_s", expected)
     if scenario.arrival.load is not None and frame.height > 1 and times[-1] == times[0]:
         raise InputError(path, "arrival_s", "arrivals spread over time, to rescale to a load")
     tenants = [t.name for t in scenario.tenants]

@@ -30,6 +30,7 @@ from relmas.hw.spec import parse_spec
 from relmas.paths import cost_table
 from relmas.profile import write_cost_table
 from relmas.study import Study
+from relmas.workload import Arrivals
 from relmas.yaml_load import MAX_BYTES
 from tests.synthetic import synthetic_costs
 
@@ -462,7 +463,7 @@ def test_an_over_long_replay_trace_is_refused_before_loading(
     monkeypatch.setattr(config_module, "load_schema", lambda: schema)
     pl.DataFrame({"arrival_s": [0.0, 0.1, 0.2, 0.3]}).write_parquet(work / "replay.parquet")
     with pytest.raises(Exception, match=r"replay.parquet: expected at most 3 rows, got 4"):
-        io.read_parquet(work / "replay.parquet", {"arrival_s": pl.Float64()}, max_rows=3)
+        io.read_parquet(work / "replay.parquet", Arrivals, max_rows=3)
 
 
 def evaluate_argv(*extra: str) -> list[str]:
@@ -911,7 +912,7 @@ def test_a_replayed_arrival_too_far_from_zero(work: Path, capsys: pytest.Capture
     argv = ["workload", "--config", "replay.yaml", "--scenario", "mixed", "--seed", "1"]
     argv += ["--costs", "qcosts", "--out", "w.parquet"]
     line = assert_refused(argv, work, capsys, "replay.parquet", "arrival_s")
-    assert "within 4294967296 s" in line
+    assert "finite Float64 values in [0, 2^32]" in line
 
 
 # ----------------------------------------------------------------------------- issue 39
@@ -985,3 +986,73 @@ def test_snakemake_refuses_a_scenario_name_before_planning(tmp_path: Path) -> No
         assert "bad.yaml: scenarios: expected a name matching" in lines[0], lines[0]
         assert repr(name) in lines[0]
         assert set(tmp_path.rglob("*")) == before
+
+
+# ---------------------------------------------- issue 39: what a stage reads is checked, and sized
+
+
+def bound_argv(jobs: str = "trace.parquet", costs: str = "qcosts") -> list[str]:
+    argv = ["bound", "--config", "config.yaml", "--scenario", "mixed", "--seed", "1"]
+    return [*argv, "--jobs", jobs, "--costs", costs, "--out", "b.parquet"]
+
+
+def rewrite_cost_table(path: Path, change: pl.Expr, keep_metadata: bool = True) -> None:
+    """`path` with `change` applied, its provenance kept (or dropped, as a hand-made copy)."""
+    metadata = io.read_metadata(path) if keep_metadata else None
+    io.write_parquet(pl.read_parquet(path).with_columns(change), path, metadata=metadata)
+
+
+def test_a_layer_latency_of_1e300_is_refused(work: Path, capsys: pytest.CaptureFixture) -> None:
+    """Issue 39, item 2: makespan 1e300 and a moved SLA rate, from one absurd layer latency."""
+    path = cost_table(work / "qcosts", "simba_chiplet")
+    first = pl.int_range(pl.len()) == 0
+    rewrite_cost_table(path, pl.when(first).then(1e300).otherwise("latency_s").alias("latency_s"))
+    argv = evaluate_argv("--jobs", "trace.parquet", "--out", "r.parquet")
+    line = assert_refused(argv, work, capsys, "simba_chiplet.parquet", "latency_s", "1e+300")
+    assert "row 0" in line
+    assert_refused(bound_argv(), work, capsys, "simba_chiplet.parquet", "latency_s", "1e+300")
+
+
+def test_bound_refuses_a_cost_table_without_provenance_as_evaluate_does(
+    work: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 39, item 3: the same tables, loaded by the same path, by evaluate and bound."""
+    rewrite_cost_table(cost_table(work / "qcosts", "eyeriss_168"), [], keep_metadata=False)
+    argv = evaluate_argv("--jobs", "trace.parquet", "--out", "r.parquet")
+    for command in (argv, bound_argv()):
+        assert_refused(command, work, capsys, "eyeriss_168.parquet", "metadata.", "missing")
+
+
+def test_bound_refuses_a_trace_of_an_unknown_tenant_as_evaluate_does(
+    work: Path, capsys: pytest.CaptureFixture
+) -> None:
+    trace = pl.read_parquet(work / "trace.parquet")
+    trace.with_columns(tenant=pl.lit("nobody")).write_parquet(work / "bad.parquet")
+    argv = evaluate_argv("--jobs", "bad.parquet", "--out", "r.parquet")
+    for command in (argv, bound_argv("bad.parquet")):
+        assert_refused(command, work, capsys, "bad.parquet", "tenant", "nobody")
+
+
+def test_a_trace_of_a_million_and_one_jobs_is_refused_before_it_is_read(
+    work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39, item 4: evaluate reached 10.9 GB and bound 6.4 GB on such a trace; its footer
+    says how many rows it has, and every reader of traces asks it first."""
+    row = pl.read_parquet(work / "trace.parquet").head(1)
+    big = row.select(pl.all().repeat_by(1_000_001).explode())
+    big = big.with_columns(job_id=pl.int_range(pl.len(), dtype=pl.Int64))
+    big.write_parquet(work / "huge.parquet")
+    read = io.pl.read_parquet
+
+    def refuse_big(source: Any, *args: Any, **kwargs: Any) -> pl.DataFrame:
+        assert Path(source).name != "huge.parquet", "the oversized trace was read"
+        return read(source, *args, **kwargs)
+
+    monkeypatch.setattr(io.pl, "read_parquet", refuse_big)
+    expected = "huge.parquet: expected at most 1000000 rows, got 1000001"
+    argv = evaluate_argv("--jobs", "huge.parquet", "--out", "r.parquet")
+    for command in (argv, bound_argv("huge.parquet")):
+        assert_refused(command, work, capsys, expected)
+    jobs = pl.read_parquet(work / "jobs.parquet").head(1)
+    jobs.select(pl.all().repeat_by(1_000_001).explode()).write_parquet(work / "huge.parquet")
+    assert_refused(simulate_argv("huge.parquet"), work, capsys, expected)

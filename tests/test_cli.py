@@ -68,11 +68,11 @@ def test_simulate_runs_the_handwritten_example(handwritten: Path) -> None:
     [
         (
             pl.col("deadline_s") - 1.0,
-            "jobs.parquet: deadline_s: expected finite deadlines not before",
+            "jobs.parquet: deadline_s: expected deadlines not before arrival_s",
         ),
         (
             pl.col("arrival_s") - 1.0,
-            "jobs.parquet: arrival_s: expected finite non-negative arrival",
+            "jobs.parquet: arrival_s: expected finite Float64 values in [0, 2^32]",
         ),
     ],
 )

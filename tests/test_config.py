@@ -191,7 +191,7 @@ def test_no_default_in_the_package_disagrees_with_the_schema() -> None:
 
 def test_a_traces_priorities_are_the_ones_a_tenant_may_have() -> None:
     """relmas.evaluate checks a trace's priorities against its own tuple: the schema's enum."""
-    from relmas.evaluate import PRIORITIES
+    from relmas.schemas import PRIORITIES
 
     tenant = load_schema()["properties"]["scenarios"]["additionalProperties"]["properties"]
     assert list(PRIORITIES) == tenant["tenants"]["items"]["properties"]["priority"]["enum"]

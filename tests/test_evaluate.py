@@ -39,8 +39,9 @@ from relmas.rl.checkpoint import BEST, save_checkpoint
 from relmas.rl.network import QNetwork
 from relmas.rl.observation import Layout
 from relmas.schemas import JOB_SCHEMA, SUMMARY_SCHEMA
-from relmas.sim import JOB_RESULT_SCHEMA, load_system
+from relmas.sim import load_system
 from relmas.sim.costs import load_costs
+from relmas.sim.result import JobResults
 from relmas.study import (
     Study,
     baseline_policies,
@@ -93,7 +94,7 @@ def run(tmp_path, policy="edf"):
 def test_simulate_files_writes_per_job_results_with_metrics(inputs):
     tmp_path, jobs = inputs
     result = run(tmp_path)
-    out = read_parquet(tmp_path / "out.parquet", JOB_RESULT_SCHEMA)
+    out = read_parquet(tmp_path / "out.parquet", JobResults)
     assert sorted(out["job_id"].to_list()) == [10, 11, 12]
     assert out.equals(result.jobs)
     metadata = read_metadata(tmp_path / "out.parquet")
@@ -118,10 +119,10 @@ def rewrite_jobs(tmp_path, jobs):
     ("change", "column", "expected"),
     [
         (pl.lit("resnet").alias("model"), "model", "one of ['a', 'b']"),
-        (pl.lit(-1.0).alias("arrival_s"), "arrival_s", "finite non-negative arrival times"),
+        (pl.lit(-1.0).alias("arrival_s"), "arrival_s", "finite Float64 values in [0, 2^32]"),
         ((pl.col("arrival_s") - 1.0).alias("deadline_s"), "deadline_s", "deadlines not before"),
-        (pl.lit(0).cast(pl.Int32).alias("priority"), "priority", "one of the priorities [1, 3, 9]"),
-        (pl.lit(7).cast(pl.Int64).alias("job_id"), "job_id", "unique job ids"),
+        (pl.lit(0).cast(pl.Int32).alias("priority"), "priority", "Int32 values of [1, 3, 9]"),
+        (pl.lit(7).cast(pl.Int64).alias("job_id"), "job_id", "one row per job_id, got 'a repea"),
         (pl.lit("x").alias("arrival_s"), "arrival_s", "type Float64"),
     ],
 )
@@ -156,7 +157,8 @@ def test_bad_cost_tables_name_the_file_and_column(inputs):
     path = tmp_path / "costs" / "s.parquet"
     costs = pl.read_parquet(path)
     write_parquet(costs.with_columns(pl.lit(-1.0).alias("latency_s")), path)
-    with pytest.raises(InputError, match=r"costs: latency_s: expected positive finite latencies"):
+    expected = r"s.parquet: latency_s: expected finite Float64 values in \[2\^-32, 2\^20\]"
+    with pytest.raises(InputError, match=expected):
         run(tmp_path)
     write_parquet(costs.with_columns(pl.lit("e").alias("accelerator")), path)
     with pytest.raises(InputError, match=r"s.parquet: accelerator: expected 's' in every row"):

@@ -449,27 +449,33 @@ def summary_file(path, **change) -> Path:
     return path
 
 
+RATE = "finite Float64 values in [0, 1], not null"
+KEYS = "scenario mixed, policy edf, seed 1001"
+
+
 @pytest.mark.parametrize(
     ("column", "value", "expected"),
     [
-        ("sla_rate", math.nan, "a finite rate in [0, 1], got nan"),
-        ("sla_rate", 1.5, "a finite rate in [0, 1], got 1.5"),
-        ("fairness", -0.1, "a finite rate in [0, 1], got -0.1"),
-        ("antt", -1.0, "a finite value ≥ 0, got -1.0"),
-        ("energy_j", math.inf, "a finite value ≥ 0, got inf"),
-        ("jobs", 0, "a count ≥ 1, got 0"),
-        ("seed", -3, "a seed ≥ 0, got -3"),
-        ("decision_us", None, "a finite value ≥ 0, got 'null'"),
+        ("sla_rate", math.nan, RATE),
+        ("sla_rate", 1.5, RATE),
+        ("fairness", -0.1, RATE),
+        ("antt", -1.0, "finite Float64 values in [0, 2^65], not null"),
+        ("energy_j", math.inf, "finite Float64 values in [0, 2^57], not null"),
+        ("jobs", 0, "Int64 values in [1, inf), not null"),
+        ("seed", -3, "Int64 values in [0, inf), not null"),
+        ("decision_us", None, "finite Float64 values in [0, 8.58993e+15], not null"),
+        ("shortfall", math.nan, "finite Float64 values in [0, 1], or null"),
     ],
 )
 def test_a_bad_summary_value_is_refused_naming_the_file_column_policy_and_seed(
     tmp_path, column, value, expected
 ) -> None:
     path = summary_file(tmp_path / "edf.summary.parquet", **{column: value})
-    seed = 1001 if column != "seed" else value
+    keys = "scenario mixed, policy edf" + (", seed 1001" if column != "seed" else "")
     with pytest.raises(InputError) as error:
         collect_summaries([path])
-    assert str(error.value) == f"{path}: {column} of policy edf, seed {seed}: expected {expected}"
+    got = "null" if value is None else value
+    assert str(error.value) == f"{path}: {column}: expected {expected}, got '{got} (row 1, {keys})'"
 
 
 def test_every_bad_summary_file_gets_one_line(tmp_path) -> None:
@@ -481,7 +487,7 @@ def test_every_bad_summary_file_gets_one_line(tmp_path) -> None:
         collect_summaries([good, nan, missing])
     assert str(error.value).splitlines() == [
         "2 of 3 summary files are refused:",
-        f"{nan}: sla_rate of policy edf, seed 1001: expected a finite rate in [0, 1], got nan",
+        f"{nan}: sla_rate: expected {RATE}, got 'nan (row 1, {KEYS})'",
         f"{missing}: stp: expected a column 'stp' of type Float64, got 'missing'",
     ]
     assert collect_summaries([good]).height == 2
@@ -489,7 +495,7 @@ def test_every_bad_summary_file_gets_one_line(tmp_path) -> None:
 
 def test_validation_and_sweep_rows_are_checked_too(tmp_path, quick_config) -> None:
     summary_file(tmp_path / "validation" / "mixed.parquet", utilization=2.0)
-    with pytest.raises(InputError, match=r"mixed.parquet: utilization of policy edf, seed 1001"):
+    with pytest.raises(InputError, match=r"mixed.parquet: utilization: .*policy edf, seed 1001"):
         read_validation(tmp_path / "validation", ["mixed"])
     config = load_config(quick_config)
     for name, value in sweep_points(config):
@@ -504,7 +510,8 @@ def test_validation_and_sweep_rows_are_checked_too(tmp_path, quick_config) -> No
     lines = str(error.value).splitlines()
     assert lines[0] == "4 of 4 summary files are refused:" and len(lines) == 5
     assert all(
-        ": stp of policy edf, seed 1001: expected a finite value ≥ 0" in x for x in lines[1:]
+        ": stp: expected finite Float64 values" in x and "policy edf, seed 1001" in x
+        for x in lines[1:]
     )
     # a ceiling row's SLA rate is checked like a policy's
     point = with_ceiling(pl.read_parquet(summary_file(tmp_path / "point.parquet")), 1.5)
@@ -512,7 +519,7 @@ def test_validation_and_sweep_rows_are_checked_too(tmp_path, quick_config) -> No
     write_parquet(point, tmp_path / "sweeps" / "load" / "0.5.parquet")
     with pytest.raises(InputError) as error:
         collect_sweeps(config, tmp_path / "sweeps")
-    assert "0.5.parquet: sla_rate of policy ceiling, seed 1000: expected a finite rate" in str(
+    assert f"0.5.parquet: sla_rate: expected {RATE}, got '1.5 (row 2, scenario mixed, " in str(
         error.value
     )
 
@@ -532,8 +539,8 @@ def test_relmas_report_refuses_a_nan_summary_in_one_line_and_writes_nothing(
     assert main(["report", "--config", str(tmp_path / "config.yaml")]) == 2
     err = capsys.readouterr().err  # MLflow's own log lines aside
     assert [line for line in err.splitlines() if line.startswith("relmas")] == [
-        f"relmas report: error: {bad}: sla_rate of policy edf, seed 1001: expected a finite rate "
-        "in [0, 1], got nan"
+        f"relmas report: error: {bad}: sla_rate: expected {RATE}, got 'nan (row 0, scenario mixed, "
+        "policy edf, seed 1001)'"
     ]
     assert "Traceback" not in err
     assert not paths.report_dir.exists()
@@ -565,4 +572,32 @@ def test_relmas_report_refuses_a_wrong_bounds_file_in_one_line_naming_it(tmp_pat
     assert len(lines) == 1 and "Traceback" not in err, err
     assert lines[0].startswith(f"relmas report: error: {bad}: ceiling_met: expected at least the ")
     assert lines[0].endswith("(a ceiling below a schedule's count is a wrong bound), got 1")
+    assert not paths.report_dir.exists()
+
+
+@pytest.mark.parametrize(
+    ("file", "column"),
+    [("validation", "shortfall"), ("summary", "shortfall"), ("bound", "shortfall_lower")],
+)
+def test_relmas_report_refuses_a_nan_shortfall_in_one_line(tmp_path, capsys, file, column) -> None:
+    """Issue 39, item 1: a NaN shortfall in the validation rows chose another best baseline, in an
+    evaluation summary it printed `+nan`, in a bound 'proven least shortfall >= nan points'."""
+    from relmas.cli import main
+    from relmas.paths import bound_file, validation_file
+    from tests.test_report_golden import SEEDS, golden_config, write_inputs
+
+    config = golden_config() | {"results": str(tmp_path / "results")}
+    paths = write_inputs(config, tmp_path / "results")
+    bad = {
+        "validation": validation_file(paths.validation_dir, "mixed"),
+        "summary": summary_of(evaluation_file(paths.eval_dir, "mixed", "edf", SEEDS[0])),
+        "bound": bound_file(paths.bounds_dir, "mixed", SEEDS[0]),
+    }[file]
+    rows = pl.read_parquet(bad)
+    write_parquet(rows.with_columns(pl.lit(math.nan).alias(column)), bad)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    assert main(["report", "--config", str(tmp_path / "config.yaml")]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("relmas")]
+    assert len(err) == 1 and err[0].startswith(f"relmas report: error: {bad}: {column}: expected")
+    assert "got 'nan (row 0" in err[0]
     assert not paths.report_dir.exists()

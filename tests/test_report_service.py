@@ -187,7 +187,10 @@ def test_groups_are_read_where_the_runs_carry_targets_and_a_wrong_count_is_refus
     with pytest.raises(InputError, match="expected 3 service groups, as its summary row counts"):
         read_groups(paths, stale)
     write_parquet(group_rows(target_run, {"a": (10, 11, 0.9), "b": (5, 2, 0.5)}), paths[target_run])
-    with pytest.raises(InputError, match="group a: expected 0 ≤ met ≤ jobs"):
+    expected = (
+        r"achieved: expected finite Float64 values in \[0, 1\], not null, got '1.1 \(row 0, g"
+    )
+    with pytest.raises(InputError, match=expected):
         read_groups(paths, rows)
 
 

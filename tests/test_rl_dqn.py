@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from relmas.errors import InputError
-from relmas.io import check_columns
+from relmas.io import check_frame
 from relmas.rl.checkpoint import load_checkpoint, load_network, load_policy
 from relmas.rl.dqn import (
     DQNConfig,
@@ -39,7 +39,7 @@ from relmas.rl.network import (
 )
 from relmas.rl.replay import NStepCollector, ReplayBuffer, Transition
 from relmas.rl.train import train
-from relmas.schemas import LAYER_SCHEMA
+from relmas.schemas import LAYER_SCHEMA, LayerTable
 from tests.defaults import dqn_config
 
 FORWARD, BACK, BAIT, WAIT = range(4)
@@ -429,7 +429,7 @@ def test_macs_and_layer_table_of_the_policy_network():
     assert forward_macs(net) == 100 * 128 + 128 * 128 + 128 * 9
     dueling = QNetwork(100, 9, (128, 128), dueling=True)
     assert forward_macs(dueling) == 100 * 128 + 128 * 128 + 128 * 1 + 128 * 9
-    table = check_columns(policy_layer_table(dueling, "relmas_policy"), LAYER_SCHEMA, None)
+    table = check_frame(policy_layer_table(dueling, "relmas_policy"), LayerTable, None)
     assert table.columns == list(LAYER_SCHEMA)
     assert table["name"].to_list() == ["trunk.0", "trunk.2", "value", "advantage"]
     assert table["K"].to_list() == [128, 128, 1, 9] and table["C"].to_list() == [100, 128, 128, 128]

@@ -25,7 +25,7 @@ import pytest
 
 from relmas.errors import InputError
 from relmas.io import read_parquet, write_parquet
-from relmas.schemas import LAYER_OPS, LAYER_SCHEMA
+from relmas.schemas import LAYER_OPS, LAYER_SCHEMA, LayerTable
 from relmas.zoo import BUILTIN_MODELS, build_model, extract_layers, layer_table, model_summary
 
 USER_MODELS = "zoo_user_models"
@@ -236,7 +236,7 @@ def test_batch_scales_macs_and_keeps_config_order() -> None:
 def test_parquet_round_trip_keeps_schema_and_values(zoo: pl.DataFrame, tmp_path: Path) -> None:
     path = tmp_path / "layers.parquet"
     write_parquet(zoo, path)
-    back = read_parquet(path, LAYER_SCHEMA)
+    back = read_parquet(path, LayerTable)
     assert back.schema == zoo.schema
     assert back.equals(zoo)
 

@@ -15,40 +15,78 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import dataframely as dy
 import polars as pl
 
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.exact import solve_exact
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.targets import has_targets, shortfall_bound
-from relmas.evaluate import load_job_trace
+from relmas.evaluate import evaluation_inputs
+from relmas.schemas import column_types
+from relmas.sim.times import MAX_TIME_S
 from relmas.study import Study, relaxation_options
 
-# One row per (scenario, seed); exact_* are null where the trace is too large for the search, and
-# the targets' columns where its jobs carry no target.
-BOUND_SCHEMA: dict[str, pl.DataType] = {
-    "scenario": pl.String(),
-    "seed": pl.Int64(),
-    "jobs": pl.Int64(),
-    "ceiling_met": pl.Int64(),  # the least proven upper bound on the deadlines met
-    "ceiling_sla": pl.Float64(),  # ceiling_met / jobs
-    "relaxation_met": pl.Int64(),
-    "relaxation_value": pl.Float64(),  # its certified LP value (relaxation_met is the floor)
-    "relaxation_status": pl.String(),  # converged, time_limit, "solver: ..."
-    "relaxation_rounds": pl.Int64(),
-    "relaxation_windows": pl.Int64(),
-    "relaxation_s": pl.Float64(),
-    "exact_lower": pl.Int64(),  # deadlines met by the search's schedule, replayed in the engine
-    "exact_upper": pl.Int64(),
-    "exact_status": pl.String(),  # optimal, or which model did not finish
-    "exact_s": pl.Float64(),
+
+def _count(**kwargs: Any) -> dy.Int64:
+    return dy.Int64(min=0, **kwargs)
+
+
+def _seconds(**kwargs: Any) -> dy.Float64:
+    return dy.Float64(min=0, max=MAX_TIME_S, **kwargs)
+
+
+class BoundRows(dy.Schema):
+    """`bounds/{scenario}/seed{n}.parquet`: one row per (scenario, seed); exact_* are null where
+    the trace is too large for the search, and the targets' columns where its jobs carry none."""
+
+    scenario = dy.String()
+    seed = dy.Int64(min=0)
+    jobs = dy.Int64(min=1)
+    ceiling_met = _count()  # the least proven upper bound on the deadlines met
+    ceiling_sla = dy.Float64(min=0, max=1)  # ceiling_met / jobs
+    relaxation_met = _count()
+    # its certified LP value (relaxation_met is the floor): at most one deadline per job
+    relaxation_value = dy.Float64(min=0)
+    relaxation_status = dy.String()  # converged, time_limit, "solver: ..."
+    relaxation_rounds = _count()
+    relaxation_windows = _count()
+    relaxation_s = _seconds()
+    # deadlines met by the search's schedule, replayed in the engine
+    exact_lower = _count(nullable=True)
+    exact_upper = _count(nullable=True)
+    exact_status = dy.String(nullable=True)  # optimal, or which model did not finish
+    exact_s = _seconds(nullable=True)
     # every schedule's `shortfall` (relmas.sim.service) is at least this
-    "shortfall_lower": pl.Float64(),
-    "targets_reachable": pl.String(),  # "unreachable" (proven) or "not proven"
-    "targets_status": pl.String(),  # its relaxation's status, as relaxation_status
-    "targets_s": pl.Float64(),
-    "solver": pl.String(),
-}
+    shortfall_lower = dy.Float64(nullable=True, min=0, max=1)
+    targets_reachable = dy.String(nullable=True)  # "unreachable" (proven) or "not proven"
+    targets_status = dy.String(nullable=True)  # its relaxation's status, as relaxation_status
+    targets_s = _seconds(nullable=True)
+    solver = dy.String()
+
+    @dy.rule()
+    def ceiling_met__at_most_jobs(cls) -> pl.Expr:
+        """0 <= ceiling_met <= jobs, and at most relaxation_met and exact_upper"""
+        ceiling = pl.col("ceiling_met")
+        upper = pl.col("exact_upper").fill_null(pl.col("jobs"))
+        return (
+            (ceiling <= pl.col("jobs")) & (ceiling <= pl.col("relaxation_met")) & (ceiling <= upper)
+        )
+
+    @dy.rule()
+    def relaxation_value__at_most_jobs(cls) -> pl.Expr:
+        """a certified LP value of at most jobs"""
+        return pl.col("relaxation_value") <= pl.col("jobs")
+
+    @dy.rule()
+    def exact_lower__at_most_upper(cls) -> pl.Expr:
+        """exact_lower <= exact_upper <= jobs, both null or neither"""
+        lower, upper = pl.col("exact_lower"), pl.col("exact_upper")
+        both = lower.is_null() == upper.is_null()
+        return both & (lower.is_null() | ((lower <= upper) & (upper <= pl.col("jobs"))))
+
+
+BOUND_SCHEMA = column_types(BoundRows)
 
 
 def solvers() -> str:
@@ -67,10 +105,7 @@ def trace_ceiling(
 ) -> pl.DataFrame:
     """`relmas bound`: the row of the trace `jobs_path` of `scenario` (BOUND_SCHEMA)."""
     options = config["evaluation"]["ceiling"]
-    study = Study(config, source)
-    system = study.system(study.check_scenario(scenario))
-    tables = study.costs(scenario, costs_dir)
-    jobs = load_job_trace(jobs_path, tables)
+    system, tables, jobs = evaluation_inputs(Study(config, source), scenario, jobs_path, costs_dir)
     instance = Instance.of(system, tables, jobs)
     bound = relaxation_bound(instance, **relaxation_options(config))
     row: dict[str, Any] = {

@@ -57,7 +57,8 @@ def has_targets(jobs: pl.DataFrame) -> bool:
 
 def _groups(instance: Instance, jobs: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Each job's service group in `instance`'s job order (-1: no target), and each group's
-    target: the groups of relmas.sim.service (validate_jobs checks one target per group)."""
+    target: the groups of relmas.sim.service (a trace's contract, relmas.schemas.JobTrace, has
+    one target per group)."""
     keyed = with_job_defaults(jobs).select("job_id", "target", group=group_key())
     targets = (
         keyed.drop_nulls("group").group_by("group").agg(pl.col("target").first()).sort("group")

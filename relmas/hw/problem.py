@@ -16,26 +16,11 @@ import numpy as np
 import polars as pl
 
 from relmas.errors import InputError
-from relmas.io import check_columns
-from relmas.schemas import LAYER_OPS, LAYER_SCHEMA
+from relmas.io import check_frame
+from relmas.schemas import LAYER_SCHEMA, LayerRows
 
 # Columns of a problem array, in order.
 G, N, K, C, P, Q, R, S, STRIDE, IN_ELEMS, W_ELEMS, OUT_ELEMS, MACS = range(13)
-
-_POSITIVE = (
-    "N",
-    "K",
-    "C",
-    "Y",
-    "X",
-    "R",
-    "S",
-    "stride",
-    "groups",
-    "in_elems",
-    "w_elems",
-    "out_elems",
-)
 
 
 def problem_array(layers: pl.DataFrame, source: str | Path | None = None) -> np.ndarray:
@@ -43,28 +28,12 @@ def problem_array(layers: pl.DataFrame, source: str | Path | None = None) -> np.
 
     Conventions of the layer table (relmas.zoo): K counts all groups for convolutions and one
     product for matmul; C is per group; macs = N*K*C*Y*X*R*S (times groups for matmul). Rows that
-    break them raise an InputError naming the column.
+    break them (relmas.schemas.LayerRows, and the MACs) raise an InputError naming the column.
     """
-    layers = check_columns(layers, LAYER_SCHEMA, source)
-    ops = layers.get_column("op")
-    unknown = ops.filter(~ops.is_in(list(LAYER_OPS)))
-    if unknown.len():
-        raise InputError(source, "op", f"one of {list(LAYER_OPS)}", unknown[0])
-    for column in _POSITIVE:
-        values = layers.get_column(column)
-        bad = values.filter(values <= 0)
-        if bad.len():
-            raise InputError(source, column, "positive values", _where(layers, values <= 0, bad[0]))
-    is_matmul = ops == "matmul"
+    layers = check_frame(layers, LayerRows, source)
     groups = layers.get_column("groups").cast(pl.Int64).to_numpy()
     k_total = layers.get_column("K").cast(pl.Int64).to_numpy()
-    split = ~is_matmul.to_numpy()
-    uneven = split & (k_total % groups != 0)
-    if uneven.any():
-        i = int(np.argmax(uneven))
-        raise InputError(
-            source, "K", "a multiple of groups for convolutions", _row(layers, i, k_total[i])
-        )
+    split = (layers.get_column("op") != "matmul").to_numpy()
     k_group = np.where(split, k_total // np.maximum(groups, 1), k_total)
     columns = {
         name: layers.get_column(name).cast(pl.Int64).to_numpy()
@@ -112,7 +81,3 @@ def problem_array(layers: pl.DataFrame, source: str | Path | None = None) -> np.
 
 def _row(layers: pl.DataFrame, i: int, value: object) -> str:
     return f"{value} at row {i} ({layers['model'][i]} layer {layers['layer'][i]})"
-
-
-def _where(layers: pl.DataFrame, mask: pl.Series, value: object) -> str:
-    return _row(layers, int(mask.arg_true()[0]), value)

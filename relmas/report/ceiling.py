@@ -18,7 +18,7 @@ import polars as pl
 
 from relmas import catalog
 from relmas.ceiling.rows import BEST_KNOWN, CEILING, best_under
-from relmas.ceiling.stage import BOUND_SCHEMA
+from relmas.ceiling.stage import BOUND_SCHEMA, BoundRows
 from relmas.errors import InputError
 from relmas.io import read_parquet
 from relmas.paths import bound_file
@@ -27,17 +27,16 @@ from relmas.report.stats import mean_ci
 
 
 def read_bounds(bounds_dir: Path, scenarios: Sequence[str], seeds: Sequence[int]) -> pl.DataFrame:
-    """The ceiling row of every evaluation trace (`relmas bound`), each checked."""
+    """The ceiling row of every evaluation trace (`relmas bound`), each checked against its
+    contract (relmas.ceiling.stage.BoundRows) and its trace."""
     frames = []
     for scenario in scenarios:
         for seed in seeds:
             path = bound_file(bounds_dir, scenario, seed)
-            frame = read_parquet(path, BOUND_SCHEMA)
+            frame = read_parquet(path, BoundRows)
             row = frame.row(0, named=True)
             if frame.height != 1 or (row["scenario"], row["seed"]) != (scenario, seed):
                 raise InputError(path, "scenario, seed", f"one row of {scenario}, seed {seed}")
-            if not 0 <= row["ceiling_met"] <= row["jobs"]:
-                raise InputError(path, "ceiling_met", f"0 to {row['jobs']}", row["ceiling_met"])
             frames.append(frame.select(list(BOUND_SCHEMA)))
     return pl.concat(frames)
 

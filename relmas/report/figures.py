@@ -111,10 +111,10 @@ def _base_value(config: Mapping[str, Any], spec: Mapping[str, Any]) -> float | N
 def _cost_figures(config: Mapping[str, Any], costs_dir: Path, figures_dir: Path) -> dict[str, Path]:
     from relmas.figures.costs import plot_layer_costs
     from relmas.io import atomic_path
-    from relmas.schemas import COST_SCHEMA
+    from relmas.schemas import CostTable
 
     tables = {
-        name: read_parquet(cost_table(costs_dir, name), COST_SCHEMA)
+        name: read_parquet(cost_table(costs_dir, name), CostTable)
         for name in config["accelerators"]
     }
     made = {}

@@ -1,5 +1,5 @@
 """What the report reads: the summary rows, the validation rows, the sweep points (each file
-checked: schema, finite values, rates in [0, 1]) and the agents' learning curves."""
+checked against its contract, relmas.schemas) and the agents' learning curves."""
 
 from __future__ import annotations
 
@@ -8,32 +8,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import dataframely as dy
 import polars as pl
 
 from relmas import catalog
-from relmas.ceiling.rows import CEILING
 from relmas.errors import InputError
 from relmas.io import read_parquet
 from relmas.paths import agent_dir, sweep_file, validation_file
-from relmas.schemas import SUMMARY_SCHEMA
+from relmas.schemas import SUMMARY_SCHEMA, SummaryRows
 from relmas.study import evaluation_runs, point_label, sweep_points
-
-# What each contract column of a summary row may hold (docs/design.md, "Summary row"): the
-# report ranks and divides by these values, so a file with any other (a NaN SLA rate would rank
-# its policy first) is refused rather than reported.
-BOUNDS: dict[str, tuple[float, float, str]] = {
-    "seed": (0, math.inf, "a seed ≥ 0"),
-    "jobs": (1, math.inf, "a count ≥ 1"),
-    **dict.fromkeys(("sla_rate", "fairness", "utilization"), (0, 1, "a finite rate in [0, 1]")),
-    **dict.fromkeys(
-        ("antt", "stp", "energy_j", "makespan_s", "decision_us"),
-        (0, math.inf, "a finite value ≥ 0"),
-    ),
-}
-
-
-# The columns a reference row (the ceiling of a trace) has of BOUNDS.
-REFERENCE_COLUMNS = ("seed", "jobs", "sla_rate")
 
 
 class RefusedSummaries(InputError):
@@ -46,36 +29,16 @@ class RefusedSummaries(InputError):
         self.args = ("\n".join(lines),)
 
 
-def check_summary(frame: pl.DataFrame, path: str | Path) -> None:
-    """Refuse `frame`, read from `path`, at its first value outside BOUNDS: an InputError naming
-    the column and the row's policy and seed. A ceiling row (a sweep point's, `kind` ceiling) has
-    only a seed, a job count and an SLA rate to check."""
-    ceiling = pl.col("kind").eq_missing(CEILING) if "kind" in frame.columns else pl.lit(False)
-    for column, (low, high, expected) in BOUNDS.items():
-        values = pl.col(column)
-        bad = values.is_null() | ~values.is_between(low, high)
-        if frame.schema[column].is_float():
-            bad = bad | ~values.is_finite()
-        bad = bad.fill_null(True)
-        rows = frame.filter(bad if column in REFERENCE_COLUMNS else bad & ~ceiling)
-        if rows.height:
-            row = rows.row(0, named=True)
-            value = "null" if row[column] is None else row[column]
-            key = f"{column} of policy {row['policy']}, seed {row['seed']}"
-            raise InputError(path, key, expected, value)
-
-
 def read_summaries(
-    paths: Sequence[str | Path], schema: Mapping[str, pl.DataType] = SUMMARY_SCHEMA
+    paths: Sequence[str | Path], contract: type[dy.Schema] = SummaryRows
 ) -> list[pl.DataFrame]:
-    """Summary rows of every file in `paths` (`schema`'s columns at least, each checked by
-    check_summary); every bad file is named, one line each, before any is used."""
+    """Summary rows of every file in `paths`, each checked against its `contract`
+    (relmas.schemas.SummaryRows: a NaN SLA rate would rank its policy first, a NaN shortfall
+    choose another baseline); every bad file is named, one line each, before any is used."""
     frames, errors = [], []
     for path in paths:
         try:
-            frame = read_parquet(path, schema)
-            check_summary(frame, path)
-            frames.append(frame)
+            frames.append(read_parquet(path, contract))
         except InputError as error:
             errors.append(error)
     if len(errors) == 1:
@@ -103,13 +66,13 @@ def read_validation(validation_dir: Path, scenarios: Sequence[str]) -> pl.DataFr
 def collect_sweeps(config: Mapping[str, Any], sweeps_dir: Path) -> pl.DataFrame:
     """The rows of every configured sweep point (`relmas sweep` outputs: the policies' rows and
     each trace's ceiling, told apart by `kind`) in one frame; empty without sweeps."""
-    from relmas.sweep import SWEEP_COLUMNS
+    from relmas.schemas import column_types
+    from relmas.sweep import SweepRows
 
-    schema = dict(SUMMARY_SCHEMA) | SWEEP_COLUMNS
     points = [sweep_file(sweeps_dir, name, point_label(v)) for name, v in sweep_points(config)]
     if not points:
-        return pl.DataFrame(schema=schema)
-    frames = read_summaries(points, schema)
+        return pl.DataFrame(schema=column_types(SweepRows))
+    frames = read_summaries(points, SweepRows)
     return pl.concat(frames, how="diagonal_relaxed").sort("sweep", "value", "policy", "seed")
 
 

@@ -148,7 +148,8 @@ def write_report(
     .parquet` (each service group's achieved rate and target).
     Returns the paths of the figures and tables, for MLflow.
     """
-    from relmas.io import write_parquet
+    from relmas.io import read_parquet, write_parquet
+    from relmas.sim.result import JobResults
 
     scenarios = list(config["scenarios"])
     seeds = list(config["evaluation"]["seeds"])
@@ -170,7 +171,9 @@ def write_report(
     bounds_dir = bounds_dir or paths.bounds_dir
     bounds = in_report_order(read_bounds(bounds_dir, scenarios, seeds))
     references = reference_rows(summary, bounds, bounds_dir)
-    results = {run: in_report_order(pl.read_parquet(path), "job_id") for run, path in base.items()}
+    results = {
+        run: in_report_order(read_parquet(path, JobResults), "job_id") for run, path in base.items()
+    }
     targeted = target_scenarios_of(summary)
     groups = read_groups({r: groups_of(p) for r, p in base.items() if r[0] in targeted}, summary)
     groups = in_report_order(groups, *RUN_KEYS, "group")

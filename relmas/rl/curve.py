@@ -13,16 +13,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import dataframely as dy
 import polars as pl
 
 from relmas.io import read_parquet, write_parquet
+from relmas.schemas import column_types
 
 CURVE = "curve.parquet"
-CURVE_SCHEMA: dict[str, pl.DataType] = {
-    "step": pl.Int64(),
-    "metric": pl.String(),
-    "value": pl.Float64(),
-}
+
+
+class Curve(dy.Schema):
+    """`curve.parquet`: one row per (step, metric) reported."""
+
+    step = dy.Int64(min=0)
+    metric = dy.String()
+    # rates, losses, Q-values, returns: beyond 2^53 a float64 no longer counts whole units, and no
+    # metric of a run that learned anything gets there
+    value = dy.Float64(min=-(2.0**53), max=2.0**53)
+
+
+CURVE_SCHEMA = column_types(Curve)
 
 CurveRows = list[tuple[int, str, float]]
 
@@ -41,4 +51,4 @@ def write_curve(path: str | Path, rows: Sequence[tuple[int, str, float]]) -> Non
 
 def read_curve(path: str | Path) -> pl.DataFrame:
     """A curve written by `write_curve` (an InputError names the file if it is missing or bad)."""
-    return read_parquet(path, CURVE_SCHEMA)
+    return read_parquet(path, Curve)

@@ -27,30 +27,55 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import dataframely as dy
 import numpy as np
 import polars as pl
 
 from relmas.errors import InputError
 from relmas.io import read_metadata, read_parquet
 from relmas.paths import cost_table, piece_table
-from relmas.schemas import COST_SCHEMA
+from relmas.schemas import COST_SCHEMA, MAX_LAYER_MACS, CostTable, column_types
 from relmas.sim.system import System
 
-# Costs of layer pieces: COST_SCHEMA's columns plus the cut (dimension K or Y, split factor
-# `splits`), the number of `pieces` it makes of this layer (min(splits, units of dim)), the 0-based
-# `piece` and the piece's MACs.
-PIECE_SCHEMA: dict[str, pl.DataType] = {
-    "model": pl.String(),
-    "layer": pl.Int32(),
-    "accelerator": pl.String(),
-    "dim": pl.String(),
-    "splits": pl.Int32(),
-    "pieces": pl.Int32(),
-    "piece": pl.Int32(),
-    "macs": pl.Int64(),
-    **{k: v for k, v in COST_SCHEMA.items() if k not in ("model", "layer", "accelerator")},
-}
 SPLIT_DIMS = ("K", "Y")
+
+
+class PieceTable(CostTable):
+    """`costs/{accelerator}.pieces.parquet`: the costs of layer pieces, COST_SCHEMA's columns plus
+    the cut (dimension K or Y, split factor `splits` >= 2), the number of `pieces` it makes of this
+    layer (min(splits, units of dim)), the 0-based `piece` and the piece's MACs."""
+
+    model = dy.String(primary_key=True)
+    layer = dy.Int32(primary_key=True, min=0)
+    accelerator = dy.String(primary_key=True)
+    dim = dy.String(primary_key=True)
+    splits = dy.Int32(primary_key=True, min=2)
+    pieces = dy.Int32(min=1)
+    piece = dy.Int32(primary_key=True, min=0)
+    macs = dy.Int64(min=1, max=MAX_LAYER_MACS)
+
+    @dy.rule()
+    def dim__known(cls) -> pl.Expr:
+        """a cut along one of K, Y"""
+        return pl.col("dim").is_in(SPLIT_DIMS)
+
+    @dy.rule()
+    def pieces__at_most_splits(cls) -> pl.Expr:
+        """1 <= pieces <= splits"""
+        return pl.col("pieces") <= pl.col("splits")
+
+    @dy.rule()
+    def piece__below_pieces(cls) -> pl.Expr:
+        """0 <= piece < pieces"""
+        return pl.col("piece") < pl.col("pieces")
+
+
+# The columns in their file order: the cost table's keys, the cut, then its costs.
+PIECE_SCHEMA: dict[str, pl.DataType] = {
+    name: column_types(PieceTable)[name]
+    for name in ("model", "layer", "accelerator", "dim", "splits", "pieces", "piece", "macs")
+} | {k: v for k, v in COST_SCHEMA.items() if k not in ("model", "layer", "accelerator")}
+
 WHOLE = "whole"  # the label of split variant 0: the layer in one piece
 
 
@@ -100,16 +125,6 @@ class PieceTables:
         with the same n on every type.
         """
         pieces = pieces.filter(pl.col("accelerator").is_in(list(tables.types)))
-        _check_values(pieces, source)
-        bad = pieces.filter(~pl.col("dim").is_in(list(SPLIT_DIMS)) | (pl.col("splits") < 2))
-        if bad.height:
-            got = f"{bad['dim'][0]}{bad['splits'][0]}"
-            raise InputError(source, "dim", "cuts along K or Y into splits >= 2 pieces", got)
-        bad = pieces.filter(
-            (pl.col("pieces") < 1) | (pl.col("pieces") > pl.col("splits")) | (pl.col("piece") < 0)
-        )
-        if bad.height:
-            raise InputError(source, "pieces", "1 <= pieces <= splits", bad["pieces"][0])
         cuts = pieces.select("dim", "splits").unique().sort("dim", "splits").rows()
         labels = (WHOLE, *(f"{dim}{k}" for dim, k in cuts))
         offset = np.concatenate(([0], 1 + np.cumsum([0] + [k for _, k in cuts])[:-1]))
@@ -214,8 +229,9 @@ class CostTables:
     ) -> CostTables:
         """Index `costs` (COST_SCHEMA rows of all accelerators) for the accelerator `types`.
 
-        Every model must have the same layers 0..L-1 on every type, with positive finite latencies
-        and non-negative DRAM bytes and energies; `models` defaults to every model in the table.
+        Every model must have the same layers 0..L-1 on every type; the values are as the cost
+        table's contract has them (`read_cost_tables` checks a file's: relmas.schemas.CostTable).
+        `models` defaults to every model in the table.
         `bandwidth_bps` (the system's off-chip bandwidth) sets the alone latencies of the estimates.
         """
         if not types:
@@ -225,7 +241,6 @@ class CostTables:
             if name not in present:
                 raise InputError(source, "accelerator", f"cost rows for accelerator {name!r}")
         costs = costs.filter(pl.col("accelerator").is_in(list(types)))
-        _check_values(costs, source)
         model_names = (
             tuple(models) if models is not None else tuple(sorted(costs["model"].unique()))
         )
@@ -283,7 +298,7 @@ def read_cost_tables(directory: str | Path, accelerators: Sequence[str]) -> pl.D
     frames = []
     for name in dict.fromkeys(accelerators):
         path = cost_table(directory, name)
-        frame = read_parquet(path, COST_SCHEMA)
+        frame = read_parquet(path, CostTable)
         wrong = frame.filter(pl.col("accelerator") != name)
         if wrong.height:
             raise InputError(path, "accelerator", f"{name!r} in every row", wrong["accelerator"][0])
@@ -336,7 +351,7 @@ def read_piece_tables(directory: str | Path, accelerators: Sequence[str]) -> pl.
             if own.get(key) != value:
                 expected = f"{value[:12]} as in {name}.parquet (re-run relmas profile --pieces)"
                 raise InputError(path, f"metadata.{key}", expected, own.get(key, "missing"))
-        frame = read_parquet(path, PIECE_SCHEMA)
+        frame = read_parquet(path, PieceTable)
         wrong = frame.filter(pl.col("accelerator") != name)
         if wrong.height:
             raise InputError(path, "accelerator", f"{name!r} in every row", wrong["accelerator"][0])
@@ -349,27 +364,6 @@ def _layer_mask(tables: CostTables) -> np.ndarray:
     mask = np.ones(tables.latency_s.shape[0], dtype=bool)
     mask[tables.first_row + tables.n_layers] = False
     return mask
-
-
-def _check_values(costs: pl.DataFrame, source: str | Path | None) -> None:
-    checks = {
-        "latency_s": pl.col("latency_s").is_finite() & (pl.col("latency_s") > 0),
-        "dram_bytes": pl.col("dram_bytes") >= 0,
-        "energy_j": pl.col("energy_j").is_finite() & (pl.col("energy_j") >= 0),
-        "layer": pl.col("layer") >= 0,
-    }
-    expected = {
-        "latency_s": "positive finite latencies",
-        "dram_bytes": "non-negative byte counts",
-        "energy_j": "non-negative finite energies",
-        "layer": "non-negative layer indices",
-    }
-    for column, ok in checks.items():
-        bad = costs.filter(~ok.fill_null(False))
-        if bad.height:
-            row = bad.row(0, named=True)
-            got = f"{row[column]} ({row['model']} layer {row['layer']} on {row['accelerator']})"
-            raise InputError(source, column, expected[column], got)
 
 
 def _model_block(

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import dataframely as dy
 import numpy as np
 import polars as pl
 
+from relmas.schemas import MAX_RESULT_S, MIN_LAYER_S, PRIORITIES, column_types
 from relmas.sim import kernels
 from relmas.sim.metrics import (
     deadline_met,
@@ -17,25 +19,53 @@ from relmas.sim.metrics import (
     utilisation,
 )
 from relmas.sim.service import service_groups, service_summary
+from relmas.sim.times import MAX_TIME_S
 
 if TYPE_CHECKING:
     from relmas.sim.engine import Engine
 
-JOB_RESULT_SCHEMA: dict[str, pl.DataType] = {
-    "job_id": pl.Int64(),
-    "tenant": pl.String(),
-    "model": pl.String(),
-    "priority": pl.Int32(),
-    "arrival_s": pl.Float64(),
-    "start_s": pl.Float64(),
-    "finish_s": pl.Float64(),
-    "deadline_s": pl.Float64(),
-    "isolated_s": pl.Float64(),
-    "turnaround_s": pl.Float64(),
-    "met": pl.Boolean(),
-    # dropped past its firm deadline (relmas.sim.kernels): never finished, finish_s NaN, not met
-    "dropped": pl.Boolean(),
-}
+
+def _result_time(column: str, dropped_nan: bool) -> pl.Expr:
+    """`column` within MAX_RESULT_S (or NaN on a dropped job, where `dropped_nan`)."""
+    within = pl.col(column).is_between(0.0, MAX_RESULT_S)
+    return (within | pl.col("dropped")) if dropped_nan else within
+
+
+class JobResults(dy.Schema):
+    """`eval/{scenario}/{policy}/seed{n}.parquet`: one row per job of the trace. A job dropped
+    past its firm deadline (relmas.sim.kernels) never finished: finish_s and turnaround_s NaN, not
+    met, and start_s NaN if it never started."""
+
+    job_id = dy.Int64(primary_key=True)
+    tenant = dy.String()
+    model = dy.String()
+    priority = dy.Int32(is_in=PRIORITIES)
+    arrival_s = dy.Float64(min=0, max=MAX_TIME_S)
+    start_s = dy.Float64(allow_nan=True)
+    finish_s = dy.Float64(allow_nan=True)
+    deadline_s = dy.Float64(min=0, max=MAX_TIME_S)
+    isolated_s = dy.Float64(min=MIN_LAYER_S, max=MAX_RESULT_S)
+    turnaround_s = dy.Float64(allow_nan=True)
+    met = dy.Bool()
+    dropped = dy.Bool()
+
+    @dy.rule()
+    def start_s__within(cls) -> pl.Expr:
+        """a start time in [0, MAX_RESULT_S] (NaN only on a dropped job)"""
+        return _result_time("start_s", dropped_nan=True)
+
+    @dy.rule()
+    def finish_s__within(cls) -> pl.Expr:
+        """a finish time in [0, MAX_RESULT_S] (NaN only on a dropped job)"""
+        return _result_time("finish_s", dropped_nan=True)
+
+    @dy.rule()
+    def turnaround_s__within(cls) -> pl.Expr:
+        """a turnaround in [0, MAX_RESULT_S] (NaN only on a dropped job)"""
+        return _result_time("turnaround_s", dropped_nan=True)
+
+
+JOB_RESULT_SCHEMA = column_types(JobResults)
 
 ACCELERATOR_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "instance": pl.String(),

@@ -19,20 +19,33 @@ A trace without targets has no groups, and all these metrics are null.
 
 from __future__ import annotations
 
+import dataframely as dy
 import numpy as np
 import polars as pl
 from numba import njit
 
-# One row per service group of a simulation (relmas.sim.result, the evaluation's groups file).
-GROUP_SCHEMA: dict[str, pl.DataType] = {
-    "group": pl.String(),
-    "tenant": pl.String(),
-    "model": pl.String(),  # the model of a per-model target, null for the tenant's own
-    "jobs": pl.Int64(),
-    "met": pl.Int64(),
-    "achieved": pl.Float64(),
-    "target": pl.Float64(),
-}
+from relmas.schemas import column_types, group_key
+
+
+class ServiceGroups(dy.Schema):
+    """One row per service group of a simulation (relmas.sim.result, the evaluation's groups
+    file: relmas.report.service.RunGroups)."""
+
+    group = dy.String(primary_key=True)
+    tenant = dy.String()
+    model = dy.String(nullable=True)  # the model of a per-model target, null for the tenant's own
+    jobs = dy.Int64(min=1)
+    met = dy.Int64(min=0)
+    achieved = dy.Float64(min=0, max=1)
+    target = dy.Float64(min=0, max=1)
+
+    @dy.rule()
+    def met__at_most_jobs(cls) -> pl.Expr:
+        """0 <= met <= jobs"""
+        return pl.col("met") <= pl.col("jobs")
+
+
+GROUP_SCHEMA = column_types(ServiceGroups)
 
 # The summary metrics of the service levels (SUMMARY_SCHEMA columns).
 SERVICE_METRICS = ("targets_met", "targets", "shortfall", "worst_ratio", "jain_target")
@@ -40,17 +53,6 @@ SERVICE_METRICS = ("targets_met", "targets", "shortfall", "worst_ratio", "jain_t
 # A rate counts as reaching its target up to this much below it: float rounding of a target
 # written as arithmetic (3 of 10 jobs reach a target of 0.1 x 3 = 0.30000000000000004).
 RATE_TOL = 1e-9
-
-
-def group_key() -> pl.Expr:
-    """Each job's service group (see the module docstring); null without a target."""
-    return (
-        pl.when(pl.col("target").is_null())
-        .then(pl.lit(None, pl.String()))
-        .when(pl.col("model_target"))
-        .then(pl.concat_str("tenant", pl.lit("/"), "model"))
-        .otherwise(pl.col("tenant"))
-    )
 
 
 def _dropped(jobs: pl.DataFrame) -> pl.Expr:

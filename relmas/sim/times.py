@@ -9,18 +9,13 @@ results add it back: a trace gives the same schedule and metrics wherever it sit
 (exactly, when it moves by whole seconds and its times are exact at either place). The origin of a
 trace that starts within its first second, as generated ones do, is 0: their times are unchanged.
 
-Times are refused beyond `MAX_TIME_S`, where a trace's own times no longer resolve a microsecond
-(and an arrival at 1e300 s would make a makespan of 1e300 s).
+A trace's times are refused beyond `MAX_TIME_S` (relmas.schemas.JobTrace), where they no longer
+resolve a microsecond (and an arrival at 1e300 s would make a makespan of 1e300 s).
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
-
-import polars as pl
-
-from relmas.errors import InputError
 
 MAX_TIME_S = 2.0**32  # ~136 years: epoch seconds up to 2106, resolved to 2^-20 s (< 1 us)
 
@@ -29,14 +24,3 @@ def time_origin(first_arrival_s: float) -> float:
     """The origin of a trace whose earliest arrival is `first_arrival_s`: the whole second at or
     before it."""
     return float(math.floor(first_arrival_s))
-
-
-def check_times(jobs: pl.DataFrame, source: str | Path | None) -> None:
-    """Refuse arrival or deadline times that are not finite or beyond `MAX_TIME_S`, naming the
-    column and the first job at fault."""
-    for column in ("arrival_s", "deadline_s"):
-        bad = jobs.filter(~(pl.col(column).abs() <= MAX_TIME_S))
-        if bad.height:
-            row = bad.row(0, named=True)
-            expected = f"finite times within {MAX_TIME_S:.0f} s (2^32 s, resolved to 1 us)"
-            raise InputError(source, column, expected, f"{row[column]} (job_id {row['job_id']})")
