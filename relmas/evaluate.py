@@ -19,7 +19,14 @@ from relmas.errors import InputError
 from relmas.io import read_parquet, write_parquet
 from relmas.policies import Policy, make_policy
 from relmas.policies.placement import ALL, BANDWIDTH, TYPES, Placement
-from relmas.schemas import JOB_DEFAULTS, JOB_SCHEMA, SUMMARY_SCHEMA, JobTrace, max_jobs
+from relmas.schemas import (
+    JOB_DEFAULTS,
+    JOB_SCHEMA,
+    SUMMARY_SCHEMA,
+    JobTrace,
+    SummaryRows,
+    max_jobs,
+)
 from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
 from relmas.sim.result import SimResult
@@ -374,7 +381,7 @@ def placement_option(
 def read_placements(path: str | Path) -> dict[str, str]:
     """Each baseline's placement chosen on the validation traces: policy -> placement, from the
     validation rows `relmas validate` wrote (`validation_summaries`)."""
-    rows = read_parquet(path, {"policy": pl.String(), "placement": pl.String()})
+    rows = read_parquet(path, SummaryRows)
     chosen = rows.filter(pl.col("placement").is_not_null()).unique(["policy", "placement"])
     twice = chosen.filter(pl.col("policy").is_duplicated())
     if twice.height:

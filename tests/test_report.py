@@ -551,7 +551,7 @@ def test_relmas_report_refuses_a_wrong_bounds_file_in_one_line_naming_it(tmp_pat
     an 18-line RuntimeError that never named the file."""
     import shutil
 
-    from relmas.ceiling.stage import BOUND_SCHEMA
+    from relmas.ceiling.stage import BoundRows
     from relmas.cli import main
     from relmas.io import read_parquet
     from relmas.paths import bound_file
@@ -562,7 +562,7 @@ def test_relmas_report_refuses_a_wrong_bounds_file_in_one_line_naming_it(tmp_pat
     given = tmp_path / "my bounds"
     shutil.copytree(paths.bounds_dir, given)
     bad = bound_file(given, "mixed", 1001)
-    row = read_parquet(bad, BOUND_SCHEMA)
+    row = read_parquet(bad, BoundRows)
     write_parquet(row.with_columns(ceiling_met=pl.lit(1, pl.Int64), ceiling_sla=1 / 40), bad)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     argv = ["report", "--config", str(tmp_path / "config.yaml"), "--bounds", str(given)]
