@@ -368,7 +368,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     )
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
     tables = study.costs(args.scenario, args.costs)  # read and checked once for every run
-    placements = None if args.placements is None else read_placements(args.placements)
+    placements = None
+    if args.placements is not None:
+        placements = read_placements(args.placements, args.scenario, system.accelerator_types)
     for policy in policies:
         _evaluate_policy(args, config, source, policy, static_w, tables, placements)
 
@@ -696,6 +698,9 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         {"--out": [args.out]},
     )
     static_w = _checked_static_power(config, args.costs, system.accelerator_types, source)
+    placements = None
+    if args.placements is not None:
+        placements = read_placements(args.placements, spec["scenario"], system.accelerator_types)
     policies = sweep_policies(config, args.sweep)
     label = point_label(args.value)
     tags = {
@@ -727,7 +732,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
             args.value,
             args.costs,
             args.agents,
-            placements=None if args.placements is None else read_placements(args.placements),
+            placements=placements,
             placements_source=args.placements,
             static_w=static_w,
             source=source,

@@ -378,13 +378,18 @@ def placement_option(
     return {"placement": placements[policy]}
 
 
-def read_placements(path: str | Path) -> dict[str, str]:
-    """Each baseline's placement chosen on the validation traces: policy -> placement, from the
-    validation rows `relmas validate` wrote (`validation_summaries`)."""
+def read_placements(path: str | Path, scenario: str, types: Sequence[str]) -> dict[str, str]:
+    """Each baseline's placement chosen on the validation traces of `scenario`: policy ->
+    placement, from the validation rows `relmas validate` wrote (`validation_summaries`), each a
+    placement of the system's accelerator `types` (a hand-edited file is refused naming it)."""
     rows = read_parquet(path, SummaryRows)
+    if (other := rows.filter(pl.col("scenario") != scenario)).height:
+        raise InputError(path, "scenario", f"validation rows of {scenario}", other["scenario"][0])
     chosen = rows.filter(pl.col("placement").is_not_null()).unique(["policy", "placement"])
     twice = chosen.filter(pl.col("policy").is_duplicated())
     if twice.height:
         expected = "one placement per policy"
         raise InputError(path, "placement", expected, f"several for {twice['policy'][0]}")
+    for placement in chosen["placement"]:
+        Placement.parse(placement, path).allowed(types, path)
     return dict(chosen.select("policy", "placement").iter_rows())

@@ -145,7 +145,7 @@ class JobTrace(dy.Schema):
     # null: none
     target = dy.Float64(nullable=True, min=0, max=1)
     # whether that target is its model's own (tenants[*].targets, service group "tenant/model")
-    # rather than its tenant's (group "tenant"); relmas.sim.service.group_key
+    # rather than its tenant's (group "tenant"); group_key below
     model_target = dy.Bool()
     # whether the job's deadline is firm: once it has passed, the engine drops the job
     firm = dy.Bool()

@@ -44,7 +44,7 @@ from relmas.evaluate import (
     summary_row,
 )
 from relmas.policies import make_policy
-from relmas.schemas import SUMMARY_SCHEMA, SummaryRows, column_types, nullable
+from relmas.schemas import SummaryRows, nullable
 from relmas.sim.times import MAX_TIME_S
 from relmas.study import Study, policy_options, relaxation_options, sweep_policies, sweep_scenario
 
@@ -88,11 +88,6 @@ class SweepRows(SummaryRows):
         dropped) on a policy's row: nulls only on a ceiling row"""
         present = pl.all_horizontal(pl.col(name).is_not_null() for name in RUN_METRICS)
         return present | (pl.col("kind") == CEILING)
-
-
-SWEEP_COLUMNS = {
-    name: dtype for name, dtype in column_types(SweepRows).items() if name not in SUMMARY_SCHEMA
-}
 
 
 def point_config(
@@ -139,7 +134,7 @@ def run_sweep_point(
     source: str | Path | None = None,
     progress: Callable[[str, int, float], None] | None = None,
 ) -> pl.DataFrame:
-    """Summary rows (plus SWEEP_COLUMNS) of every sweep policy on every evaluation seed at one
+    """Summary rows (SweepRows) of every sweep policy on every evaluation seed at one
     point, then one `ceiling` row per seed: the proven bound of that trace, refused if a policy
     met more. Learned policies load `agents_dir`/{policy} (the base scenario's agents); the
     rule and target-aware baselines take the base scenario's `placements` (`read_placements` of

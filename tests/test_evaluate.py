@@ -649,4 +649,10 @@ def test_each_rule_takes_the_placement_best_on_the_validation_traces(study, tmp_
         assert chosen[rule] == max(candidates, key=lambda placement: mean(rule, placement))
     path = tmp_path / "validation.parquet"
     frame.write_parquet(path)
-    assert read_placements(path) == {rule: chosen[rule] for rule in rules}
+    types = system.accelerator_types
+    assert read_placements(path, "small", types) == {rule: chosen[rule] for rule in rules}
+    # a hand-edited placement, or rows of another scenario, are refused naming the file
+    for change, key in ((pl.lit("e+nowhere"), "placement"), (pl.lit("x"), "scenario")):
+        frame.with_columns(change.alias(key)).write_parquet(path)
+        with pytest.raises(InputError, match=f"^{path}: {key}"):
+            read_placements(path, "small", types)

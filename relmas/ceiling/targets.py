@@ -26,8 +26,8 @@ import polars as pl
 
 from relmas.ceiling.bound import Relaxation, WindowCounts, check_time_limit, solve_by_separation
 from relmas.ceiling.instance import Instance
-from relmas.schemas import with_job_defaults
-from relmas.sim.service import RATE_TOL, group_key
+from relmas.schemas import group_key, with_job_defaults
+from relmas.sim.service import RATE_TOL
 
 # Certificates within this many jobs of 0 prove nothing (the LP's own float error is far below).
 _MARGIN = 1e-6

@@ -27,7 +27,7 @@ from numba import njit
 
 from relmas.hw import jit_cache
 from relmas.policies import kernels as policy_kernels
-from relmas.policies import make_policy, triage
+from relmas.policies import make_policy, placement, triage
 from relmas.policies import rules as rules_module
 from relmas.policies.rules import RuleBaseline, choose
 from relmas.policies.triage import fastest_idle, feasible
@@ -199,11 +199,19 @@ def _first_idle_of_other_type(S: State, acc: int, fastest: int) -> bool:
     return True
 
 
-# The cached kernels embed the engine's accessors, the triage tests and the rules: recompile on
-# their edits.
+# The cached kernels embed the engine's accessors, the triage tests, the placements and the rules:
+# recompile on their edits.
 jit_cache.refresh(
     run_rollout,
-    (engine_kernels, access, triage, policy_kernels, rules_module, sys.modules[__name__]),
+    (
+        engine_kernels,
+        access,
+        triage,
+        policy_kernels,
+        placement,
+        rules_module,
+        sys.modules[__name__],
+    ),
     stamp="relmas-policies-rollout.sha256",
 )
 

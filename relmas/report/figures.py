@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -136,8 +136,9 @@ def shown_agent() -> str:
 @dataclass(frozen=True)
 class GanttRuns:
     """What the Gantt chart draws: `policies` (the first is the left panel; `best` is labelled
-    the best baseline) on one evaluation trace, the span of `job_ids` (jobs of that trace, by
-    arrival), titled `title`."""
+    the best baseline), each with the placement it was evaluated with (`placements`: a rule
+    baseline's, from its summary rows), on one evaluation trace, the span of `job_ids` (jobs of
+    that trace, by arrival), titled `title`."""
 
     scenario: str
     seed: int
@@ -145,6 +146,7 @@ class GanttRuns:
     best: str | None
     job_ids: tuple[int, ...]
     title: str
+    placements: Mapping[str, str] = field(default_factory=dict)
 
 
 def _gantt(
@@ -171,6 +173,8 @@ def _gantt(
     results = {}
     for policy in runs.policies:
         options = policy_options(config, policy)
+        if policy in runs.placements:  # the schedule the per-job results counted
+            options["placement"] = runs.placements[policy]
         if policy in catalog.learned():
             options["agent"] = str(agent_dir(agents_dir, runs.scenario, policy))
         chosen = make_policy(policy, seed=runs.seed, **options)

@@ -52,7 +52,7 @@ def headline_table(
                 "seeds": table.height,
                 "sla_rate": float(ours.mean()),
                 "best_baseline": chosen,
-                "baseline_placement": _placement(group, chosen),
+                "baseline_placement": placement_of(group, chosen),
                 "baseline_validation_sla_rate": validation,
                 "baseline_sla_rate": float(table[chosen].mean()),
                 "best_heuristic": heuristic,
@@ -72,10 +72,8 @@ def headline_table(
     return pl.DataFrame(rows)
 
 
-def _placement(rows: pl.DataFrame, policy: str) -> str | None:
-    """The placement `policy` ran with in `rows` (null for a policy that takes none)."""
-    if "placement" not in rows.columns:
-        return None
+def placement_of(rows: pl.DataFrame, policy: str) -> str | None:
+    """The placement `policy` ran with in summary `rows` (None for a policy that takes none)."""
     placements = rows.filter(pl.col("policy") == policy)["placement"].drop_nulls()
     return placements[0] if placements.len() else None
 

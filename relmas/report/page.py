@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from relmas.report.ceiling import (
     reference_rows,
 )
 from relmas.report.figures import GanttRuns, draw_figures, shown_agent
-from relmas.report.headline import headline_markdown, headline_table
+from relmas.report.headline import headline_markdown, headline_table, placement_of
 from relmas.report.load import collect_summaries, collect_sweeps, read_learning, read_validation
 from relmas.report.markdown import image_markdown, markdown_table, mean_column
 from relmas.report.service import (
@@ -66,13 +67,27 @@ SLA_CAPTION = (
 def gantt_runs(
     results: Mapping[tuple[str, str, int], pl.DataFrame],
     baselines: Mapping[str, tuple[str, float]],
+    summary: pl.DataFrame,
     scenarios: Sequence[str],
     seeds: Sequence[int],
 ) -> tuple[GanttRuns, str]:
     """What the Gantt chart shows, and its caption: RELMAS beside its best baseline in the window
     where their deadlines met differ most (stats.differing_window); without RELMAS beside a best
     baseline on any scenario, the first jobs of the first trace under the best baseline (or the
-    first policy) evaluated there."""
+    first policy) evaluated there. Each policy drawn runs with its placement in `summary`."""
+    runs, caption = _gantt_window(results, baselines, scenarios, seeds)
+    rows = summary.filter(pl.col("scenario") == runs.scenario)
+    placements = {p: placement_of(rows, p) for p in runs.policies}
+    return replace(runs, placements={p: v for p, v in placements.items() if v}), caption
+
+
+def _gantt_window(
+    results: Mapping[tuple[str, str, int], pl.DataFrame],
+    baselines: Mapping[str, tuple[str, float]],
+    scenarios: Sequence[str],
+    seeds: Sequence[int],
+) -> tuple[GanttRuns, str]:
+    """gantt_runs' window and caption, its policies without their placements."""
     agent = shown_agent()
     pairs = {
         scenario: (agent, baselines[scenario][0])
@@ -171,9 +186,7 @@ def write_report(
     bounds_dir = bounds_dir or paths.bounds_dir
     bounds = in_report_order(read_bounds(bounds_dir, scenarios, seeds))
     references = reference_rows(summary, bounds, bounds_dir)
-    results = {
-        run: in_report_order(read_parquet(path, JobResults), "job_id") for run, path in base.items()
-    }
+    results = {r: in_report_order(read_parquet(p, JobResults), "job_id") for r, p in base.items()}
     targeted = target_scenarios_of(summary)
     groups = read_groups({r: groups_of(p) for r, p in base.items() if r[0] in targeted}, summary)
     groups = in_report_order(groups, *RUN_KEYS, "group")
@@ -191,7 +204,7 @@ def write_report(
         write_parquet(sweeps, out_dir / "sweeps.parquet")
         tables.append(out_dir / "sweeps.parquet")
     learning = read_learning(config, agents_dir)
-    gantt, gantt_caption = gantt_runs(results, baselines, scenarios, seeds)
+    gantt, gantt_caption = gantt_runs(results, baselines, summary, scenarios, seeds)
     figures = draw_figures(
         config,
         source,

@@ -160,9 +160,6 @@ def service_headline(table: pl.DataFrame, validation: pl.DataFrame) -> pl.DataFr
     )
 
 
-SHORTFALL_VERDICTS = ("beats", "ties", "loses to")
-
-
 def shortfall_verdict(row: Mapping[str, Any]) -> str:
     """Whether a learned policy of a service_headline row beats its best baseline (less
     shortfall: the difference's interval below 0), loses to it (above 0) or ties (containing 0);

@@ -57,6 +57,7 @@ from relmas.rl.observation import (
     observe,
     resolve_service,
 )
+from relmas.schemas import group_key
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
 from relmas.sim import service as service_module
@@ -73,7 +74,7 @@ from relmas.sim.kernels import (
     start_layer,
     start_piece,
 )
-from relmas.sim.service import RATE_TOL, group_key, shortfall
+from relmas.sim.service import RATE_TOL, shortfall
 from relmas.sim.system import System
 
 # The service-level terms at the values that leave the reward as without service levels.
