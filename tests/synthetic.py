@@ -103,7 +103,8 @@ def synthetic_pieces(
                         splits=pl.lit(k, pl.Int32()),
                         pieces=pl.lit(k, pl.Int32()),
                         piece=pl.lit(piece, pl.Int32()),
-                        macs=pl.lit(0, pl.Int64()),
+                        # one MAC a cycle: the piece contract wants at least one
+                        macs=pl.Series(np.maximum(1, np.rint(latency * 1e9)).astype(np.int64)),
                         cycles=pl.Series(np.rint(latency * 1e9).astype(np.int64)),
                         latency_s=pl.Series(latency),
                         dram_bytes=pl.Series(np.ceil(dram).astype(np.int64)),
