@@ -56,6 +56,7 @@ def summary(
         {
             "scenario": scenario,
             "policy": policy,
+            "placement": None,  # as every summary row has (relmas.schemas.SummaryRows)
             "seed": seed,
             "jobs": 100,
             "sla_rate": 0.8,
