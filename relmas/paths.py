@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,16 @@ def check_name(name: Any, source: str | Path | None, key: str) -> None:
     """Refuse a name that is not the config schema's `$defs/name`, the one pattern of every name
     that becomes a file or directory name here (the schema applies it to the config's names;
     this, to those of the other files a user writes: a system, an accelerator spec)."""
-    definition = load_yaml(CONFIG_SCHEMA)["$defs"]["name"]
+    definition = _name_definition()
     if not isinstance(name, str) or not re.fullmatch(definition["pattern"], name):
         raise InputError(source, key, definition["description"], name)
+
+
+@cache
+def _name_definition() -> dict[str, str]:
+    """The schema's `$defs/name`, read once per process: planning a DAG checks thousands of
+    names, and parsing the schema for each made planning the default study take minutes."""
+    return load_yaml(CONFIG_SCHEMA)["$defs"]["name"]
 
 
 def cost_table(costs_dir: str | Path, accelerator: str) -> Path:
