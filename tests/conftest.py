@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 from pathlib import Path
@@ -52,7 +53,14 @@ def quick_config() -> Path:
 
 @pytest.fixture(scope="session")
 def quick_run(tmp_path_factory: pytest.TempPathFactory):
-    """The quick DAG's project, env and jobs by rule, run once for the pipeline and golden tests."""
+    """The quick DAG's project, env and jobs by rule, run once per test session for the pipeline
+    and golden tests: the pytest-xdist workers share it (the first to need it runs it while the
+    others wait on the lock, instead of each spending minutes of both cores on the same DAG)."""
     from tests.test_pipeline import run_quick_dag
 
-    return run_quick_dag(tmp_path_factory)
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the session's directory, above each worker's own
+    with open(shared / "quick_dag.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return run_quick_dag(shared / "quick_dag")

@@ -75,20 +75,29 @@ def job_stats(text: str) -> Counter:
     return jobs
 
 
-def run_quick_dag(tmp_path_factory: pytest.TempPathFactory):
+def run_quick_dag(dest: Path) -> tuple[Path, dict[str, str], Counter]:
     """The quick DAG with 8 jobs at once (on any number of cores), so that many jobs log into the
     one SQLite MLflow store at the same time; returns the project, env and jobs run by rule.
 
-    Run once per session by the `quick_run` fixture (tests/conftest.py), which tests/test_golden.py
-    shares."""
-    project = copy_project(tmp_path_factory.mktemp("project"))
+    Run once per session into `dest` by the `quick_run` fixture (tests/conftest.py), which the
+    pytest-xdist workers share: a second call finds it done (its Snakemake output kept beside)."""
+    project, output = dest / "project", dest / "snakemake.out"
+    if not output.exists():
+        shutil.rmtree(project, ignore_errors=True)  # a run that failed or was killed
+        copy_project(project)
+        proc = snakemake(project, "--cores", "8", env=quick_env(project))
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        output.write_text(proc.stdout + proc.stderr)
+    return project, quick_env(project), job_stats(output.read_text())
+
+
+def quick_env(project: Path) -> dict[str, str]:
+    """This process's environment for Snakemake in `project`: its own MLflow store, this venv."""
     env = dict(os.environ)
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{project / 'mlflow.db'}"
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     env.pop("RELMAS_PIPELINE_ID", None)
-    proc = snakemake(project, "--cores", "8", env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return project, env, job_stats(proc.stdout + proc.stderr)
+    return env
 
 
 def test_quick_dag_writes_the_layer_table(quick_run) -> None:
