@@ -7,10 +7,11 @@ search's proven bounds and the strongest rule (the best of the rule baselines on
 contended at the scenario's own.
 Prints ceiling − optimum and optimum − rule (median, max) where the optimum is proven.
 
-`traces`: the evaluation traces of a finished study (`snakemake` or `make run` first; with
-`--costs DIR`, drawn again with those cost tables): per trace the relaxation's bound, its status and
-seconds (one thread) and the strongest rule's count (`--unlimited`: the same traces on the system
-without its DRAM limit; `--no-counts`: the bound without its count rows).
+`traces` (the default, what `make bench` runs): the evaluation traces of a finished study
+(`snakemake` or `make run` first; with `--costs DIR`, drawn again with those cost tables): per trace
+the relaxation's bound, its status and seconds (one thread) and the strongest rule's count
+(`--unlimited`: the same traces on the system without its DRAM limit; `--no-counts`: the bound
+without its count rows).
 
 `subsets`: the evaluation traces drawn again (cost tables from `--costs`, default the study's): per
 trace the strongest rule on the whole system and, for every proper subset of its accelerator types,
@@ -321,7 +322,9 @@ def _rates(text: str) -> dict[str, float]:
 
 def main() -> int:
     parser = arguments.Parser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=["small", "traces", "subsets", "targets"])
+    parser.add_argument(
+        "mode", nargs="?", default="traces", choices=["small", "traces", "subsets", "targets"]
+    )
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--scenarios", default=None, help="comma-separated (default: all)")
     parser.add_argument(
