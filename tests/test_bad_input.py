@@ -652,7 +652,6 @@ BENCHMARK_CASES = {
     "a load of nan": ("bench_sim.py", ["--load", "nan"]),
     "a trace of 0 jobs": ("bench_ga.py", ["--sizes", "10", "0"]),
     "a negative seed": ("bench_gacer.py", ["--costs", "c", "--seeds", "-1"]),
-    "0 candidates": ("bench_candidates.py", ["--scenario", "mixed", "--candidates", "2,0"]),
     "a horizon of nan": ("bench_headroom.py", ["rollout", "--horizon", "nan"]),
 }
 
@@ -816,10 +815,10 @@ def small_agent(directory: Path) -> None:
     from relmas.rl.observation import Layout
     from tests.defaults import observation_settings, reward_settings
 
-    settings = observation_settings(candidates=1, reference="sjf", service=False)
+    settings = observation_settings(candidates=1, reference="sjf_feasible", service=False)
     layout = Layout(settings.slots, 2, 3)  # the hand-written system: big, small × 2
     torch.manual_seed(0)
-    net = QNetwork(layout.size, layout.actions, (8,), dueling=False)
+    net = QNetwork(layout.size, layout.actions, (8,), False, layout.rows, layout.variants)
     directory.mkdir()
     save_checkpoint(directory / BEST, {"network": net.spec, "online": net.state_dict()})
     info = AgentInfo(
@@ -831,10 +830,9 @@ def small_agent(directory: Path) -> None:
         split_variants=("whole",),
         decision_cost={"accelerator": "big", "macs": 1, "energy_j": 0.0, "latency_s": 0.0},
         validation={},
-        heuristics_validation={},
         teacher=None,
         teacher_bonus=0.0,
-        rules_validation={},
+        teachers_validation={},
     )
     write_agent_info(directory, info)
 

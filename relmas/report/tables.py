@@ -209,7 +209,7 @@ def learning_markdown(
         {
             "agent": title,
             "best validation SLA": agent["validation"],
-            "best heuristic on validation": "{} {:.3f}".format(*agent["best_heuristic"]),
+            "reference baseline on validation": "{} {:.3f}".format(*agent["reference"]),
             "warm-start teacher": str(agent["teacher"]),
             "teacher on validation": agent["teacher_validation"],
         }
