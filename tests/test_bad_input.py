@@ -839,7 +839,8 @@ def small_agent(directory: Path) -> None:
 
 def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureFixture) -> None:
     """agent.json's observation candidates 1 → 5 for weights trained with 1: the network would
-    read the first features of a longer observation and decide without a word."""
+    read the first features of a longer observation and decide without a word; a reference that
+    is no rule baseline, a placement on a type the system lacks."""
     from relmas.rl.agent import AGENT_FILE
 
     small_agent(work / "agent")
@@ -851,6 +852,11 @@ def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureF
     line = assert_refused([*argv, "--out", "edited.parquet"], work, capsys, "agent.json")
     assert "observation.candidates: expected 1 (best.pt's network was trained with" in line
     assert line.endswith("got 5")
+    for key, value in (("reference", "sjf"), ("placement", "big+tpu")):  # not a rule, no tpu
+        edited = {**raw, "observation": {**raw["observation"], "candidates": 1, key: value}}
+        (work / "agent" / AGENT_FILE).write_text(json.dumps(edited))
+        line = assert_refused([*argv, "--out", f"{key}.parquet"], work, capsys, "agent.json")
+        assert key in line, line
 
 
 def test_cost_tables_profiled_for_other_models(work: Path, capsys: pytest.CaptureFixture) -> None:

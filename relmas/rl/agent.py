@@ -18,8 +18,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from relmas import catalog
 from relmas.errors import InputError
 from relmas.io import atomic_path
+from relmas.policies.placement import Placement
 from relmas.rl.checkpoint import BEST, load_policy
 from relmas.rl.env import RewardSettings
 from relmas.rl.network import GreedyPolicy
@@ -90,6 +92,11 @@ def read_agent_info(directory: str | Path) -> AgentInfo:
         raise InputError(path, str(error), "the keys of an agent.json") from None
     if info.observation.service is None:  # `resolve_service` decides it before training
         raise InputError(path, "observation.service", "true or false", None)
+    if info.observation.reference not in catalog.placed():
+        expected = f"a rule or target-aware baseline {list(catalog.placed())}"
+        raise InputError(path, "observation.reference", expected, info.observation.reference)
+    placement = Placement.parse(info.observation.placement, path, "observation.placement")
+    placement.allowed(info.accelerator_types, path)
     return info
 
 

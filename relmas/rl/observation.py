@@ -70,7 +70,7 @@ from relmas import catalog
 from relmas.hw import jit_cache
 from relmas.policies import make_policy, placement, triage
 from relmas.policies import rules as baseline_rules
-from relmas.policies.placement import ALL, HOME_TOLERANCE, Placement, _cost
+from relmas.policies.placement import ALL, HOME_TOLERANCE, _cost
 from relmas.policies.rules import RuleBaseline, choose
 from relmas.policies.triage import (
     busy_gain,
@@ -438,20 +438,18 @@ class Reference(NamedTuple):
     bandwidth: np.ndarray  # bool[1]: its placement is the bandwidth-aware one
 
 
-def reference_baseline(
-    engine: Engine, settings: ObservationSettings
-) -> tuple[RuleBaseline, Reference]:
-    """The reference baseline of `settings` (a rule or target-aware baseline, with its placement)
-    on `engine`, and its kernel arguments."""
+def reference_baseline(engine: Engine, settings: ObservationSettings) -> Reference:
+    """The kernel arguments of the reference baseline of `settings` (a rule or target-aware
+    baseline, with its placement) on `engine`."""
     if settings.reference not in catalog.placed():
         expected = f"a rule or target-aware baseline {list(catalog.placed())}"
         raise ValueError(f"the reference must be {expected}, not {settings.reference!r}")
     baseline: RuleBaseline = make_policy(settings.reference, placement=settings.placement)  # type: ignore[assignment]
-    where = Placement.parse(settings.placement)
+    where = baseline.placement
     allowed = where.allowed(engine.tables.types)
     view = where.tables(engine.tables, allowed)
     rule = np.array([int(value) for value in baseline.parameters], dtype=np.int64)
-    return baseline, Reference(view, rule, allowed, np.array([where.bandwidth]))
+    return Reference(view, rule, allowed, np.array([where.bandwidth]))
 
 
 @njit(cache=True)
@@ -967,7 +965,7 @@ class Observer:
         self.scales = np.array([tau, tau_layer, capacity])
         self.tenant_target = tenant_targets(engine, settings)
         self.slots = np.full(settings.slots, -1, dtype=np.int64)
-        _, self.reference = reference_baseline(engine, settings)
+        self.reference = reference_baseline(engine, settings)
         self._observe = engine_kernels.entry_point(
             observe,
             engine.kernel_tables,
