@@ -840,7 +840,7 @@ def small_agent(directory: Path) -> None:
 def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureFixture) -> None:
     """agent.json's observation candidates 1 → 5 for weights trained with 1: the network would
     read the first features of a longer observation and decide without a word; a reference that
-    is no rule baseline, a placement on a type the system lacks."""
+    is no rule baseline, a placement on a type the system lacks; an agent of older features."""
     from relmas.rl.agent import AGENT_FILE
 
     small_agent(work / "agent")
@@ -857,6 +857,10 @@ def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureF
         (work / "agent" / AGENT_FILE).write_text(json.dumps(edited))
         line = assert_refused([*argv, "--out", f"{key}.parquet"], work, capsys, "agent.json")
         assert key in line, line
+    # an agent trained on the features before the (slot, type) actions
+    (work / "agent" / AGENT_FILE).write_text(json.dumps({**raw, "format": "relmas-agent/2"}))
+    line = assert_refused([*argv, "--out", "old.parquet"], work, capsys, "agent.json")
+    assert "format: expected 'relmas-agent/3'" in line, line
 
 
 def test_cost_tables_profiled_for_other_models(work: Path, capsys: pytest.CaptureFixture) -> None:
