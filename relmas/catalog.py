@@ -25,12 +25,12 @@ KINDS: tuple[Kind, ...] = ("heuristic", "rule", "target", "search", "offline", "
 class PolicyEntry:
     """One policy of the contract.
 
-    kind: `heuristic` (a fixed online rule), `rule` (a rule baseline: one of the agent's slot rules
-    as an online policy over all ready jobs), `target` (a target-aware baseline: a rule baseline
-    that puts the tenants' service targets before its order), `search` (an online policy that
-    searches at each decision), `offline` (knows the whole trace: an upper reference for small
-    traces only), `learned` (deploys a trained agent: needs `--agent`, its rows name the agent's
-    scenario).
+    kind: `heuristic` (a fixed online rule), `rule` (a rule baseline: SJF or EDF among the jobs
+    that can still meet their deadline, with a placement; the agent's teachers), `target` (a
+    target-aware baseline: a rule baseline that puts the tenants' service targets before its
+    order), `search` (an online policy that searches at each decision), `offline` (knows the
+    whole trace: an upper reference for small traces only), `learned` (deploys a trained agent:
+    needs `--agent`, its rows name the agent's scenario).
     """
 
     name: str
