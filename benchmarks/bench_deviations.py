@@ -1,18 +1,17 @@
-"""Where a trained agent leaves its teacher: its decisions against the teacher rule's, by slot.
+"""Where a trained agent leaves its teacher: its decisions against its teacher's, by slot.
 
     .venv/bin/python benchmarks/bench_deviations.py --scenario NAME AGENT_DIR [AGENT_DIR ...]
         [--config config/config.yaml] [--evaluation]
 
 Runs each agent as deployed (greedily, its teacher favoured by its bonus) on the scenario's first
-validation trace and asks, at every decision, what its teacher (the slot rule with the best
-validation SLA, agent.json) would have chosen in the same state; prints how many decisions start
-another job (or wait where the teacher starts, or the reverse: two slots holding the same job are
-the same decision) and the most frequent (teacher slot group -> agent slot group) pairs. A
-deviation that a rule could express is a baseline to add before claiming the agent's gain
-(docs/relmas.md, "Headroom"). With `--evaluation` it also runs the agent, its teacher alone and,
-for a gated teacher, the teacher's ordered form (`_patient_gated_ordered`: the deviation agents
-took most, as a rule) on the evaluation traces of a finished study and prints their SLA rates per
-seed: how much of the agent's lead over the best baseline a rule already has.
+validation trace and asks, at every decision, what its teacher (its reference baseline with its
+placement, agent.json) would have chosen in the same state; prints how many decisions start
+another job or on another accelerator type (or wait where the teacher starts, or the reverse: two
+slots holding the same job are the same decision) and the most frequent (teacher slot group ->
+agent slot group) pairs. A deviation that a rule could express is a baseline to add before
+claiming the agent's gain (docs/relmas.md, "Headroom"). With `--evaluation` it also runs the
+agent and its teacher alone on the evaluation traces of a finished study and prints their SLA
+rates per seed.
 """
 
 from __future__ import annotations
@@ -28,9 +27,9 @@ from relmas.evaluate import load_job_trace
 from relmas.paths import ResultPaths
 from relmas.rl.agent import deployed, load_agent
 from relmas.rl.env import SchedulingEnv
-from relmas.rl.rules import slot_rules
 from relmas.rl.run import rollout
 from relmas.rl.settings import parse_training
+from relmas.rl.teacher import named_teacher
 from relmas.study import Study
 
 
@@ -51,12 +50,11 @@ def main() -> None:
     for agent in args.agents:
         info, policy = load_agent(agent)
         observation = info.observation
-        teacher_name = max(info.rules_validation, key=info.rules_validation.__getitem__)
+        teacher_name = info.teacher or observation.reference
         env = SchedulingEnv(system, tables, trace, observation, settings.reward, 1.0)
         cut_pieces = tables.pieces.most_pieces if observation.resize else ()
         policy = deployed(info, policy, env.layout, cut_pieces)
-        rules = slot_rules(observation, env.layout)
-        teacher = rules[teacher_name]
+        teacher = named_teacher(teacher_name, observation.reference, env.layout, cut_pieces)
         groups = observation.slot_groups()
         pairs: collections.Counter[tuple[str, str]] = collections.Counter()
         obs, step_info = env.reset()
@@ -78,8 +76,6 @@ def main() -> None:
         if not args.evaluation:
             continue
         runs = {"teacher": teacher, "agent": policy}
-        if teacher_name.endswith("_gated"):
-            runs["ordered"] = rules[f"{teacher_name}_ordered"]
         rates = []
         for seed in config["evaluation"]["seeds"]:
             jobs = load_job_trace(paths.workload(args.scenario, seed), tables)
@@ -91,12 +87,14 @@ def main() -> None:
         print(f"    evaluation mean: {means}")
 
 
-def _decision(env: SchedulingEnv, action: int) -> tuple[int, int]:
-    """What `action` does: (the job it starts, -1 to wait; the split variant)."""
+def _decision(env: SchedulingEnv, action: int) -> tuple[int, int, int]:
+    """What `action` does: (the job it starts, -1 to wait; the accelerator type; the split
+    variant)."""
     layout = env.layout
     if action == layout.actions - 1:
-        return -1, 0
-    return int(env.arrays.slots[layout.slot_of(action)]), layout.variant_of(action)
+        return -1, -1, 0
+    job = int(env.arrays.slots[layout.slot_of(action)])
+    return job, layout.type_of(action), layout.variant_of(action)
 
 
 if __name__ == "__main__":

@@ -72,7 +72,14 @@ def agent_for(config: dict, scenario: str, agent: Path, costs: Path) -> dict[str
     """Train the agent unless OUT has it; its training figures."""
     done = agent / "bench_learner.json"
     if not done.is_file():
-        trained = train_scenario(config, scenario, agent, costs, resume=False)
+        trained = train_scenario(
+            config,
+            scenario,
+            agent,
+            costs,
+            resume=False,
+            validation=ResultPaths.of(config).validation(scenario),
+        )
         figures = {
             "cpu_s": trained.cpu_seconds,
             "validation_sla": trained.validation["sla_rate"],

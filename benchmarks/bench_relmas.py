@@ -30,6 +30,7 @@ from relmas.config import config_hash, load_config
 from relmas.evaluate import simulate
 from relmas.hw.spec import parse_spec
 from relmas.io import write_parquet
+from relmas.paths import ResultPaths
 from relmas.policies import make_policy
 from relmas.profile import layers_hash, profile_layers, write_cost_table
 from relmas.rl.agent import AGENT_FILE, read_agent_info
@@ -116,7 +117,14 @@ def main() -> None:
             or not read_agent_info(agent).validation
         ):
             start = time.perf_counter()
-            trained = train_scenario(config, scenario, agent, costs, resume=False)
+            trained = train_scenario(
+                config,
+                scenario,
+                agent,
+                costs,
+                resume=False,
+                validation=ResultPaths.of(config).validation(scenario),
+            )
             print(f"{scenario}: trained in {time.perf_counter() - start:.0f} s", flush=True)
             training = {"wall_s": trained.wall_seconds, "cpu_s": trained.cpu_seconds}
             (agent / "bench_training.json").write_text(json.dumps(training))

@@ -32,6 +32,7 @@ from bench_learner import point_difference, selected_variants  # a sibling scrip
 from relmas import arguments, catalog
 from relmas.config import merge_into, validate_config
 from relmas.evaluate import simulate
+from relmas.paths import ResultPaths
 from relmas.policies import make_policy
 from relmas.report import best_baselines, markdown_table
 from relmas.rl.run import train_scenario
@@ -56,7 +57,14 @@ def agent_for(config: dict, scenario: str, agent: Path, costs: Path) -> dict:
     """Train the agent unless OUT has it; its training figures."""
     done = agent / "bench_service_learner.json"
     if not done.is_file():
-        trained = train_scenario(config, scenario, agent, costs, resume=False)
+        trained = train_scenario(
+            config,
+            scenario,
+            agent,
+            costs,
+            resume=False,
+            validation=ResultPaths.of(config).validation(scenario),
+        )
         figures = {
             "cpu_s": trained.cpu_seconds,
             "validation_shortfall": trained.validation.get("shortfall"),

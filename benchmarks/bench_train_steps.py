@@ -36,6 +36,7 @@ from bench_relmas import ensure_costs
 
 from relmas import arguments
 from relmas.config import merge_into, validate_config
+from relmas.paths import ResultPaths
 from relmas.rl.run import train_scenario
 from relmas.yaml_load import load_yaml
 
@@ -59,7 +60,15 @@ def steps_per_second(config: dict, scenario: str, steps: int, costs: Path) -> di
 
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        train_scenario(config, scenario, out, costs, logger=log, resume=False)
+        train_scenario(
+            config,
+            scenario,
+            out,
+            costs,
+            logger=log,
+            resume=False,
+            validation=ResultPaths.of(config).validation(scenario),
+        )
         total = time.perf_counter() - start
     intervals = [
         (a, b) for a, b in zip(stamps, stamps[1:], strict=False) if a[0] not in validations

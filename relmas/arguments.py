@@ -62,8 +62,3 @@ def positive_int(text: str) -> int:
 def count(text: str) -> int:
     """An integer >= 0 (generations, of which none is a valid number)."""
     return _value(text, int, lambda v: v >= 0, "an integer >= 0")
-
-
-def positive_ints(text: str) -> list[int]:
-    """Comma-separated integers > 0 (`2,4,8`)."""
-    return [positive_int(item) for item in text.split(",")]

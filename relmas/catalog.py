@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-BEST = "best"  # as a reference: the teacher with the best SLA rate on the validation traces
+BEST = "best"  # as a reference: the teacher chosen on the validation traces (relmas validate)
 
 Kind = Literal["heuristic", "rule", "target", "search", "offline", "learned"]
 KINDS: tuple[Kind, ...] = ("heuristic", "rule", "target", "search", "offline", "learned")
@@ -25,12 +25,12 @@ KINDS: tuple[Kind, ...] = ("heuristic", "rule", "target", "search", "offline", "
 class PolicyEntry:
     """One policy of the contract.
 
-    kind: `heuristic` (a fixed online rule), `rule` (a rule baseline: one of the agent's slot rules
-    as an online policy over all ready jobs), `target` (a target-aware baseline: a rule baseline
-    that puts the tenants' service targets before its order), `search` (an online policy that
-    searches at each decision), `offline` (knows the whole trace: an upper reference for small
-    traces only), `learned` (deploys a trained agent: needs `--agent`, its rows name the agent's
-    scenario).
+    kind: `heuristic` (a fixed online rule), `rule` (a rule baseline: SJF or EDF among the jobs
+    that can still meet their deadline, with a placement; the agent's teachers), `target` (a
+    target-aware baseline: a rule baseline that puts the tenants' service targets before its
+    order), `search` (an online policy that searches at each decision), `offline` (knows the
+    whole trace: an upper reference for small traces only), `learned` (deploys a trained agent:
+    needs `--agent`, its rows name the agent's scenario).
     """
 
     name: str
@@ -38,8 +38,6 @@ class PolicyEntry:
     module: str  # the module that registers the implementation (imported when first made)
     options: str | None = None  # its constructor options: this section of `evaluation:`
     resizing: bool = False  # may cut layers into pieces: needs the piece tables (docs/gacer.md)
-    # a jitted heuristic (HeuristicPolicy) that can be the agent's reference slot and teacher
-    teacher: bool = False
     floor: bool = False  # a sanity floor (random): a reference in the report, not a competitor
     named_baseline: bool = False  # a baseline the seed papers name (FCFS, SJF): compared by name
     base: str | None = None  # the policy this one extends (the same agent without resizing)
@@ -53,14 +51,14 @@ _HEURISTICS = "relmas.policies.heuristics"
 _RULES = "relmas.policies.rules"
 
 CATALOG: tuple[PolicyEntry, ...] = (
-    PolicyEntry("fcfs", "heuristic", _HEURISTICS, teacher=True, named_baseline=True),
-    PolicyEntry("sjf", "heuristic", _HEURISTICS, teacher=True, named_baseline=True),
-    PolicyEntry("edf", "heuristic", _HEURISTICS, teacher=True),
-    PolicyEntry("llf", "heuristic", _HEURISTICS, teacher=True),
-    PolicyEntry("prema", "heuristic", _HEURISTICS, teacher=True),
-    PolicyEntry("sdrm3", "heuristic", _HEURISTICS, teacher=True),
-    PolicyEntry("herald", "heuristic", _HEURISTICS, teacher=True),
-    PolicyEntry("planaria", "heuristic", _HEURISTICS, teacher=True),
+    PolicyEntry("fcfs", "heuristic", _HEURISTICS, named_baseline=True),
+    PolicyEntry("sjf", "heuristic", _HEURISTICS, named_baseline=True),
+    PolicyEntry("edf", "heuristic", _HEURISTICS),
+    PolicyEntry("llf", "heuristic", _HEURISTICS),
+    PolicyEntry("prema", "heuristic", _HEURISTICS),
+    PolicyEntry("sdrm3", "heuristic", _HEURISTICS),
+    PolicyEntry("herald", "heuristic", _HEURISTICS),
+    PolicyEntry("planaria", "heuristic", _HEURISTICS),
     PolicyEntry("random", "heuristic", _HEURISTICS, floor=True),
     PolicyEntry("sjf_feasible", "rule", _RULES),
     PolicyEntry("edf_feasible", "rule", _RULES),
@@ -147,8 +145,9 @@ def placed() -> tuple[str, ...]:
 
 
 def teachers() -> tuple[str, ...]:
-    """Heuristics that can be the agent's reference slot and teacher (all but the random floor)."""
-    return tuple(e.name for e in entries() if e.teacher)
+    """Baselines that can be the agent's reference slot and teacher: those that take a
+    placement (one decision kernel, `relmas.policies.rules.choose`)."""
+    return placed()
 
 
 def floors() -> tuple[str, ...]:

@@ -251,7 +251,11 @@ def cmd_train(args: argparse.Namespace) -> None:
     study = Study(config, source)
     system = study.system(study.check_scenario(args.scenario))
     check_distinct_outputs(
-        {"--config": args.config, "--costs": _cost_inputs(args.costs, system.accelerator_types)},
+        {
+            "--config": args.config,
+            "--costs": _cost_inputs(args.costs, system.accelerator_types),
+            "--validation": [args.validation] if args.validation else [],
+        },
         {"--out": [args.out]},
     )
     settings = parse_training(config, source)
@@ -286,6 +290,7 @@ def cmd_train(args: argparse.Namespace) -> None:
             logger=logger,
             resume=not args.fresh,
             policy=args.policy,
+            validation=args.validation,
         )
         bar.close()
         run.log_metrics(result.metrics())
@@ -294,7 +299,7 @@ def cmd_train(args: argparse.Namespace) -> None:
             run.log_table(table, "validation_baselines.json")
         for name in ("best.pt", "agent.json", "curve.parquet"):
             run.log_artifact(args.out / name, "agent")
-        best = (result.reference, result.heuristics_validation[result.reference])
+        best = (result.reference, result.teachers_validation[result.reference])
         curve = read_curve(args.out / "curve.parquet")
         run.log_figure(
             plot_learning_curves(
@@ -316,7 +321,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 # The validation scores of the baseline policies that rl.run logs beside the agent's own.
-_BASELINE_METRIC = re.compile(r"val_(heuristic|rule)_([a-z0-9_]+?)_(sla_rate|shortfall)")
+_BASELINE_METRIC = re.compile(r"val_(teacher)_([a-z0-9_]+?)_(sla_rate|shortfall)")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
@@ -996,6 +1001,12 @@ def _add_build_commands(sub: Any) -> None:
     train.add_argument("--scenario", required=True, help="a scenario of the config")
     train.add_argument("--costs", type=Path, help=COSTS_HELP)
     train.add_argument("--out", required=True, type=Path, help="agent directory to write")
+    train.add_argument(
+        "--validation",
+        type=Path,
+        help="the scenario's validation rows (relmas validate): the reference baseline and its "
+        "placement are read there (needed with training.observation.reference: best)",
+    )
     # an interrupted training resumes from last.pt and the replay buffer: keep them on failure
     train.set_defaults(keep_partial=True)
     train.add_argument(

@@ -393,3 +393,16 @@ def read_placements(path: str | Path, scenario: str, types: Sequence[str]) -> di
     for placement in chosen["placement"]:
         Placement.parse(placement, path).allowed(types, path)
     return dict(chosen.select("policy", "placement").iter_rows())
+
+
+def best_placed(path: str | Path, scenario: str, types: Sequence[str]) -> tuple[str, str]:
+    """The rule or target-aware baseline (`catalog.placed`) of the best validation rows of
+    `scenario` (`validation_order`, as the report's best baseline; ties in the catalog's order)
+    and its placement chosen there: the agent's reference baseline and teacher."""
+    placements = read_placements(path, scenario, types)
+    rows = read_parquet(path, SummaryRows).filter(pl.col("policy").is_in(list(placements)))
+    if rows.height == 0:
+        raise InputError(path, "policy", "validation rows of a rule or target-aware baseline")
+    order = validation_order(rows, "policy")
+    best = min((p for p in catalog.placed() if p in order), key=order.__getitem__)
+    return best, placements[best]

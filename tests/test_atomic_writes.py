@@ -168,6 +168,8 @@ def test_training_on_a_simulated_full_disk(
     that file nor a temporary one is left."""
     config = yaml.safe_load((work / "config.yaml").read_text())
     config["training"]["validation_seeds"] = [100]
+    # a named reference baseline: no validation rows to choose it by
+    config["training"]["observation"] = {"reference": "sjf_feasible_patient_gated"}
     config["training"]["dqn"].update(
         total_steps=200, learning_starts=50, teacher_steps=50, validation_every=100
     )

@@ -652,7 +652,6 @@ BENCHMARK_CASES = {
     "a load of nan": ("bench_sim.py", ["--load", "nan"]),
     "a trace of 0 jobs": ("bench_ga.py", ["--sizes", "10", "0"]),
     "a negative seed": ("bench_gacer.py", ["--costs", "c", "--seeds", "-1"]),
-    "0 candidates": ("bench_candidates.py", ["--scenario", "mixed", "--candidates", "2,0"]),
     "a horizon of nan": ("bench_headroom.py", ["rollout", "--horizon", "nan"]),
 }
 
@@ -816,10 +815,10 @@ def small_agent(directory: Path) -> None:
     from relmas.rl.observation import Layout
     from tests.defaults import observation_settings, reward_settings
 
-    settings = observation_settings(candidates=1, reference="sjf", service=False)
+    settings = observation_settings(candidates=1, reference="sjf_feasible", service=False)
     layout = Layout(settings.slots, 2, 3)  # the hand-written system: big, small × 2
     torch.manual_seed(0)
-    net = QNetwork(layout.size, layout.actions, (8,), dueling=False)
+    net = QNetwork(layout.size, layout.actions, (8,), False, layout.rows, layout.variants)
     directory.mkdir()
     save_checkpoint(directory / BEST, {"network": net.spec, "online": net.state_dict()})
     info = AgentInfo(
@@ -831,17 +830,17 @@ def small_agent(directory: Path) -> None:
         split_variants=("whole",),
         decision_cost={"accelerator": "big", "macs": 1, "energy_j": 0.0, "latency_s": 0.0},
         validation={},
-        heuristics_validation={},
         teacher=None,
         teacher_bonus=0.0,
-        rules_validation={},
+        teachers_validation={},
     )
     write_agent_info(directory, info)
 
 
 def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureFixture) -> None:
     """agent.json's observation candidates 1 → 5 for weights trained with 1: the network would
-    read the first features of a longer observation and decide without a word."""
+    read the first features of a longer observation and decide without a word; a reference that
+    is no rule baseline, a placement on a type the system lacks; an agent of older features."""
     from relmas.rl.agent import AGENT_FILE
 
     small_agent(work / "agent")
@@ -853,6 +852,15 @@ def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureF
     line = assert_refused([*argv, "--out", "edited.parquet"], work, capsys, "agent.json")
     assert "observation.candidates: expected 1 (best.pt's network was trained with" in line
     assert line.endswith("got 5")
+    for key, value in (("reference", "sjf"), ("placement", "big+tpu")):  # not a rule, no tpu
+        edited = {**raw, "observation": {**raw["observation"], "candidates": 1, key: value}}
+        (work / "agent" / AGENT_FILE).write_text(json.dumps(edited))
+        line = assert_refused([*argv, "--out", f"{key}.parquet"], work, capsys, "agent.json")
+        assert key in line, line
+    # an agent trained on the features before the (slot, type) actions
+    (work / "agent" / AGENT_FILE).write_text(json.dumps({**raw, "format": "relmas-agent/2"}))
+    line = assert_refused([*argv, "--out", "old.parquet"], work, capsys, "agent.json")
+    assert "format: expected 'relmas-agent/3'" in line, line
 
 
 def test_cost_tables_profiled_for_other_models(work: Path, capsys: pytest.CaptureFixture) -> None:

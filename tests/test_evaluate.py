@@ -386,10 +386,10 @@ def test_a_batch_of_policies_refuses_what_cannot_name_each_output(
 
 def untrained_agent(directory, scenario: str, instance_types, types) -> None:
     """An agent directory as `relmas train` writes it, with an untrained network (no training)."""
-    settings = observation_settings(candidates=1, reference="sjf", service=False)
+    settings = observation_settings(candidates=1, reference="sjf_feasible", service=False)
     layout = Layout(settings.slots, len(types), len(instance_types))
     torch.manual_seed(0)
-    net = QNetwork(layout.size, layout.actions, (8,), dueling=False)
+    net = QNetwork(layout.size, layout.actions, (8,), False, layout.rows, layout.variants)
     save_checkpoint(directory / BEST, {"network": net.spec, "online": net.state_dict(), "step": 0})
     cost = {"accelerator": types[0], "macs": 100, "energy_j": 1e-9, "latency_s": 1e-7}
     info = AgentInfo(
@@ -401,10 +401,9 @@ def untrained_agent(directory, scenario: str, instance_types, types) -> None:
         split_variants=("whole",),
         decision_cost=cost,
         validation={"sla_rate": 0.5},
-        heuristics_validation={"sjf": 0.6},
         teacher=None,
         teacher_bonus=0.0,
-        rules_validation={},
+        teachers_validation={"sjf_feasible": 0.6},
     )
     write_agent_info(directory, info)
 

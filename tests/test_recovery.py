@@ -297,6 +297,8 @@ def test_a_killed_training_resumes_and_says_from_which_step(tmp_path: Path) -> N
     dqn = {"total_steps": 1500, "learning_starts": 200, "buffer_size": 1500}
     dqn |= {"teacher_steps": 300, "validation_every": 500, "checkpoint_every": 500}
     config["training"] = {"validation_seeds": [100], "dqn": dqn | {"log_every": 500}}
+    # a named reference baseline: no validation rows to choose it by
+    config["training"]["observation"] = {"reference": "sjf_feasible_patient_gated"}
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(config))
     store = tmp_path / "mlflow.db"
     command = [sys.executable, "-m", "relmas", "train", "--config", "tiny.yaml"]

@@ -37,6 +37,7 @@ from relmas.rl.network import (
     policy_layer_table,
     to_numpy_weights,
 )
+from relmas.rl.observation import TYPE_FEATURES, Layout
 from relmas.rl.replay import NStepCollector, ReplayBuffer, Transition
 from relmas.rl.train import train
 from relmas.schemas import LAYER_SCHEMA, LayerTable
@@ -392,17 +393,34 @@ def test_hard_target_update_copies_and_soft_update_blends():
 # --- network and inference ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("hidden", "dueling"), [((128, 128), False), ((64, 32, 16), True)])
-def test_numba_inference_matches_torch(hidden, dueling):
+# (slot, type) pairs of 3 slots and 3 types, 2 split variants each: the agent's network
+PAIRS = Layout(slots=3, types=3, instances=4, variants=2)
+
+
+def pair_network(layout: Layout, hidden=(16, 16), dueling=True) -> QNetwork:
+    return QNetwork(layout.size, layout.actions, hidden, dueling, layout.rows, layout.variants)
+
+
+@pytest.mark.parametrize(
+    ("hidden", "dueling", "pairs"),
+    [((128, 128), False, False), ((64, 32, 16), True, False), ((16, 16), False, True)]
+    + [((32, 16), True, True)],
+)
+def test_numba_inference_matches_torch(hidden, dueling, pairs):
+    """The Numba forward pass gives torch's Q-values, for a plain MLP and for the pair network
+    (one MLP scoring every (slot, type) pair and wait)."""
     torch.manual_seed(1)
-    net = QNetwork(100, 9, hidden, dueling).eval()
+    net = pair_network(PAIRS, hidden, dueling) if pairs else QNetwork(100, 9, hidden, dueling)
+    net = net.eval()
+    size, actions = net.spec["obs_dim"], net.spec["n_actions"]
     policy = GreedyPolicy(to_numpy_weights(net))
     rng = np.random.default_rng(2)
-    obs = rng.standard_normal((300, 100)).astype(np.float32)
-    masks = rng.random((300, 9)) < 0.5
+    obs = rng.standard_normal((300, size)).astype(np.float32)
+    masks = rng.random((300, actions)) < 0.5
     masks[:, -1] = True
     with torch.no_grad():
         expected = net(torch.from_numpy(obs)).numpy()
+    assert expected.shape == (300, actions)
     for row in range(len(obs)):
         np.testing.assert_allclose(
             numpy_q_values(policy.weights, obs[row]), expected[row], atol=1e-5
@@ -411,7 +429,51 @@ def test_numba_inference_matches_torch(hidden, dueling):
         assert policy(obs[row], masks[row]) == int(valid_q.argmax())
         assert policy(obs[row], masks[row].astype(np.int8)) == int(valid_q.argmax())
     with pytest.raises(ValueError, match="no valid action"):
-        policy(obs[0], np.zeros(9, bool))
+        policy(obs[0], np.zeros(actions, bool))
+
+
+def permuted_types(obs: np.ndarray, layout: Layout, order: list[int]) -> np.ndarray:
+    """`obs` with type k's features (its own and its pairs') those of type `order[k]`, of a
+    layout of len(order) types (the slots' and global features unchanged)."""
+    fewer = Layout(layout.slots, len(order), layout.instances, layout.variants)
+    out = np.zeros(fewer.size, dtype=np.float32)
+    out[: layout.slots * layout.slot_features] = obs[: layout.slots * layout.slot_features]
+    for k, source in enumerate(order):
+        for f in range(TYPE_FEATURES):
+            out[fewer.type_feature(k, f)] = obs[layout.type_feature(source, f)]
+        for slot in range(layout.slots):
+            for f in range(layout.pair_features):
+                out[fewer.pair_feature(slot, k, f)] = obs[layout.pair_feature(slot, source, f)]
+    for f in range(layout.globals):
+        out[fewer.global_feature(f)] = obs[layout.global_feature(f)]
+    return out
+
+
+@pytest.mark.parametrize("dueling", [False, True])
+def test_one_pair_network_serves_any_order_and_number_of_types(dueling):
+    """Permuting the accelerator types permutes the scores of their pairs (wait unchanged), and
+    the same weights score a system of fewer types: one network for any number of types."""
+    torch.manual_seed(3)
+    net = pair_network(PAIRS, dueling=dueling).eval()
+    obs = np.random.default_rng(4).standard_normal(PAIRS.size).astype(np.float32)
+    order = [2, 0, 1]
+    q = numpy_q_values(to_numpy_weights(net), obs)
+    q_permuted = numpy_q_values(to_numpy_weights(net), permuted_types(obs, PAIRS, order))
+    for slot in range(PAIRS.slots):
+        for k, source in enumerate(order):
+            for v in range(PAIRS.variants):
+                permuted, original = PAIRS.action(slot, k, v), PAIRS.action(slot, source, v)
+                assert q_permuted[permuted] == pytest.approx(q[original], abs=1e-5)
+    assert q_permuted[-1] == pytest.approx(q[-1], abs=1e-5)
+    fewer = Layout(PAIRS.slots, 2, PAIRS.instances, PAIRS.variants)
+    small = pair_network(fewer, dueling=dueling).eval()
+    small.load_state_dict(net.state_dict())  # the same weights
+    q_fewer = numpy_q_values(to_numpy_weights(small), permuted_types(obs, PAIRS, [0, 1]))
+    assert q_fewer.shape == (fewer.actions,)
+    if not dueling:  # each pair's score is its own row's alone
+        kept = [PAIRS.action(s, k, v) for s in range(3) for k in range(2) for v in range(2)]
+        np.testing.assert_allclose(q_fewer[:-1], q[kept], atol=1e-5)
+        assert q_fewer[-1] == pytest.approx(q[-1], abs=1e-5)
 
 
 def test_exported_weights_are_a_snapshot():
@@ -422,6 +484,17 @@ def test_exported_weights_are_a_snapshot():
         for p in net.parameters():
             p.add_(1.0)
     np.testing.assert_array_equal(weights.params, before)
+
+
+def test_a_pair_network_counts_its_shared_layers_once_per_pair():
+    net = pair_network(PAIRS, (16, 16), dueling=True)
+    rows, inputs = PAIRS.rows.shape
+    assert rows == PAIRS.slots * PAIRS.types + 1  # and wait
+    per_row = inputs * 16 + 16 * 16 + 16 * PAIRS.variants
+    assert forward_macs(net) == rows * per_row + 16 * 1  # the value head once
+    table = policy_layer_table(net)
+    assert table["N"].to_list() == [rows, rows, 1, rows]
+    assert table["macs"].sum() == forward_macs(net)
 
 
 def test_macs_and_layer_table_of_the_policy_network():

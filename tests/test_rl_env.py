@@ -36,12 +36,12 @@ from relmas.rl.network import (
     policy_layer_table,
     to_numpy_weights,
 )
-from relmas.rl.observation import GlobalFeature, SlotFeature
+from relmas.rl.observation import GlobalFeature, PairFeature, SlotFeature
 from relmas.rl.overhead import overhead_metrics
 from relmas.rl.replay import NStepCollector
-from relmas.rl.rules import cut_form, named_rule, slot_rules
 from relmas.rl.run import best_scored, rollout, train_scenario
 from relmas.rl.settings import parse_training
+from relmas.rl.teacher import BaselineTeacher, named_teacher
 from relmas.rl.train import train
 from relmas.sim import access
 from relmas.sim.costs import CostTables, load_costs
@@ -51,6 +51,7 @@ from relmas.study import Study
 from relmas.workload import generate_trace, scenario_system
 from tests.defaults import dqn_config, observation_settings, reward_settings
 from tests.synthetic import synthetic_costs, synthetic_pieces
+from tests.test_report import validation
 
 SYSTEM = load_system(
     {"instances": [{"name": "x", "count": 2}, {"name": "y", "count": 1}], "dram_gbps": 8.0}
@@ -75,9 +76,11 @@ def tables() -> CostTables:
 
 
 # The environment's settings unless a test gives its own: the schema's with the reference slot of
-# sjf (a heuristic, not `best`, which training resolves), and the discount of the pinned rollouts.
+# a rule baseline on the whole system (not `best`, which training resolves), and the discount of
+# the pinned rollouts.
+TEACHER = "sjf_feasible_patient_gated"
 ENV_SETTINGS = {
-    "observation": observation_settings(reference="sjf"),
+    "observation": observation_settings(reference=TEACHER),
     "reward": reward_settings(),
     "gamma": 0.99,
 }
@@ -105,9 +108,26 @@ def ready_jobs(state) -> list[int]:
     return [access.ready_job(state, i) for i in range(access.ready_count(state))]
 
 
+def check_mask(env: SchedulingEnv, mask: np.ndarray) -> None:
+    """Every valid (slot, type) action offers a ready job of its slot on a type with an idle
+    instance (recomputed from the engine); every such pair of a filled slot is offered whole."""
+    layout, state = env.layout, env.engine.state
+    jobs, types, _, _ = instances(state)
+    idle_types = set(types[jobs < 0].tolist())
+    for slot in range(layout.slots):
+        job = env.observer.slots[slot]
+        for kind in range(layout.types):
+            whole = layout.action(slot, kind)
+            offered = mask[whole : whole + layout.variants]
+            if job < 0 or kind not in idle_types:
+                assert not offered.any()
+            else:
+                assert offered[0] and job in ready_jobs(state)
+
+
 def random_rollout(env: SchedulingEnv, seed: int):
-    """Random valid actions; checks every assignment against the engine before it is made.
-    Returns the rewards, the credits and the observations."""
+    """Random valid actions; checks the mask and every assignment against the engine before it is
+    made. Returns the rewards, the credits and the observations."""
     rng = np.random.default_rng(seed)
     obs, info = env.reset(seed=seed)
     rewards, credits, observations = [], [info["credit"]], [obs]
@@ -115,6 +135,7 @@ def random_rollout(env: SchedulingEnv, seed: int):
     while not done:
         mask = info["action_mask"]
         assert mask.any() and env.observation_space.contains(obs)
+        check_mask(env, mask)
         action = int(rng.choice(np.flatnonzero(mask)))
         for job, acc, _ in env.observer.assignments(action):
             state = env.engine.state
@@ -137,7 +158,11 @@ def test_check_env_accepts_the_environment(tables):
 @given(seed=st.integers(0, 10_000), candidates=st.integers(1, 4))
 def test_masked_random_rollouts_only_make_legal_assignments(tables, seed, candidates):
     env = make_env(
-        tables, seed % 5, observation=observation_settings(candidates=candidates, reference="edf")
+        tables,
+        seed % 5,
+        observation=observation_settings(
+            candidates=candidates, reference="edf_feasible", placement="bandwidth"
+        ),
     )
     random_rollout(env, seed)
     assert env.engine.finished and env.met + env.missed == env.jobs.height
@@ -146,10 +171,12 @@ def test_masked_random_rollouts_only_make_legal_assignments(tables, seed, candid
 def test_wait_is_valid_only_when_safe_and_no_candidate_could_start_on_its_fastest_type_or_fit(
     tables,
 ):
-    """Waiting is allowed when no candidate's target is of its fastest type, or when every
+    """Waiting is allowed when no candidate's fastest idle type is its fastest type, or when every
     candidate would push the running layers' demand (recomputed from the engine) past the
-    bandwidth; both cases occur."""
-    env = make_env(tables, 5, system=SCARCE)
+    bandwidth there, or when the teacher waits; each case occurs (the teacher on the type y
+    alone waits while an x is idle)."""
+    settings = observation_settings(reference="sjf_feasible", placement="y")
+    env = make_env(tables, 5, system=SCARCE, observation=settings)
     rng = np.random.default_rng(0)
     layout = env.layout
     width = layout.slot_features
@@ -159,21 +186,37 @@ def test_wait_is_valid_only_when_safe_and_no_candidate_could_start_on_its_fastes
         state = env.engine.state
         can_wait = access.can_wait(state)  # something runs, or a job is still to arrive
         present = np.flatnonzero(obs[SlotFeature.PRESENT : layout.slots * width : width] == 1.0)
-        slow = bool(np.all(obs[present * width + SlotFeature.SLOWDOWN] > 0))
-        jobs, _, _, demands = instances(state)
+        jobs, types, _, demands = instances(state)
+        idle = types[jobs < 0]
+        # each candidate's fastest idle type (the first idle instance's on ties)
+        fastest = []
+        for slot in present:
+            latency = [obs[layout.pair_feature(slot, t, PairFeature.LATENCY)] for t in idle]
+            fastest.append(idle[int(np.argmin(latency))])
+        slow = all(
+            obs[layout.pair_feature(s, t, PairFeature.SLOWDOWN)] > 0
+            for s, t in zip(present, fastest, strict=True)
+        )
         demand = demands[jobs >= 0].sum()
         capacity = access.bandwidth_capacity(state)
         running_share = obs[layout.global_feature(GlobalFeature.RUNNING_DEMAND)]
         assert running_share == pytest.approx(demand / capacity, rel=1e-6)
-        target_demand = obs[present * width + SlotFeature.DEMAND] * capacity
-        full = demand > 0 and bool(np.all(demand + target_demand > capacity * (1 + 1e-6)))
-        assert info["action_mask"][-1] == (can_wait and (slow or full))
+        starting = np.array(
+            [
+                obs[layout.pair_feature(s, t, PairFeature.DEMAND)] * capacity
+                for s, t in zip(present, fastest, strict=True)
+            ]
+        )
+        full = demand > 0 and bool(np.all(demand + starting > capacity * (1 + 1e-6)))
+        teacher = obs[layout.global_feature(GlobalFeature.TEACHER_WAITS)] == 1.0
+        assert info["action_mask"][-1] == (can_wait and (slow or full or teacher))
         reasons |= {"slow"} if can_wait and slow else set()
         reasons |= {"full"} if can_wait and full and not slow else set()
+        reasons |= {"teacher"} if can_wait and teacher and not (slow or full) else set()
         action = int(rng.choice(np.flatnonzero(info["action_mask"])))
         waits += action == layout.actions - 1
         obs, _, done, _, info = env.step(action)
-    assert waits > 0 and reasons == {"slow", "full"}
+    assert waits > 0 and reasons == {"slow", "full", "teacher"}, reasons
     lone = SchedulingEnv(SYSTEM, tables, env.jobs.head(1), **ENV_SETTINGS)
     _, info = lone.reset()
     assert not info["action_mask"][-1] and info["action_mask"][0]  # nothing runs or will arrive
@@ -230,46 +273,47 @@ def test_environment_is_deterministic(tables):
         np.testing.assert_array_equal(a, c)
 
 
-@pytest.mark.parametrize("reference", ["sjf", "edf", "prema"])
-def test_reference_slot_reproduces_its_heuristic(tables, reference):
-    settings = observation_settings(candidates=2, reference=reference)
-    env = make_env(tables, 3, observation=settings)
-    rollout(env, slot_rules(settings, env.layout)["reference"])
-    heuristic = simulate(SYSTEM, env.jobs, tables, reference)
-    finish = env.engine.result("relmas").jobs["finish_s"]
-    assert finish.to_list() == heuristic.jobs["finish_s"].to_list()
+TEACHERS = [  # (baseline, placement): the bandwidth-aware one, a subset of types, the system
+    ("sjf_feasible_patient_gated", "bandwidth"),
+    ("sjf_feasible", "bandwidth"),
+    ("edf_feasible_patient", "x"),
+    ("sjf_feasible_patient_gated_ordered", "y"),
+    ("sjf_feasible", "all"),
+]
 
 
-def test_feasible_rules_serve_feasible_jobs_first(tables):
-    settings = observation_settings(candidates=2, reference="sjf")
-    env = make_env(tables, 4, observation=settings)
-    width = env.layout.slot_features
-    for name, first in (("shortest_feasible", 1), ("earliest_feasible", 3)):
-        rule = slot_rules(settings, env.layout)[name]
+@pytest.mark.parametrize("system", [SYSTEM, SCARCE], ids=["8GBps", "2GBps"])
+def test_always_taking_the_teachers_action_reproduces_its_baseline(tables, system):
+    """Slot 0 holds the reference baseline's job and its (slot 0, type) action, or wait, is the
+    teacher's: always taking it gives the rule baseline's schedule with its placement (the jobs,
+    the instances and the start times: the timelines), on a system of two types and two
+    instances of one, for the bandwidth-aware placement, a subset of the types and the whole
+    system, decision for decision; the placements give different schedules."""
+    schedules = set()
+    for name, placement in TEACHERS:
+        settings = observation_settings(reference=name, placement=placement)
+        env = make_env(tables, 3, system, observation=settings)
+        teacher = BaselineTeacher(name, env.layout)
+        engine = Engine(system, tables, env.jobs, record=True)
+        policy = make_policy(name, placement=placement)
+        policy.reset(engine)
         obs, info = env.reset()
-        done = False
-        while not done:
-            action = rule(obs, info["action_mask"])
-            feasible_offered = obs[SlotFeature.FEASIBLE : env.layout.slots * width : width].any()
-            assert action == first or not feasible_offered
-            if action < env.layout.slots:
-                assert info["action_mask"][action]
+        view, done = engine.next_decision(), False
+        while not done:  # the baseline decides on an engine in the same state
+            action = teacher(obs, info["action_mask"])
+            assert info["action_mask"][action]
+            expected = policy.decide(view)
+            assert [(job, acc) for job, acc, _ in env.observer.assignments(action)] == expected
             obs, _, done, _, info = env.step(action)
-    rules = slot_rules(settings, env.layout)
-    shortest, reference = (
-        rollout(env, rules[n])["sla_rate"] for n in ("shortest_feasible", "reference")
-    )
-    assert shortest > reference  # triage pays under overload (load 1.2)
-
-
-RULES = {"reference"} | {  # the whole-layer slot rules
-    f"{name}_feasible{form}"
-    for name in ("shortest", "earliest")
-    for form in ("", "_patient", "_patient_gated", "_patient_gated_ordered")
-}
-SERVICE_RULES = {  # with service levels, the target-aware forms (tests/test_rl_service.py)
-    f"{name}{form}" for name in RULES - {"reference"} for form in ("_deficit", "_below")
-}
+            engine.step(expected)
+            view = engine.next_decision()
+        assert view is None
+        baseline = engine.result(name)
+        assert env.engine.result(name).jobs.equals(baseline.jobs)
+        rollout(env, teacher)  # the fused kernel: the same schedule
+        assert env.engine.result(name).jobs.equals(baseline.jobs)
+        schedules.add(tuple(baseline.jobs["finish_s"].to_list()))
+    assert len(schedules) >= 4
 
 
 def validation_scores(rates: dict, shortfalls: dict) -> dict[str, dict[str, float]]:
@@ -303,92 +347,7 @@ def holds(state, tables, jobs, targets, patient: bool, gated: bool) -> np.ndarra
     return (patient & sooner) | (gated & over)
 
 
-def held_back(env: SchedulingEnv, patient: bool, gated: bool) -> np.ndarray:
-    """Per slot, whether a holding slot rule must skip it (`holds`)."""
-    engine, observer = env.engine, env.observer
-    return holds(engine.state, engine.tables, observer.slots, observer.targets, patient, gated)
-
-
-@pytest.mark.parametrize("name", ["shortest_feasible", "earliest_feasible"])
-@pytest.mark.parametrize("patient, gated", [(True, False), (True, True)])
-def test_holding_rules_skip_what_they_hold_back_and_wait_only_when_they_hold_all(
-    tables, name, patient, gated
-):
-    """While waiting is allowed, a holding rule never starts a slot it must hold back (recomputed
-    from the engine); it waits only when it holds back every offered slot. Both happen."""
-    settings = observation_settings(candidates=2, reference="sjf")
-    env = make_env(tables, 5, observation=settings)
-    layout = env.layout
-    rule = slot_rules(settings, layout)[name + ("_patient_gated" if gated else "_patient")]
-    obs, info = env.reset()
-    done, waits, held_starts = False, 0, 0
-    while not done:
-        mask = info["action_mask"]
-        action = rule(obs, mask)
-        assert mask[action]
-        held = held_back(env, patient, gated)
-        offered = env.observer.slots >= 0
-        if action == layout.actions - 1:
-            waits += 1
-            assert held[offered].all()
-        elif mask[-1]:
-            assert not held[layout.slot_of(action)]
-            held_starts += held[offered].any()  # it passed over a held slot
-        obs, _, done, _, info = env.step(action)
-    assert waits > 0 and held_starts > 0
-
-
-@pytest.mark.parametrize("name", ["shortest_feasible", "earliest_feasible"])
-def test_the_ordered_gate_holds_back_for_the_bandwidth_only_where_it_may_wait(tables, name):
-    """The ordered form acts as the gated rule where waiting is allowed and as the patient one
-    where something must start (the same order of candidates), so the bandwidth never puts a
-    less preferred job first. Both cases happen, and where it must start it sometimes starts what
-    the gated rule passes over."""
-    settings = observation_settings(candidates=2, reference="sjf")
-    env = make_env(tables, 5, observation=settings)
-    rules = slot_rules(settings, env.layout)
-    gated, patient = rules[f"{name}_patient_gated"], rules[f"{name}_patient"]
-    ordered = rules[f"{name}_patient_gated_ordered"]
-    obs, info = env.reset()
-    done, cases = False, set()
-    while not done:
-        mask = info["action_mask"]
-        action = ordered(obs, mask)
-        if mask[-1]:
-            assert action == gated(obs, mask)
-            cases.add("may wait")
-        else:
-            assert action == patient(obs, mask)
-            cases.add("must start" if action == gated(obs, mask) else "reordered")
-        obs, _, done, _, info = env.step(action)
-    assert cases == {"may wait", "must start", "reordered"}, cases
-
-
 RULE_BASELINES = catalog.of_kind("rule")  # named <ranking>_feasible<form>
-SLOT_RANKINGS = {"sjf": "shortest", "edf": "earliest"}
-
-
-@pytest.mark.parametrize("system", [SYSTEM, SCARCE], ids=["8GBps", "2GBps"])
-def test_rule_baselines_equal_their_slot_rules_with_every_ready_job_a_candidate(tables, system):
-    """Each rule baseline, exact over all ready jobs, gives the schedule of its slot rule run
-    through the environment with a candidate slot for every job (reference sjf), in its jitted
-    loop and through the stepping path alike; holding back changes the schedule."""
-    settings = observation_settings(candidates=SCENARIO["jobs"], reference="sjf")
-    env = make_env(tables, 6, system, observation=settings)
-    rules = slot_rules(settings, env.layout)
-    schedules = set()
-    for name in RULE_BASELINES:
-        ranking, form = name.split("_feasible")
-        rollout(env, rules[f"{SLOT_RANKINGS[ranking]}_feasible{form}"])
-        expected = env.engine.result("rule").jobs["finish_s"].to_list()
-        assert simulate(system, env.jobs, tables, name).jobs["finish_s"].to_list() == expected
-        engine, policy = Engine(system, tables, env.jobs), make_policy(name)
-        policy.reset(engine)
-        while (view := engine.next_decision()) is not None:
-            engine.step(policy.decide(view))
-        assert engine.result(name).jobs["finish_s"].to_list() == expected
-        schedules.add(tuple(expected))
-    assert len(schedules) > 2
 
 
 @pytest.mark.parametrize(
@@ -428,10 +387,11 @@ def test_holding_baselines_skip_what_they_hold_back_and_wait_only_when_they_hold
 
 
 def test_observation_scales_and_slots(tables):
-    env = make_env(tables, 4, observation=observation_settings(candidates=3, reference="sjf"))
+    env = make_env(tables, 4, observation=observation_settings(candidates=3, reference=TEACHER))
     layout = env.layout
-    assert layout.slots == 8 and layout.actions == 9
-    assert env.observation_space.shape == (8 * (11 + 2 * 2) + 3 * 3 + 8,)
+    assert layout.slots == 8 and layout.types == 2 and layout.actions == 8 * 2 + 1
+    # slots' (their jobs'), types', (slot, type) pairs' and global features
+    assert env.observation_space.shape == (8 * 8 + 2 * 5 + 8 * 2 * 10 + 9,)
     _, _, observations = random_rollout(env, 5)
     assert np.isfinite(observations).all()
     assert np.abs(observations).max() <= env.observation_space.high[0]
@@ -449,6 +409,15 @@ def quick(tmp_path_factory):
     costs = synthetic_costs(layers, list(config["accelerators"]), seed=5)
     for (name,), part in costs.group_by("accelerator"):
         write_parquet(part, root / "costs" / f"{name}.parquet")
+    # the validation rows of relmas validate: the best rule baseline and its placement
+    rates = {"sjf": [0.9], "sjf_feasible": [0.5], TEACHER: [0.7], "edf_feasible": [0.6]}
+    placements = {"sjf_feasible": "all", TEACHER: "bandwidth", "edf_feasible": "simba_chiplet"}
+    rows = validation(rates).with_columns(
+        pl.col("policy").replace_strict(placements, default=None).alias("placement"),
+        jobs=pl.lit(30),
+        makespan_s=pl.lit(1.0),
+    )
+    write_parquet(rows, root / "validation.parquet")
     config["training"].update(
         {"jobs": 30, "seeds": [0, 1], "validation_seeds": [100]},
         dqn={
@@ -473,7 +442,12 @@ def trained(quick):
     config, root = quick
     logs = []
     result = train_scenario(
-        config, "mixed", root / "agent", root / "costs", logger=lambda m, s: logs.append((m, s))
+        config,
+        "mixed",
+        root / "agent",
+        root / "costs",
+        logger=lambda m, s: logs.append((m, s)),
+        validation=root / "validation.parquet",
     )
     return result, logs
 
@@ -483,21 +457,16 @@ def test_quick_training_gives_an_agent_that_evaluation_runs(quick, trained):
     result, logs = trained
     assert result.learner.steps == 900 and result.learner.resumed_from is None
     logged = {key for metrics, _ in logs for key in metrics}
-    assert {"loss", "val_sla_rate", "val_heuristic_sjf_sla_rate"} <= logged
+    assert {"loss", "val_sla_rate", f"val_teacher_{TEACHER}_sla_rate"} <= logged
     info = read_agent_info(root / "agent")
-    assert info.observation.reference == result.reference
-    # ranked by SLA rate, or on a scenario with targets by shortfall first (its rules deficit-first
-    # too: tests/test_rl_service.py)
+    # the best rule baseline of the validation rows, with the placement chosen for it there
+    assert (info.observation.reference, info.observation.placement) == (TEACHER, "bandwidth")
+    assert result.reference == TEACHER == result.teacher == info.teacher
     service = has_targets(config, "mixed")
     assert info.observation.service == service
-    assert bool(info.rules_shortfall) == bool(info.heuristics_shortfall) == service
-    heuristics = validation_scores(result.heuristics_validation, info.heuristics_shortfall)
-    assert result.reference == best_scored(heuristics)
+    assert set(result.teachers_validation) == {TEACHER}
+    assert bool(info.teachers_shortfall) == service
     assert info.decision_cost == result.decision_cost
-    assert set(result.rules_validation) == RULES | (SERVICE_RULES if service else set())
-    rules = validation_scores(result.rules_validation, info.rules_shortfall)
-    assert result.teacher == best_scored(rules)
-    assert info.teacher == result.teacher
     validated_at = [step for metrics, step in logs if "val_sla_rate" in metrics]
     assert validated_at == [200, 300, 600, 900]  # after the warm start, every 300, at the end
     jobs = Study(config).trace("mixed", 1000, root / "costs")
@@ -552,7 +521,7 @@ def test_an_agent_with_a_prohibitive_teacher_bonus_schedules_as_its_teacher(
     tables = load_costs(root / "costs", system, models=tuple(config["models"]))
     jobs = generate_trace("mixed", config["scenarios"]["mixed"], system, tables, 7)
     env = SchedulingEnv(system, tables, jobs, info.observation, info.reward, ENV_SETTINGS["gamma"])
-    teacher = named_rule(info.teacher, info.observation, env.layout, ())
+    teacher = named_teacher(info.teacher, info.observation.reference, env.layout, ())
     taught = rollout(env, teacher)
     finish = env.engine.result("x").jobs["finish_s"].to_list()
     favouring = rollout(env, GreedyPolicy(load_policy(agent).weights, teacher, 1e6))
@@ -589,16 +558,17 @@ class Interrupted(Exception):
 
 def test_resume_after_interruption_gives_the_same_agent(quick, trained):
     config, root = quick
+    rows = {"validation": root / "validation.parquet"}
 
     def interrupt(metrics, step):
         if step >= 600:
             raise Interrupted
 
     with pytest.raises(Interrupted):
-        train_scenario(config, "mixed", root / "cut", root / "costs", logger=interrupt)
+        train_scenario(config, "mixed", root / "cut", root / "costs", logger=interrupt, **rows)
     saved = load_checkpoint(root / "cut" / "last.pt")["step"]
     assert 250 <= saved < 600  # the last episode end after a checkpoint period
-    resumed = train_scenario(config, "mixed", root / "cut", root / "costs")
+    resumed = train_scenario(config, "mixed", root / "cut", root / "costs", **rows)
     assert resumed.learner.resumed_from == saved and resumed.learner.steps == 900
     for name in ("best.pt", "last.pt"):
         full = load_checkpoint(root / "agent" / name)["online"]
@@ -609,13 +579,13 @@ def test_resume_after_interruption_gives_the_same_agent(quick, trained):
     changed = copy.deepcopy(config)
     changed["training"]["reward"]["missed"] = 3.0
     changed["training"]["dqn"]["learning_rate"] *= 2
-    restarted = train_scenario(changed, "mixed", root / "cut", root / "costs")
+    restarted = train_scenario(changed, "mixed", root / "cut", root / "costs", **rows)
     assert restarted.restarted_because == ["dqn.learning_rate", "reward.missed"]
     assert restarted.learner.resumed_from is None and restarted.learner.steps == 900
-    again = train_scenario(changed, "mixed", root / "cut", root / "costs")
+    again = train_scenario(changed, "mixed", root / "cut", root / "costs", **rows)
     assert again.restarted_because == [] and again.learner.resumed_from == 900
     changed["scenarios"]["mixed"]["tenants"][0]["slack"] += 1.0
-    other_problem = train_scenario(changed, "mixed", root / "cut", root / "costs")
+    other_problem = train_scenario(changed, "mixed", root / "cut", root / "costs", **rows)
     assert other_problem.restarted_because == ["scenario.tenants"]
 
 
@@ -631,6 +601,7 @@ def test_train_over_a_damaged_resume_file_trains_afresh(quick, tmp_path, capsys,
     agent = tmp_path / "agent"
     argv = ["train", "--config", str(tmp_path / "config.yaml"), "--scenario", "mixed"]
     argv += ["--costs", str(root / "costs"), "--out", str(agent)]
+    argv += ["--validation", str(root / "validation.parquet")]
     assert cli.main(argv) == 0
     best = (agent / "best.pt").read_bytes()
     target = next(agent.glob("replay-*.npz")) if damaged == "replay" else agent / "last.pt"
@@ -684,7 +655,9 @@ def test_greedy_policy_of_a_fresh_network_only_picks_valid_actions(tables):
     env = make_env(tables, 6)
     torch.manual_seed(0)
     policy = GreedyPolicy(
-        to_numpy_weights(QNetwork(env.layout.size, env.layout.actions, (128, 128), dueling=False))
+        to_numpy_weights(
+            QNetwork(env.layout.size, env.layout.actions, (128, 128), False, *env.network_rows)
+        )
     )
     obs, info = env.reset()
     done = False
@@ -698,7 +671,7 @@ def test_greedy_policy_of_a_fresh_network_only_picks_valid_actions(tables):
 
 # ----------------------------------------------------------------------------- relmas_resize
 
-RESIZE = observation_settings(candidates=2, reference="sjf", resize=True)
+RESIZE = observation_settings(candidates=2, reference="sjf_feasible", resize=True)
 
 
 @pytest.fixture(scope="module")
@@ -710,8 +683,8 @@ def cut_tables(tables) -> CostTables:
 
 def test_check_env_accepts_the_resizing_environment(cut_tables, tables):
     env = make_env(cut_tables, observation=RESIZE)
-    assert env.layout.variants == 5 and env.layout.actions == 6 * 5 + 1
-    assert env.observation_space.shape == (6 * (11 + 2 * 2 + 1 + 2 * 4) + 3 * 3 + 8,)
+    assert env.layout.variants == 5 and env.layout.actions == 6 * 2 * 5 + 1
+    assert env.observation_space.shape == (6 * (8 + 1) + 2 * 5 + 6 * 2 * (10 + 2 * 4) + 9,)
     check_env(env, skip_render_check=True)
     with pytest.raises(ValueError, match="piece tables"):
         make_env(tables, observation=RESIZE)
@@ -757,8 +730,8 @@ def test_resizing_rollouts_cut_only_unstarted_layers_and_count_each_job_once(cut
 
 def test_resizing_without_cuts_reproduces_the_whole_layer_schedule(cut_tables):
     env = make_env(cut_tables, 3, observation=RESIZE)
-    rollout(env, slot_rules(RESIZE, env.layout)["reference"])
-    heuristic = simulate(SYSTEM, env.jobs, cut_tables, "sjf")
+    rollout(env, BaselineTeacher("sjf_feasible", env.layout))
+    heuristic = simulate(SYSTEM, env.jobs, cut_tables, "sjf_feasible")
     finish = env.engine.result("relmas_resize").jobs["finish_s"]
     assert finish.to_list() == heuristic.jobs["finish_s"].to_list()
 
@@ -768,7 +741,7 @@ def test_cut_rules_cut_only_onto_spare_instances_by_the_first_finishing_cut(cut_
     layout = env.layout
     pieces = cut_tables.pieces.most_pieces
     assert pieces == (1, 2, 4, 2, 4)  # whole, K2, K4, Y2, Y4
-    rule = cut_form(slot_rules(RESIZE, layout)["shortest_feasible"], pieces)
+    rule = BaselineTeacher("sjf_feasible_cut", layout, pieces)
     obs, info = env.reset()
     done, cuts = False, 0
     while not done:
@@ -779,13 +752,14 @@ def test_cut_rules_cut_only_onto_spare_instances_by_the_first_finishing_cut(cut_
             state = env.engine.state
             spare = access.idle_count(state) - access.ready_count(state)
             assert pieces[variant] <= 1 + spare
-            slot = layout.slot_of(action)
+            slot, kind = layout.slot_of(action), layout.type_of(action)
+            assert slot == 0  # the reference baseline's job, on the type it chose
             allowed = [
                 v
                 for v in range(1, layout.variants)
-                if info["action_mask"][layout.action(slot, v)] and pieces[v] <= 1 + spare
+                if info["action_mask"][layout.action(slot, kind, v)] and pieces[v] <= 1 + spare
             ]
-            finish = [obs[layout.cut_finish_feature(slot, v)] for v in allowed]
+            finish = [obs[layout.cut_finish_feature(slot, kind, v)] for v in allowed]
             assert variant == allowed[int(np.argmin(finish))] and min(finish) < 0
         obs, _, done, _, info = env.step(action)
     assert cuts > 0
@@ -795,8 +769,8 @@ def test_cut_finish_is_a_list_schedule_of_the_pieces_on_the_idle_instances(cut_t
     env = make_env(cut_tables, 0, observation=RESIZE)
     obs, info = env.reset()
     S, pieces, layout = env.engine.state, cut_tables.pieces, env.layout
-    job, target = env.observer.slots[0], env.observer.targets[0]
-    row, kind = access.job_next_row(S, job), access.accelerator_type(S, target)
+    job = env.observer.slots[0]
+    row = access.job_next_row(S, job)
     jobs, types, _, _ = instances(S)
     idle_types = list(types[jobs < 0])
     assert len(idle_types) == 3  # the first job arrives on an idle system
@@ -808,8 +782,10 @@ def test_cut_finish_is_a_list_schedule_of_the_pieces_on_the_idle_instances(cut_t
                 b + pieces.latency_s[row, column, t] for b, t in zip(busy, idle_types, strict=True)
             ]
             busy[int(np.argmin(ends))] = min(ends)
-        expected = np.log(max(busy) / cut_tables.latency_s[row, kind])
-        assert obs[layout.cut_finish_feature(0, variant)] == pytest.approx(expected, rel=1e-5)
+        for kind in range(layout.types):  # against the whole layer on each type
+            expected = np.log(max(busy) / cut_tables.latency_s[row, kind])
+            finish = obs[layout.cut_finish_feature(0, kind, variant)]
+            assert finish == pytest.approx(expected, rel=1e-5)
 
 
 @pytest.fixture(scope="module")
@@ -825,7 +801,12 @@ def resized(quick):
     for (name,), part in pieces.group_by("accelerator"):
         write_parquet(part, root / "cut_costs" / f"{name}.pieces.parquet")
     result = train_scenario(
-        config, "mixed", root / "resize", root / "cut_costs", policy="relmas_resize"
+        config,
+        "mixed",
+        root / "resize",
+        root / "cut_costs",
+        policy="relmas_resize",
+        validation=root / "validation.parquet",
     )
     return result, root
 
@@ -835,11 +816,10 @@ def test_resize_training_gives_an_agent_that_acts_as_in_its_environment(quick, r
     result, root = resized
     info = read_agent_info(root / "resize")
     assert info.observation.resize and info.split_variants == ("whole", "K2", "Y2")
-    whole = [name for name in result.rules_validation if not name.endswith("_cut")]
-    assert set(whole) == RULES | (SERVICE_RULES if has_targets(config, "mixed") else set())
-    scores = validation_scores(result.rules_validation, info.rules_shortfall)
-    best = best_scored({name: scores[name] for name in whole})  # ties: the first, as in training
-    assert set(result.rules_validation) == {*whole, best + "_cut"}  # the best rule, cut
+    # the reference baseline scored whole and cut; the better is the teacher
+    assert set(result.teachers_validation) == {TEACHER, TEACHER + "_cut"}
+    scores = validation_scores(result.teachers_validation, info.teachers_shortfall)
+    assert result.teacher == info.teacher == best_scored(scores)
     system = scenario_system(config, "mixed")
     tables = load_costs(root / "cut_costs", system, models=tuple(config["models"]))
     jobs = generate_trace("mixed", config["scenarios"]["mixed"], system, tables, 7)
@@ -900,22 +880,30 @@ def test_learned_policies_refuse_each_others_agents_and_missing_pieces(quick, tr
     with pytest.raises(InputError, match="split_variants"):
         policy.reset(Engine(system, tables, jobs))  # no piece tables: whole layers only
     with pytest.raises(InputError, match="resizing"):
-        train_scenario(config, "mixed", root / "nocut", root / "costs", policy="relmas_resize")
+        train_scenario(
+            config,
+            "mixed",
+            root / "nocut",
+            root / "costs",
+            policy="relmas_resize",
+            validation=root / "validation.parquet",
+        )
 
 
 # ----------------------------------------------------------------------------- golden
 
-# sha256 of the observations, masks and rewards of rule rollouts, pinned so that a refactoring of
+# sha256 of the observations, masks and rewards of teacher rollouts, pinned so that a refactoring of
 # the features, the mask or the reward keeps them bit-identical (change only with the features).
 GOLDEN_ROLLOUTS = {
-    "whole": "5fc07f0177483fa1b6faf541cf6ded209f60ddb76dfea35c6368b851d9c8f531",
-    "resize": "61770d62ee0c0ae3527774368ffc87125c68ca611b7191434c923af30d66f6aa",
+    "whole": "cfee623725223451ca5f28eae308b8e68560e91259a8073a43e4b2a9555c10b8",
+    "resize": "aac74bd9b6a2c48fdbd43b6976f5c146440624c04c3a757de5bfc5c0a13c614b",
 }
 
 
 @pytest.mark.parametrize("case", sorted(GOLDEN_ROLLOUTS))
-def test_rule_rollouts_give_the_pinned_observations_masks_and_rewards(tables, cut_tables, case):
-    settings = RESIZE if case == "resize" else observation_settings(candidates=3, reference="sjf")
+def test_teacher_rollouts_give_the_pinned_observations_masks_and_rewards(tables, cut_tables, case):
+    settings = replace(RESIZE if case == "resize" else ENV_SETTINGS["observation"], candidates=3)
+    settings = replace(settings, reference=TEACHER, placement="bandwidth")
     env = make_env(
         cut_tables if case == "resize" else tables,
         2,
@@ -923,9 +911,8 @@ def test_rule_rollouts_give_the_pinned_observations_masks_and_rewards(tables, cu
         observation=settings,
         reward=reward_settings(priority_exponent=1.0, progress=0.5),
     )
-    rule = slot_rules(settings, env.layout)["shortest_feasible_patient_gated"]
-    if case == "resize":
-        rule = cut_form(rule, cut_tables.pieces.most_pieces)
+    pieces = cut_tables.pieces.most_pieces if case == "resize" else ()
+    rule = BaselineTeacher(TEACHER, env.layout, pieces)
     digest = hashlib.sha256()
     obs, info = env.reset()
     done = False
@@ -947,15 +934,14 @@ def test_fused_training_steps_give_the_python_loops_replay_and_weights(
     same environment is stepped by the Python loop, one call per step. Teacher steps, explored
     steps, n-step returns across episode ends, cut layers, the teacher's action favoured: the
     same bytes in every file."""
-    settings = RESIZE if case == "resize" else observation_settings(candidates=2, reference="sjf")
+    settings = RESIZE if case == "resize" else ENV_SETTINGS["observation"]
     costs = cut_tables if case == "resize" else tables
 
     def make(seed: int) -> SchedulingEnv:
         return make_env(costs, seed, observation=settings)
 
-    rule = slot_rules(settings, make(0).layout)["shortest_feasible_patient_gated"]
-    if case == "resize":
-        rule = cut_form(rule, cut_tables.pieces.most_pieces)
+    pieces = cut_tables.pieces.most_pieces if case == "resize" else ()
+    rule = BaselineTeacher(settings.reference + ("_cut" if pieces else ""), make(0).layout, pieces)
     config = dqn_config(
         **{"total_steps": 2_500, "teacher_steps": 500, "learning_starts": 200, "batch_size": 32},
         **{"train_frequency": 16, "target_update_every": 100, "log_every": 250, "n_step": 3},
@@ -965,7 +951,7 @@ def test_fused_training_steps_give_the_python_loops_replay_and_weights(
     )
     env = make(0)
     obs, info = env.reset()
-    learner = Learner.create(config, env.layout.size, env.layout.actions)
+    learner = Learner.create(config, env.layout.size, env.layout.actions, *env.network_rows)
     collector = NStepCollector(config.n_step, config.gamma, env.layout.size, env.layout.actions)
     assert isinstance(episode_steps(env, obs, info, rule, collector, learner, config), FusedSteps)
     fused = train(make, config, tmp_path / "fused", teacher=rule)

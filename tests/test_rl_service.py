@@ -1,6 +1,7 @@
 """The learner's service levels (docs/relmas.md, "Service levels"): the service-level slots and
-features on a hand state, the deficit-first slot rules, the reward's deficit weighting and
-end-of-episode shortfall on a two-job case, and validation ranked by shortfall."""
+features on a hand state, the target-aware baselines as the agent's reference slot and teacher,
+the reward's deficit weighting and end-of-episode shortfall on a two-job case, and validation
+ranked by shortfall."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from relmas.rl.observation import (
     SlotFeature,
     tenant_targets,
 )
-from relmas.rl.rules import slot_rules
 from relmas.rl.run import best_scored, rollout
+from relmas.rl.teacher import BaselineTeacher
 from relmas.rl.train import validation_key
 from relmas.sim import Engine, access
 from relmas.workload import generate_trace
@@ -54,7 +55,7 @@ def at_one_second(service: bool | None):
     engine.step([(0, 0)])
     view = engine.next_decision()
     assert view.now == 1.0 and sorted(view.ready_jobs) == [1, 2]
-    settings = observation_settings(candidates=2, reference="sjf", service=service)
+    settings = observation_settings(candidates=2, reference="sjf_feasible", service=service)
     observer = Observer(engine, settings)
     return observer, observer.observe(view)
 
@@ -114,7 +115,7 @@ def test_a_ready_job_that_cannot_meet_its_deadline_counts_as_missed():
     engine = Engine(system, costs, hand_jobs())
     view = engine.next_decision()
     assert view.now == 0.0 and access.tenant_achieved(engine.state, 0) == 1.0
-    observer = Observer(engine, observation_settings(candidates=2, reference="sjf"))
+    observer = Observer(engine, observation_settings(candidates=2, reference="sjf_feasible"))
     obs, _ = observer.observe(view)
     layout, hopeless = observer.layout, 2 * 2 + 1
     assert observer.slots[hopeless] == 0
@@ -127,26 +128,24 @@ def test_without_the_option_the_layout_is_the_one_before():
     observer, (obs, _) = at_one_second(False)
     plain = observer.layout
     assert plain.slots == 6 and not plain.service
-    assert obs.shape == (6 * (11 + 2) + 3 + 8,)  # 11 + 2 x types per slot, 3 per instance, 8
+    # per slot 8, per type 5, per (slot, type) pair 10, 9 globals
+    assert obs.shape == (6 * 8 + 5 + 6 * 10 + 9,)
 
 
-def test_deficit_first_rules_serve_the_tenant_below_its_target():
-    observer, (obs, mask) = at_one_second(True)
-    rules = slot_rules(observer.settings, observer.layout)
-    picks = {
-        name: observer.slots[observer.layout.slot_of(rules[name](obs, mask))] for name in rules
-    }
-    assert picks["shortest_feasible"] == 2  # the least work
-    assert picks["shortest_feasible_deficit"] == 1  # a's job: a is 0.9 below its target
-    assert picks["earliest_feasible_deficit"] == 1
-    assert {name for name in rules if name.endswith("_deficit")} == {
-        f"{ranking}_feasible{form}_deficit"
-        for ranking in ("shortest", "earliest")
-        for form in ("", "_patient", "_patient_gated", "_patient_gated_ordered")
-    }
-    # without targets there is nothing to be deficit-first about: no such forms, no such slots
-    plain = observation_settings(service=False)
-    assert not any(name.endswith("_deficit") for name in slot_rules(plain, observer.layout))
+def test_a_deficit_first_reference_serves_the_tenant_below_its_target():
+    """The reference slot holds the job its baseline starts: the least work for sjf_feasible, the
+    job of the tenant below its target for its deficit-first forms."""
+    system, costs = one_instance()
+    picks = {}
+    for name in ("sjf_feasible", "sjf_feasible_deficit", "sjf_feasible_below"):
+        engine = Engine(system, costs, hand_jobs())
+        engine.next_decision()
+        engine.step([(0, 0)])
+        view = engine.next_decision()
+        observer = Observer(engine, observation_settings(candidates=2, reference=name))
+        observer.observe(view)
+        picks[name] = observer.slots[0]
+    assert picks == {"sjf_feasible": 2, "sjf_feasible_deficit": 1, "sjf_feasible_below": 1}
 
 
 TARGET_SCENARIO = {
@@ -189,17 +188,18 @@ def expected_pick(env: SchedulingEnv, precedence: str) -> int:
 
 
 @pytest.mark.parametrize("precedence", ["deficit", "below"])
-def test_target_aware_slot_rules_take_the_tenant_below_target_counting_certain_misses(
+def test_a_target_aware_teacher_takes_the_tenant_below_target_counting_certain_misses(
     tables,  # noqa: F811 (the fixture)
     precedence,
 ):
-    """With a slot for every ready job, `shortest_feasible_<precedence>` starts, at every
-    decision of a loaded trace, the job `expected_pick` recomputes from the engine's counters and
-    ready jobs; tenants fall below their targets on the way, and the rule leaves SJF's order."""
+    """The teacher `sjf_feasible_<precedence>` starts, at every decision of a loaded trace, the
+    job `expected_pick` recomputes from the engine's counters and ready jobs; tenants fall below
+    their targets on the way, and the rule leaves SJF's order."""
     jobs = generate_trace("synthetic", TARGET_SCENARIO, SCARCE, tables, 6)
-    settings = observation_settings(candidates=TARGET_SCENARIO["jobs"], reference="sjf")
+    name = f"sjf_feasible_{precedence}"
+    settings = observation_settings(candidates=2, reference=name)
     env = SchedulingEnv(SCARCE, tables, jobs, settings, reward_settings(), 0.99)
-    rule = slot_rules(env.observation_settings, env.layout)[f"shortest_feasible_{precedence}"]
+    rule = BaselineTeacher(name, env.layout)
     obs, info = env.reset()
     done, decisions, below, other_than_sjf = False, 0, 0, 0
     while not done:
@@ -214,27 +214,22 @@ def test_target_aware_slot_rules_take_the_tenant_below_target_counting_certain_m
     assert below > decisions / 4 and other_than_sjf > 0
 
 
-SLOT_RANKINGS = {"sjf": "shortest", "edf": "earliest"}
-
-
 @pytest.mark.parametrize("system", [SYSTEM, SCARCE], ids=["8GBps", "2GBps"])
-def test_target_aware_baselines_equal_their_slot_rules_with_every_ready_job_a_candidate(
+def test_target_aware_teachers_reproduce_their_baselines(
     tables,  # noqa: F811 (the fixture)
     system,
 ):
-    """Each deficit-first and below-target baseline, exact over all ready jobs, gives the schedule
-    of the agent's slot rule of the same name with a candidate slot for every job: one rate
-    (`triage.service_rates`) and one order for both. The targets change the schedules."""
+    """Each deficit-first and below-target baseline as the agent's teacher: always taking its
+    action gives the baseline's schedule (one rate, `triage.service_rates`, and one decision
+    kernel for both). The targets change the schedules."""
     jobs = generate_trace("synthetic", TARGET_SCENARIO, system, tables, 6)
-    settings = observation_settings(candidates=TARGET_SCENARIO["jobs"], reference="sjf")
-    env = SchedulingEnv(system, tables, jobs, settings, reward_settings(), 0.99)
-    rules = slot_rules(env.observation_settings, env.layout)
     names = [n for n in catalog.of_kind("target") if n.endswith(("_deficit", "_below"))]
     assert len(names) == 12
     changed = 0
     for name in names:
-        ranking, form = name.split("_feasible")
-        rollout(env, rules[f"{SLOT_RANKINGS[ranking]}_feasible{form}"])
+        settings = observation_settings(candidates=2, reference=name)
+        env = SchedulingEnv(system, tables, jobs, settings, reward_settings(), 0.99)
+        rollout(env, BaselineTeacher(name, env.layout))
         expected = env.engine.result("rule").jobs["finish_s"].to_list()
         assert simulate(system, jobs, tables, name).jobs["finish_s"].to_list() == expected, name
         base = name.removesuffix("_deficit").removesuffix("_below")
@@ -247,13 +242,13 @@ def two_job_env(**reward) -> SchedulingEnv:
     shaping."""
     system, costs = one_instance()
     jobs = hand_jobs([HAND[0], ("a", "B", 0.1, 9.0)], [0.8, 0.8])
-    settings = observation_settings(candidates=1, reference="fcfs")
+    settings = observation_settings(candidates=1, reference="sjf_feasible")
     rewards = reward_settings(progress=0.0, **reward)
     return SchedulingEnv(system, costs, jobs, settings, rewards, 0.99)
 
 
 def credits(env: SchedulingEnv) -> list[float]:
-    """The credits of the episode, acting by the reference (fcfs: job 0, then job 1)."""
+    """The credits of the episode, acting by the reference slot (job 0, then job 1)."""
     _, info = env.reset()
     seen = [info["credit"]]
     done = False
@@ -297,18 +292,17 @@ def test_validation_ranks_by_least_shortfall_on_traces_with_targets():
 
 
 def test_validation_shortfall_is_the_service_metric(tables):  # noqa: F811 (the fixture)
-    """A rollout's shortfall on a trace with targets is the simulator's (the reference slot
-    replays sjf); without targets there is none."""
+    """A rollout's shortfall on a trace with targets is the simulator's (the teacher replays
+    sjf_feasible); without targets there is none."""
     jobs = generate_trace("synthetic", TARGET_SCENARIO, SYSTEM, tables, 3)
-    settings = observation_settings(candidates=2, reference="sjf")
+    settings = observation_settings(candidates=2, reference="sjf_feasible")
     env = SchedulingEnv(SYSTEM, tables, jobs, settings, reward_settings(), 0.99)
-    run = rollout(env, slot_rules(env.observation_settings, env.layout)["reference"])
-    result = simulate(SYSTEM, jobs, tables, "sjf")
+    run = rollout(env, BaselineTeacher("sjf_feasible", env.layout))
+    result = simulate(SYSTEM, jobs, tables, "sjf_feasible")
     assert run["shortfall"] == result.metrics["shortfall"] > 0
     assert run["targets_met"] == result.metrics["targets_met"]
     plain = SchedulingEnv(SYSTEM, tables, jobs.drop("target"), settings, reward_settings(), 0.99)
-    reference = slot_rules(plain.observation_settings, plain.layout)["reference"]
-    assert "shortfall" not in rollout(plain, reference)
+    assert "shortfall" not in rollout(plain, BaselineTeacher("sjf_feasible", plain.layout))
 
 
 def test_an_agent_json_without_the_service_decided_is_refused(tmp_path):
@@ -316,17 +310,16 @@ def test_an_agent_json_without_the_service_decided_is_refused(tmp_path):
     the network a width it was not trained with on one trace and another on the next."""
     info = AgentInfo(
         scenario="s",
-        observation=observation_settings(reference="sjf"),  # the schema's null
+        observation=observation_settings(reference="sjf_feasible"),  # the schema's null
         reward=reward_settings(),
         instance_types=("x",),
         accelerator_types=("x",),
         split_variants=("whole",),
         decision_cost={},
         validation={},
-        heuristics_validation={},
         teacher=None,
         teacher_bonus=0.0,
-        rules_validation={},
+        teachers_validation={},
     )
     write_agent_info(tmp_path, info)
     with pytest.raises(InputError, match="observation.service: expected true or false"):

@@ -289,8 +289,8 @@ def plot_learning_curves(
     policies: Mapping[str, str],
 ) -> plt.Figure:
     """Validation SLA rate against training step, one panel per agent (`curves` by title, drawn in
-    the colour of its policy, `policies` by title), with the best heuristic's SLA rate on the same
-    validation traces dashed (`best_heuristics`)."""
+    the colour of its policy, `policies` by title), with its reference baseline's SLA rate on the
+    same validation traces dashed (`best_heuristics`)."""
     titles = list(curves)
     cols = min(len(titles), 4)
     rows = math.ceil(len(titles) / cols)

@@ -1,21 +1,21 @@
-"""The rule baselines: the agent's slot rules (`relmas.rl.rules`) as online policies of their own,
-exact over *all* ready jobs instead of the agent's few candidate slots (docs/simulator.md, "Rule
-baselines").
+"""The rule baselines: online rules exact over *all* ready jobs, each with a placement; the best of
+them on validation is the agent's reference slot and teacher, run by this module's `choose`
+inside the agent's observation kernel (docs/simulator.md, "Rule baselines"; docs/relmas.md, "The
+decision").
 
 `sjf_feasible` starts the feasible job with the least remaining work, `edf_feasible` the one with
 the earliest deadline; when no job is feasible both start the reference, SJF's pick over all ready
-jobs (the slot rules' reference slot with `reference: sjf`: a standalone baseline names no other
-heuristic). Feasible, patient and gated are `relmas.policies.triage`'s.
+jobs. Feasible, patient and gated are `relmas.policies.triage`'s.
 
 The holding forms (`_patient`, `_patient_gated`) try, in this order, the rule's pick, the
 reference, the other feasible jobs by least remaining work, then the hopeless job with the least
-remaining work (the slot rules' preference with every ready job a candidate), and start the first
+remaining work, and start the first
 they do not hold back. When they hold back all of them they wait, if waiting is allowed as in the
 agent's mask (something runs or a job is still to arrive, and no candidate could start on an
 instance of its fastest type or none would start without oversubscribing the bandwidth);
 otherwise they start the rule's pick. `_patient_gated_ordered` holds back for the bandwidth only
 where it may wait: when something will start anyway, it tries its candidates in the same order
-holding back only for a busy instance (the slot rules' form of the same name).
+holding back only for a busy instance.
 
 The target-aware baselines (catalog kind `target`, docs/simulator.md "Target-aware baselines")
 are rule baselines with a precedence class before the rule's order among the feasible jobs (`by`):
@@ -27,8 +27,8 @@ A tenant's deficit is its target minus its rate so far counting its hopeless rea
 Without targets every job is in one class, and each is its base rule.
 
 One decision starts at most one job, as the agent's does, so the next decision (at the same time
-while an instance is idle and a job ready) sees it running: a rule baseline gives the same schedule
-as its slot rule run through the environment with every ready job a candidate (tested). Each
+while an instance is idle and a job ready) sees it running: the agent taking its teacher's action
+at every decision gives the rule baseline's schedule (tested). Each
 decision scans the ready jobs once, the holding forms twice when they hold back their first picks:
 O(ready x instances).
 """

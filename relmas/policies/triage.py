@@ -1,10 +1,10 @@
 """When a job can still meet its deadline, and when a start is held back: the one definition of
 *feasible*, *patient* and *gated*.
 
-Read by the agent's observation and mask (`relmas.rl.observation`), its slot rules
-(`relmas.rl.rules`, through the features) and the rule baselines (`relmas.policies.rules`), so
-that a rule baseline and the teacher of the same name apply the same tests (docs/relmas.md,
-"Holding back"; docs/simulator.md, "Rule baselines").
+Read by the agent's observation and mask (`relmas.rl.observation`) and the rule baselines
+(`relmas.policies.rules`, the agent's teachers), so that the agent's features and mask and its
+teacher apply the same tests (docs/relmas.md, "Holding back"; docs/simulator.md, "Rule
+baselines").
 
 - *feasible*: the job's remaining work at full speed on the best types still fits before its
   deadline; a job that is not has certainly missed it (no layer runs faster than its `latency_s`).

@@ -73,7 +73,7 @@ def draw_figures(
     if sweeps.height:
         _sweep_figures(config, sweeps, save)
     if learning:
-        best = {title: agent["best_heuristic"] for title, agent in learning.items()}
+        best = {title: agent["reference"] for title, agent in learning.items()}
         curves = {title: agent["curve"] for title, agent in learning.items()}
         policies = {title: agent["policy"] for title, agent in learning.items()}
         save(plot_learning_curves(curves, best, policies), "learning_curves")

@@ -88,16 +88,15 @@ def read_learning(config: Mapping[str, Any], agents_dir: Path) -> dict[str, dict
             continue
         directory = agent_dir(agents_dir, scenario, policy)
         info = read_agent_info(directory)
-        rates = info.heuristics_validation  # agent.json's keys are sorted by name: ties by catalog
-        heuristic = max(sorted(rates, key=catalog.position), key=rates.__getitem__)
+        reference = info.observation.reference
         title = scenario if catalog.entry(policy).base is None else f"{scenario} ({policy})"
         learning[title] = {
             "policy": policy,
             "curve": read_curve(directory / CURVE),
-            "best_heuristic": (heuristic, info.heuristics_validation[heuristic]),
+            "reference": (reference, info.teachers_validation.get(reference, math.nan)),
             "validation": info.validation.get("sla_rate", math.nan),
             "teacher": info.teacher,
-            "teacher_validation": info.rules_validation.get(info.teacher or "", math.nan),
+            "teacher_validation": info.teachers_validation.get(info.teacher or "", math.nan),
             "share_split": info.validation.get("share_split"),
         }
     return learning

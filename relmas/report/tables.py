@@ -209,21 +209,20 @@ def learning_markdown(
         {
             "agent": title,
             "best validation SLA": agent["validation"],
-            "best heuristic on validation": "{} {:.3f}".format(*agent["best_heuristic"]),
+            "reference baseline on validation": "{} {:.3f}".format(*agent["reference"]),
             "warm-start teacher": str(agent["teacher"]),
             "teacher on validation": agent["teacher_validation"],
         }
         for title, agent in learning.items()
     ]
-    caption = "Validation SLA rate during training; dashed: the best heuristic on the same traces"
+    caption = "Validation SLA rate during training; dashed: the reference baseline, same traces"
     return [
         "## RELMAS learning curves\n",
         "SLA rate of the greedy agent on the validation traces (`training.validation_seeds`) "
         "against training steps, from each agent's curve.parquet; best.pt is the highest point. "
-        "The teacher is the slot rule (docs/relmas.md) with the best SLA rate on validation: "
-        "`_patient` waits for a busy faster instance rather than start on a slow one, `_gated` "
-        "also holds back starts that would oversubscribe the DRAM bandwidth, `_cut` cuts layers "
-        "onto spare instances.\n",
+        'The teacher is the reference baseline (docs/relmas.md, "The decision"): the rule or '
+        "target-aware baseline with the best rows on validation, with its placement; `_cut` "
+        "cuts layers onto spare instances.\n",
         image_markdown(figures, out_dir, "learning_curves", caption),
         markdown_table(pl.DataFrame(rows)),
         "",

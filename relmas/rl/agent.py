@@ -2,12 +2,12 @@
 what the network was trained to see (observation settings, the resolved reference heuristic, the
 system layout) and what one decision costs (MACs, energy on the configured accelerator).
 
-    agent.json = {"format", "scenario", "observation": {candidates, reference}, "reward": {...},
+    agent.json = {"format", "scenario", "observation": {candidates, reference, placement, ...},
+                  "reward": {...},
                   "instance_types": [...], "accelerator_types": [...], "split_variants": [...],
                   "decision_cost": {accelerator, macs, energy_j, latency_s},
-                  "validation": {...}, "heuristics_validation": {...},
-                  "teacher", "teacher_bonus", "rules_validation": {...},
-                  "heuristics_shortfall": {...}, "rules_shortfall": {...}}
+                  "validation": {...}, "teacher", "teacher_bonus",
+                  "teachers_validation": {...}, "teachers_shortfall": {...}}
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from relmas import catalog
 from relmas.errors import InputError
 from relmas.io import atomic_path
+from relmas.policies.placement import Placement
 from relmas.rl.checkpoint import BEST, load_policy
-from relmas.rl.env import NO_SERVICE_TERMS, RewardSettings
+from relmas.rl.env import RewardSettings
 from relmas.rl.network import GreedyPolicy
 from relmas.rl.observation import (
     FEATURES_VERSION,
@@ -29,8 +31,7 @@ from relmas.rl.observation import (
     ObservationSettings,
     observation_layout,
 )
-from relmas.rl.rules import named_rule
-from relmas.sim.costs import WHOLE
+from relmas.rl.teacher import named_teacher
 
 AGENT_FILE = "agent.json"
 FORMAT = f"relmas-agent/{FEATURES_VERSION}"  # an agent sees the features it was trained on
@@ -39,20 +40,18 @@ FORMAT = f"relmas-agent/{FEATURES_VERSION}"  # an agent sees the features it was
 @dataclass(frozen=True)
 class AgentInfo:
     scenario: str
-    observation: ObservationSettings  # reference resolved to a heuristic name
+    observation: ObservationSettings  # reference resolved to a baseline with its placement
     reward: RewardSettings
     instance_types: tuple[str, ...]
     accelerator_types: tuple[str, ...]
     split_variants: tuple[str, ...]  # the cuts its actions choose among (whole only: relmas)
     decision_cost: dict[str, Any]
     validation: dict[str, float]
-    heuristics_validation: dict[str, float]  # SLA rate of each heuristic on validation
-    teacher: str | None  # slot rule of the warm start
+    teacher: str | None  # the reference baseline (+ _cut when it cuts), None without a teacher
     teacher_bonus: float  # added to the Q-value of the teacher's action when deciding
-    rules_validation: dict[str, float]  # SLA rate of each slot rule on validation (warm start)
+    teachers_validation: dict[str, float]  # SLA rate of the teacher (whole, cut) on validation
     # on traces with service targets, their shortfall, which ranks them first (relmas.rl.run)
-    heuristics_shortfall: dict[str, float] = field(default_factory=dict)
-    rules_shortfall: dict[str, float] = field(default_factory=dict)
+    teachers_shortfall: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, **asdict(self)}
@@ -78,23 +77,26 @@ def read_agent_info(directory: str | Path) -> AgentInfo:
             scenario=raw["scenario"],
             observation=ObservationSettings(**raw["observation"]),
             # the service terms are absent from agents trained before them
-            reward=RewardSettings(**{**NO_SERVICE_TERMS, **raw["reward"]}),
+            reward=RewardSettings(**raw["reward"]),
             instance_types=tuple(raw["instance_types"]),
             accelerator_types=tuple(raw["accelerator_types"]),
-            split_variants=tuple(raw.get("split_variants", [WHOLE])),  # absent before resizing
+            split_variants=tuple(raw["split_variants"]),
             decision_cost=dict(raw["decision_cost"]),
             validation=dict(raw["validation"]),
-            heuristics_validation=dict(raw["heuristics_validation"]),
             teacher=raw["teacher"],
-            teacher_bonus=float(raw.get("teacher_bonus", 0.0)),  # absent before the bonus
-            rules_validation=dict(raw["rules_validation"]),
-            heuristics_shortfall=dict(raw.get("heuristics_shortfall", {})),  # absent before
-            rules_shortfall=dict(raw.get("rules_shortfall", {})),  # service levels
+            teacher_bonus=float(raw["teacher_bonus"]),
+            teachers_validation=dict(raw["teachers_validation"]),
+            teachers_shortfall=dict(raw["teachers_shortfall"]),
         )
     except (KeyError, TypeError) as error:
         raise InputError(path, str(error), "the keys of an agent.json") from None
     if info.observation.service is None:  # `resolve_service` decides it before training
         raise InputError(path, "observation.service", "true or false", None)
+    if info.observation.reference not in catalog.placed():
+        expected = f"a rule or target-aware baseline {list(catalog.placed())}"
+        raise InputError(path, "observation.reference", expected, info.observation.reference)
+    placement = Placement.parse(info.observation.placement, path, "observation.placement")
+    placement.allowed(info.accelerator_types, path)
     return info
 
 
@@ -109,10 +111,10 @@ def load_agent(directory: str | Path) -> tuple[AgentInfo, GreedyPolicy]:
 
 
 def check_shapes(path: Path, info: AgentInfo, policy: GreedyPolicy) -> None:
-    """Refuse an agent.json whose observation (candidates, system, cuts) gives other input and
-    output widths than the weights were trained with (their tensors' shapes), naming the key."""
-    layers = policy.weights.layout  # (weight offset, bias offset, in, out) per linear layer
-    trained = (int(layers[0, 2]), int(layers[-1, 3]))  # the first layer's inputs, the head's
+    """Refuse an agent.json whose observation (candidates, system, cuts) gives other inputs and
+    actions than the network was trained with (its rows of the observation), naming the key."""
+    weights = policy.weights
+    trained = (weights.obs_dim, weights.n_actions)
 
     def widths(observation: ObservationSettings) -> tuple[int, int] | None:
         types, instances = len(info.accelerator_types), len(info.instance_types)
@@ -138,9 +140,10 @@ def check_shapes(path: Path, info: AgentInfo, policy: GreedyPolicy) -> None:
 def deployed(
     info: AgentInfo, network: GreedyPolicy, layout: Layout, cut_pieces: tuple[int, ...]
 ) -> GreedyPolicy:
-    """The agent's decisions on slots of `layout`: its network's greedy choice, the action of its
-    teacher rule (cutting into `cut_pieces`, for a resizing agent) favoured by its bonus."""
+    """The agent's decisions on `layout`: its network's greedy choice, the action of its teacher
+    (its reference baseline, cutting into `cut_pieces` for a resizing agent whose teacher cuts)
+    favoured by its bonus."""
     if info.teacher is None or info.teacher_bonus == 0:
         return network
-    rule = named_rule(info.teacher, info.observation, layout, cut_pieces)
-    return GreedyPolicy(network.weights, rule, info.teacher_bonus)
+    teacher = named_teacher(info.teacher, info.observation.reference, layout, cut_pieces)
+    return GreedyPolicy(network.weights, teacher, info.teacher_bonus)

@@ -2,10 +2,11 @@
 
 `relmas.rl.train` steps any Gymnasium environment from Python: per step the acting policy, the
 environment's `step`, the n-step window and the replay write are each a call from Python, and
-those calls cost several times the simulation itself. For `SchedulingEnv` with a slot rule as
-teacher (or none), `collect` runs the same steps in one kernel — the teacher rule
-(`relmas.rl.rules.rule_action`) or the epsilon-greedy network (`relmas.rl.network` forward pass,
-`relmas.rl.dqn.epsilon_greedy`), `relmas.rl.env.env_step`, `relmas.rl.replay.push_step` — up to
+those calls cost several times the simulation itself. For `SchedulingEnv` (whose teacher is its
+reference baseline, `relmas.rl.teacher`, or none), `collect` runs the same steps in one kernel —
+the teacher's action (`relmas.rl.observation.teacher_action`) or the epsilon-greedy network
+(`relmas.rl.network` forward pass, `relmas.rl.dqn.epsilon_greedy`), `relmas.rl.env.env_step`,
+`relmas.rl.replay.push_step` — up to
 the next step at which the loop has something else to do (learn, update the target, log,
 validate, checkpoint) or to the end of the episode. It calls exactly the functions the Python
 loop calls, so both give the same replay and the same weights (tested).
@@ -22,15 +23,22 @@ import numpy as np
 from numba import njit
 
 from relmas.hw import jit_cache
-from relmas.policies import kernels as heuristic_kernels
-from relmas.policies import triage
-from relmas.rl import dqn, network, observation, replay, rules
+from relmas.policies import placement, triage
+from relmas.policies import rules as baseline_rules
+from relmas.rl import dqn, network, observation, replay
 from relmas.rl import env as env_module
 from relmas.rl.dqn import DQNConfig, Learner, epsilon_at, epsilon_greedy, epsilon_schedule
 from relmas.rl.env import EnvArrays, SchedulingEnv, env_step
-from relmas.rl.network import GreedyPolicy, NumpyWeights, forward_pass, numpy_q_values
+from relmas.rl.network import (
+    GreedyPolicy,
+    NumpyWeights,
+    forward_pass,
+    network_arguments,
+    numpy_q_values,
+)
+from relmas.rl.observation import teacher_action
 from relmas.rl.replay import NStepCollector, ReplayBuffer, Transitions, Window, push_step
-from relmas.rl.rules import SlotRule, rule_action
+from relmas.rl.teacher import BaselineTeacher, no_teacher_arguments
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
 from relmas.sim.kernels import entry_point
@@ -46,14 +54,11 @@ def collect(
     params: np.ndarray,
     layout: np.ndarray,
     n_heads: int,
+    rows: np.ndarray,
+    n_actions: int,
     bonus: float,
-    preference: np.ndarray,
     sizes: np.ndarray,
-    patient: bool,
-    gated: bool,
-    ordered: bool,
     cut_pieces: np.ndarray,
-    precedence: int,
     schedule: np.ndarray,
     teacher_steps: int,
     explore_seed: int,
@@ -62,12 +67,13 @@ def collect(
     counts: np.ndarray,
     store: bool,
 ) -> tuple[int, bool, float]:
-    """Steps `step`, `step` + 1, ... before `stop`, or to the end of the episode: the slot rule
-    of (`preference` ... `precedence`, `rule_action`'s) acts before `teacher_steps`, then the
-    network (`params`, `layout`, `n_heads`) epsilon-greedily with epsilon =
-    `epsilon_at(step, *schedule)`, `bonus` added to the Q-value of the rule's action;
-    `counts[action]` counts the actions taken and, with `store`, the transitions go to the
-    replay. Returns (steps taken, terminated, sum of their rewards)."""
+    """Steps `step`, `step` + 1, ... before `stop`, or to the end of the episode: the teacher
+    (the reference baseline's action, cut by `cut_pieces`, `teacher_action`'s arguments with
+    `sizes`) acts before `teacher_steps`, then the network (`params` ... `n_actions`,
+    `forward_pass`'s) epsilon-greedily with epsilon = `epsilon_at(step, *schedule)`, `bonus` added
+    to the Q-value of the teacher's action; `counts[action]` counts the actions taken and, with
+    `store`, the transitions go to the replay. Returns (steps taken, terminated, sum of their
+    rewards)."""
     obs = np.empty_like(E.obs)
     mask = np.empty_like(E.mask)
     taken, terminated, rewards = 0, False, 0.0
@@ -75,25 +81,15 @@ def collect(
         at = step + taken
         expert = at < teacher_steps
         if expert:
-            action = rule_action(
-                E.obs, E.mask, preference, sizes, patient, gated, ordered, cut_pieces, precedence
-            )
+            action = teacher_action(E.obs, E.mask, sizes, cut_pieces)
+            if not E.mask[action]:
+                raise RuntimeError("the teacher's action is not in the mask")
         else:
             epsilon = epsilon_at(at, schedule[0], schedule[1], schedule[2])
-            q_values = forward_pass(params, layout, n_heads, E.obs)
+            q_values = forward_pass(params, layout, n_heads, rows, n_actions, E.obs)
             favoured = -1
             if bonus > 0.0:
-                favoured = rule_action(
-                    E.obs,
-                    E.mask,
-                    preference,
-                    sizes,
-                    patient,
-                    gated,
-                    ordered,
-                    cut_pieces,
-                    precedence,
-                )
+                favoured = teacher_action(E.obs, E.mask, sizes, cut_pieces)
             action = epsilon_greedy(q_values, E.mask, epsilon, explore_seed, at, favoured, bonus)
         counts[action] += 1
         obs[:] = E.obs
@@ -123,7 +119,7 @@ def collect(
 # The cached kernel embeds everything it calls: recompile when one of these sources changes.
 jit_cache.refresh(
     collect,
-    (engine_kernels, access, triage, heuristic_kernels, observation, env_module, rules, replay)
+    (engine_kernels, access, triage, placement, baseline_rules, observation, env_module, replay)
     + (network, dqn, sys.modules[__name__]),
     stamp="relmas-rl-collect.sha256",
 )
@@ -150,8 +146,11 @@ def episode_steps(
     config: DQNConfig,
 ) -> EpisodeSteps:
     """The inner steps of the episode just reset (`obs`, `info`): fused (`collect`) for the
-    scheduling environment with a slot rule or no teacher, else one Python call per step."""
-    if isinstance(env, SchedulingEnv) and (teacher is None or isinstance(teacher, SlotRule)):
+    scheduling environment (its teacher the reference baseline, or none), else one Python call
+    per step."""
+    if isinstance(env, SchedulingEnv):
+        if teacher is not None and not isinstance(teacher, BaselineTeacher):
+            raise TypeError(f"the scheduling agent's teacher is its baseline, not {teacher!r}")
         return FusedSteps(env, teacher, collector, learner, config)
     return PythonSteps(env, obs, info, teacher, collector, learner, config)
 
@@ -162,14 +161,14 @@ class FusedSteps:
     def __init__(
         self,
         env: SchedulingEnv,
-        teacher: SlotRule | None,
+        teacher: BaselineTeacher | None,
         collector: NStepCollector,
         learner: Learner,
         config: DQNConfig,
     ) -> None:
         self.env, self.collector, self.buffer = env, collector, learner.buffer
-        no_rule = rules.no_rule_arguments(env.layout)
-        self.rule = teacher.kernel_arguments if teacher is not None else no_rule
+        no_teacher = no_teacher_arguments(env.layout)
+        self.rule = teacher.kernel_arguments if teacher is not None else no_teacher
         self.schedule = np.array(epsilon_schedule(config))
         self.teacher_steps, self.explore_seed = config.teacher_steps, learner.explore_seed
         self.bonus = config.teacher_bonus if teacher is not None else 0.0
@@ -183,9 +182,7 @@ class FusedSteps:
             self.buffer.transitions,
             self.buffer.cursor,
             self.collector.gamma,
-            acting.params,
-            acting.layout,
-            acting.n_heads,
+            *network_arguments(acting),
             self.bonus,
             *self.rule,
             self.schedule,
@@ -202,22 +199,23 @@ class FusedSteps:
         return int(taken), bool(terminated), float(rewards)
 
 
-def play(env: SchedulingEnv, policy: GreedyPolicy | SlotRule) -> np.ndarray:
+def play(env: SchedulingEnv, policy: GreedyPolicy | BaselineTeacher) -> np.ndarray:
     """Run the episode of `env` just reset to its end, greedily by the network of `policy` (and
-    the slot rule it favours, if any) or by the slot rule `policy`, in one `collect` call that
-    stores nothing: how often each action was taken (validation, and scoring the slot rules, run
-    a whole trace at a time)."""
+    the teacher it favours, if any) or by the teacher `policy`, in one `collect` call that stores
+    nothing: how often each action was taken (validation, and scoring the teacher cut or whole,
+    run a whole trace at a time)."""
     layout = env.layout
     if isinstance(policy, GreedyPolicy):
         weights, teacher_steps, bonus = policy.weights, 0, policy.bonus
         favour = policy.favour
-        if favour is not None and not isinstance(favour, SlotRule):
-            raise TypeError(f"a policy played in one call favours a slot rule, not {favour!r}")
-        rule = rules.no_rule_arguments(env.layout) if favour is None else favour.kernel_arguments
+        if favour is not None and not isinstance(favour, BaselineTeacher):
+            raise TypeError(f"a policy played in one call favours its baseline, not {favour!r}")
+        rule = no_teacher_arguments(layout) if favour is None else favour.kernel_arguments
+        network = network_arguments(weights)
     else:
-        no_network = np.zeros(0, np.float32), np.zeros((0, 4), np.int64), 1
-        weights, rule, teacher_steps = NumpyWeights(*no_network), policy.kernel_arguments, 2**62
-        bonus = 0.0
+        rows = np.zeros((1, 1), np.int64)
+        network = np.zeros(0, np.float32), np.zeros((0, 4), np.int64), 1, rows, layout.actions
+        rule, teacher_steps, bonus = policy.kernel_arguments, 2**62, 0.0
     unused = NStepCollector(1, 1.0, layout.size, layout.actions).window
     nothing = ReplayBuffer(1, layout.size, layout.actions, seed=0)
     counts = np.zeros(layout.actions, dtype=np.int64)
@@ -227,9 +225,7 @@ def play(env: SchedulingEnv, policy: GreedyPolicy | SlotRule) -> np.ndarray:
         nothing.transitions,
         nothing.cursor,
         1.0,
-        weights.params,
-        weights.layout,
-        weights.n_heads,
+        *network,
         bonus,
         *rule,
         np.array([0.0, 0.0, 1.0]),  # epsilon 0: greedy

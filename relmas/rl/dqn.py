@@ -216,11 +216,19 @@ class Learner:
     explore_seed: int  # of `explore_uniform`
 
     @classmethod
-    def create(cls, config: DQNConfig, obs_dim: int, n_actions: int) -> Learner:
-        """A fresh learner: the network from `torch.manual_seed(config.seed)`, replay sampling
-        and exploration from seeds derived from `config.seed`."""
+    def create(
+        cls,
+        config: DQNConfig,
+        obs_dim: int,
+        n_actions: int,
+        rows: np.ndarray | None = None,
+        per_row: int | None = None,
+    ) -> Learner:
+        """A fresh learner: the network (scoring `rows` of the observation, `per_row` scores
+        each; None: a plain MLP, `QNetwork`) from `torch.manual_seed(config.seed)`, replay
+        sampling and exploration from seeds derived from `config.seed`."""
         torch.manual_seed(config.seed)
-        online = QNetwork(obs_dim, n_actions, config.hidden, config.dueling)
+        online = QNetwork(obs_dim, n_actions, config.hidden, config.dueling, rows, per_row)
         target = copy.deepcopy(online)
         optimizer = torch.optim.Adam(online.parameters(), lr=config.learning_rate)
         replay_seed, explore_seed = np.random.SeedSequence(config.seed).spawn(2)

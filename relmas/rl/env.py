@@ -1,8 +1,9 @@
 """The scheduling problem as a Gymnasium environment: one episode = one job trace, simulated.
 
-A step is one decision of the engine's stepping API: start one candidate job on the fastest idle
-instance for its next layer (whole, or for a resizing agent possibly cut into pieces), or wait for
-the next event (candidates, features and mask: `relmas.rl.observation`). The episode ends when
+A step is one decision of the engine's stepping API: start one candidate job's next layer on an
+idle instance of one accelerator type (whole, or for a resizing agent possibly cut into pieces),
+or wait for the next event (candidates, features, mask and the teacher's action:
+`relmas.rl.observation`). The episode ends when
 every job has finished or been dropped past its firm deadline (`terminated`).
 
 Reward (docs/relmas.md), for jobs weighted w_i = p_i^e / mean_j(p_j^e) by priority p_i (e = 0:
@@ -43,16 +44,18 @@ import polars as pl
 from numba import njit
 
 from relmas.hw import jit_cache
-from relmas.policies import kernels as heuristic_kernels
+from relmas.policies import placement as placement_module
+from relmas.policies import rules as baseline_rules
 from relmas.policies import triage
-from relmas.policies.kernels import Planner, plan
 from relmas.policies.triage import feasible, service_rates
 from relmas.rl import observation as observation_module
 from relmas.rl.observation import (
     FEATURE_BOUND,
     ObservationSettings,
     Observer,
+    Reference,
     deficit,
+    first_idle,
     observation_layout,
     observe,
     resolve_service,
@@ -157,15 +160,12 @@ class EnvArrays(NamedTuple):
     T: Tables
     P: Pieces
     S: State
-    planner: Planner  # the reference heuristic's (its pick is slot 0)
-    reference: np.ndarray  # int64[1]: the reference heuristic's rule code
-    alpha: np.ndarray  # float64[1]: its parameter
+    R: Reference  # the reference baseline (its job is slot 0, its action the teacher's)
     scales: np.ndarray  # float64[3]: tau, tau_layer, bandwidth capacity
     tenant_target: np.ndarray  # float64[tenants] with service-level features, else empty
     tenant_rates: np.ndarray  # float64[2, tenants]: the tenants' rates so far and ready jobs
     # (`service_rates`), for the deficit weighting
     slots: np.ndarray  # int64[slots]: the job of each slot (-1 = empty)
-    targets: np.ndarray  # int64[slots]: the instance each slot's job would start on
     obs: np.ndarray  # float32[features]: the observation at the current decision point
     mask: np.ndarray  # bool[actions]: the valid actions there
     penalized: np.ndarray  # int8[jobs]: 1 once a job's miss is charged
@@ -203,22 +203,7 @@ def reach_decision(E: EnvArrays) -> tuple[bool, float]:
     hopeless = 0.0
     potential = 0.0
     if status == STATUS_DECISION:
-        count = plan(T, S, E.planner, E.reference[0], E.alpha[0])
-        reference = E.planner.out_job[0] if count > 0 else -1
-        can_wait = access.can_wait(S)
-        observe(
-            T,
-            E.P,
-            S,
-            E.scales,
-            E.tenant_target,
-            reference,
-            can_wait,
-            E.obs,
-            E.slots,
-            E.targets,
-            E.mask,
-        )
+        observe(T, E.P, S, E.R, E.scales, E.tenant_target, E.obs, E.slots, E.mask)
         _, hopeless, potential = settle(
             T.remaining_work, S, E.penalized, E.weight, E.initial_work, deficit_weight, rates
         )
@@ -253,25 +238,20 @@ def reach_decision(E: EnvArrays) -> tuple[bool, float]:
 
 @njit(cache=True, inline="always")  # no call overhead per step
 def apply_action(
-    T: Tables,
-    P: Pieces,
-    S: State,
-    slots: np.ndarray,
-    targets: np.ndarray,
-    actions: int,
-    action: int,
+    T: Tables, P: Pieces, S: State, slots: np.ndarray, actions: int, action: int
 ) -> None:
     """Count the decision and apply the valid `action` of `actions` (the last one waits): start
-    the job of its slot (`slots`, observed with its instance in `targets`) on that instance, its
+    the job of its slot (`slots`) on the lowest-index idle instance of its accelerator type, its
     next layer whole, cut by the action's split variant, or the next piece of a cut layer."""
     access.count_decision(S)
     wait = actions - 1
     if action == wait:
         access.request_wait(S)
         return
-    variants = wait // slots.shape[0]
-    slot, split = action // variants, action % variants
-    job, accelerator = slots[slot], targets[slot]
+    types = T.latency.shape[1]
+    variants = wait // (slots.shape[0] * types)
+    pair, split = action // variants, action % variants
+    job, accelerator = slots[pair // types], first_idle(S, pair % types)
     if split == 0 and access.job_pieces_left(S, job) == 0:
         start_layer(T, S, job, accelerator)
     else:
@@ -282,7 +262,7 @@ def apply_action(
 def env_step(E: EnvArrays, action: int) -> tuple[float, float, bool]:
     """Apply the valid `action` at the current decision point, then run to the next one. Returns
     (reward, credit, terminated): reward = credit + the potential-based shaping."""
-    apply_action(E.T, E.P, E.S, E.slots, E.targets, E.mask.shape[0], action)
+    apply_action(E.T, E.P, E.S, E.slots, E.mask.shape[0], action)
     before = E.values[VALUE_POTENTIAL]
     terminated, credit = reach_decision(E)
     after = E.values[VALUE_POTENTIAL]
@@ -294,8 +274,8 @@ def env_step(E: EnvArrays, action: int) -> tuple[float, float, bool]:
 # of these sources changes.
 jit_cache.refresh(
     env_step,
-    (engine_kernels, access, triage, heuristic_kernels, observation_module, service_module)
-    + (sys.modules[__name__],),
+    (engine_kernels, access, triage, placement_module, baseline_rules, observation_module)
+    + (service_module, sys.modules[__name__]),
     stamp="relmas-rl-env.sha256",
 )
 
@@ -320,9 +300,10 @@ def job_groups(jobs: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class SchedulingEnv(gym.Env):
     """Gymnasium environment over `Engine` for one trace `jobs` on `system` (see module doc).
 
-    `info["action_mask"]` marks the valid actions (slots holding a job; "wait" unless waiting would
-    deadlock). An action outside the mask (e.g. `action_space.sample()`) is replaced by the first
-    valid one and flagged with `info["invalid_action"]`; trained agents never send one.
+    `info["action_mask"]` marks the valid actions ((slot, type) pairs of a slot holding a job and
+    a type with an idle instance; "wait" unless waiting would deadlock). An action outside the
+    mask (e.g. `action_space.sample()`) is replaced by the first valid one and flagged with
+    `info["invalid_action"]`; trained agents never send one.
     `info["credit"]` is the step's credit alone (the reward without the shaping); `gamma` is the
     learner's discount, which the potential-based shaping must use.
     """
@@ -362,7 +343,7 @@ class SchedulingEnv(gym.Env):
         super().reset(seed=seed)
         engine = self.engine = Engine(self.system, self.tables, self.jobs)
         observer = self.observer = Observer(engine, self.observation_settings)
-        reference, settings = observer.reference, self.reward_settings
+        settings = self.reward_settings
         weight = settings.job_weights(engine.jobs["priority"].to_numpy())
         group, group_size, group_target = job_groups(engine.jobs)
         tables = engine.tables
@@ -370,14 +351,11 @@ class SchedulingEnv(gym.Env):
             T=engine.kernel_tables,
             P=engine.kernel_pieces,
             S=engine.state,
-            planner=reference.planner,
-            reference=np.array([reference.code], dtype=np.int64),
-            alpha=np.array([reference.alpha]),
+            R=observer.reference,
             scales=observer.scales,
             tenant_target=observer.tenant_target,
             tenant_rates=np.ones((2, len(engine.tenants))),
             slots=observer.slots,
-            targets=observer.targets,
             obs=np.zeros(self.layout.size, dtype=np.float32),
             mask=np.zeros(self.layout.actions, dtype=bool),
             penalized=np.zeros(engine.jobs.height, dtype=np.int8),
@@ -410,6 +388,12 @@ class SchedulingEnv(gym.Env):
             action = int(np.flatnonzero(mask)[0])
         reward, credit, terminated = self._step(self.arrays, action)
         return self.arrays.obs.copy(), reward, terminated, False, self._info(invalid, credit)
+
+    @property
+    def network_rows(self) -> tuple[np.ndarray, int]:
+        """What the agent's network scores (`relmas.rl.network.QNetwork`): a row per (slot,
+        type) pair and one for wait (`Layout.rows`), a score per split variant each."""
+        return self.layout.rows, self.layout.variants
 
     @property
     def penalized(self) -> np.ndarray:

@@ -1,58 +1,56 @@
-"""What the RELMAS agent sees and chooses from at a decision point: candidate jobs, features, mask.
+"""What the RELMAS agent sees and chooses from at a decision point: candidate jobs, the accelerator
+types, their pairs, the mask, and its teacher's action.
 
-One action assigns one ready job to an idle accelerator instance (or waits). The candidates are not
-simply the M earliest deadlines: under overload those are jobs that can no longer make it, and
-serving them first is what makes EDF collapse. The slots are, in this order:
+One action starts one ready job's next layer on an idle instance of one accelerator type (the
+lowest-index idle instance of that type: instances of a type are alike), or waits. The action is
+a (candidate slot, accelerator type) pair, for a resizing agent also a split variant. The
+candidates are not simply the M earliest deadlines: under overload those are jobs that can no
+longer make it, and serving them first is what makes EDF collapse. The slots are, in this order:
 
-- slot 0, the *reference*: the job a configured heuristic (e.g. `sjf`) would start first, so that
-  the agent can always do what that heuristic does (and the warm start can imitate it);
+- slot 0, the *reference*: the job the reference baseline (a rule baseline with its placement,
+  `relmas.policies.rules.choose`, `Reference`) starts now, empty when it waits; its action
+  (slot 0, the type of its instance), or wait, is the *teacher's* action, so that the agent can
+  always do exactly what that baseline does (tested: schedule for schedule);
 - `candidates` slots: the feasible jobs with the least remaining work (SJF among feasible jobs);
 - `candidates` slots: the feasible jobs with the earliest deadlines (EDF among feasible jobs);
 - one slot: the hopeless job with the least remaining work (work for otherwise idle instances);
 - with service levels (`ObservationSettings.service`), `candidates` more slots: the feasible jobs
   of the tenants furthest below their targets (deficit = target - the tenant's deadline-hit rate
-  so far; a job without a target ranks after every job with one), ties by least remaining work:
-  the candidates of a deficit-first rule, which the SJF and EDF rankings need not hold.
+  so far; a job without a target ranks after every job with one), ties by least remaining work.
 
 *Feasible* = it can still meet its deadline: slack >= remaining work at full speed on the best
-types. A job that is not feasible has certainly missed (no layer runs faster than its `latency_s`),
-which is also when the reward charges its miss. This test and the two holding tests behind the
-features and the mask (a busy instance would end the layer sooner; the start would oversubscribe
-the bandwidth) are `relmas.policies.triage`'s, shared with the rule baselines.
+types (`relmas.policies.triage`, shared with the rule baselines).
 
-A chosen job goes to the *fastest free instance* for its next layer (the heuristics' rule;
-choosing the instance type as well changed the SLA rate by under 1% with hand-written rules, not
-worth multiplying the actions). The last action is "wait":
-start nothing until the next event. It is valid only when no candidate could start on an instance
-of its own fastest type, or when every candidate would push the running layers' bandwidth demand
-above the shared bandwidth — waiting is for holding work back from slow instances and from a
-saturated memory, never for idling a fast instance that has bandwidth to run (an agent free to wait
-learned, on a light scenario, to idle four instances in six while a burst's queue grew to over a
-hundred jobs). Oversubscribed bandwidth slows every running layer alike under proportional sharing,
-compute-bound ones too: SJF among feasible jobs that also holds back such starts meets 0.725 of
-mixed_small's validation deadlines instead of 0.625 (docs/relmas.md, "Holding back").
+The observation is factored for a network that scores every (slot, type) pair with one set of
+weights (`relmas.rl.network`, Decima-like): per slot its job's features, per type its instances'
+features, per (slot, type) pair the layer's costs on that type (`PairFeature`: its latency,
+bytes, its cost with the bandwidth the running layers leave, `relmas.policies.placement._cost`,
+whether it ends before an instance of the layer's home type frees up, ...), then the global
+features. `Layout.rows` says which features each pair's score reads.
 
-With `resize` (the `relmas_resize` policy, docs/gacer.md) an action also picks how to cut the
-chosen job's next layer: one action per (slot, split variant of the piece tables), variant 0 the
-whole layer. A cut is offered only for a layer not started yet that the variant really cuts; a job
-whose layer is already cut offers only variant 0, which starts its next piece. Each slot then also
-shows the pieces its layer still has to start and, per variant, when the cut layer would finish on
-the idle instances and the cut's extra DRAM traffic, both against the uncut layer on the target
-instance — what GACER's search weighs: parallelism gained against traffic added.
+The mask: a pair is valid iff the slot holds a job and the type has an idle instance (a split
+variant >= 1 also only for a layer not started yet that it really cuts). Wait is valid only when
+waiting cannot deadlock (something runs or a job is still to arrive) and either no candidate could
+start on an instance of its own fastest type, or every candidate would push the running layers'
+bandwidth demand above the shared bandwidth on the fastest idle instance (docs/relmas.md,
+"Holding back"), or the teacher waits (a placement may hold work back while an instance of a type
+it does not use is idle).
 
-Service levels are an option of the observation, not a new version of it: with
-`service` each slot also shows its job's target, its tenant's rate so far, deficit and share of
-the ready jobs, and the globals the worst deficit and the share of tenants below target; without
-it (agents trained before, scenarios without targets by default) the layout is the one before.
+With `resize` (the `relmas_resize` policy, docs/gacer.md) a pair also picks how to cut the layer:
+one action per (slot, type, split variant), variant 0 the whole layer, the first piece on the
+pair's type; a job whose layer is already cut offers only variant 0, its next piece. Each pair
+then also shows, per variant, when the cut layer would finish on the idle instances and the cut's
+extra DRAM traffic, against the whole layer on that type.
+
+Service levels are an option of the observation: with `service` each slot also shows its job's
+target, its tenant's rate so far, deficit and share of the ready jobs, and the globals the worst
+deficit and the share of tenants below target.
 
 Features (docs/relmas.md lists them all) are computed by one Numba kernel from the engine's state
-arrays in three steps (pick the candidates, write the features, build the mask), a few
-microseconds per decision, and normalised by two time scales of the system: tau, the mean isolated
-latency of the configured models, and tau_layer, the mean best latency of a layer. Where each
-feature sits is named once, in the feature table below (`SlotFeature`, `InstanceFeature`,
-`GlobalFeature`, `Layout`), for the kernel that writes them and every reader (the slot rules).
-The reward's bookkeeping (which jobs certainly missed, the progress potential) is the
-environment's (`relmas.rl.env`).
+arrays, normalised by two time scales of the system: tau, the mean isolated latency of the
+configured models, and tau_layer, the mean best latency of a layer. Where each feature sits is
+named once, in the feature table below. The reward's bookkeeping is the environment's
+(`relmas.rl.env`).
 """
 
 from __future__ import annotations
@@ -68,9 +66,12 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from relmas import catalog
 from relmas.hw import jit_cache
-from relmas.policies import make_policy, triage
-from relmas.policies.heuristics import HeuristicPolicy
+from relmas.policies import make_policy, placement, triage
+from relmas.policies import rules as baseline_rules
+from relmas.policies.placement import ALL, HOME_TOLERANCE, _cost
+from relmas.policies.rules import RuleBaseline, choose
 from relmas.policies.triage import (
     busy_gain,
     earliest_finish,
@@ -86,20 +87,17 @@ from relmas.sim.engine import DecisionView, Engine
 from relmas.sim.kernels import Pieces, State, Tables
 
 # Version of the feature set below: agents and resumable runs of another version are refused.
-# The service-level features are an option of the observation (`ObservationSettings.service`,
-# recorded in agent.json), not a version: agents without them keep their layout.
-FEATURES_VERSION = 2  # 2: bandwidth demands and the finish on a busy instance (holding back)
+FEATURES_VERSION = 3  # 3: (slot, type) pair actions, the rule baseline's reference slot
 FEATURE_BOUND = 30.0  # features are clipped to [-FEATURE_BOUND, FEATURE_BOUND]
 
 
 # The feature table: the one definition of where each feature sits, for the kernel that writes
-# them and for every reader (the slot rules, tests). docs/relmas.md explains each.
+# them and for every reader (the teacher's cut, tests). docs/relmas.md explains each.
 
 
 class SlotFeature(IntEnum):
-    """Offsets within a slot's features. After them: per accelerator type t the next layer's
-    latency (at SLOT_BASE_FEATURES + t), then its demand (at SLOT_BASE_FEATURES + types + t),
-    then for a resizing agent the cut features (`Layout.cut_feature`)."""
+    """Offsets within a slot's features (its job's). After them: for a resizing agent the share
+    of its layer's pieces not started yet, then with `service` the service-level features."""
 
     PRESENT = 0  # 1 if the slot holds a job
     FEASIBLE = 1  # 1 if the job can still meet its deadline
@@ -109,21 +107,37 @@ class SlotFeature(IntEnum):
     WORK_LEFT = 5  # remaining work / isolated latency
     PRIORITY = 6  # priority / 9
     WAITED = 7  # log(1 + time since ready / tau)
-    SLOWDOWN = 8  # log(latency on its target / best latency)
-    DEMAND = 9  # bandwidth demand on its target / capacity
-    BUSY_GAIN = 10  # log(latency on its target / earliest end on any instance, busy ones too)
 
 
-class InstanceFeature(IntEnum):
-    """Offsets within an instance's features."""
+class TypeFeature(IntEnum):
+    """Offsets within an accelerator type's features (over its instances)."""
 
-    IDLE = 0  # 1 if idle
-    BUSY_LEFT = 1  # log(1 + busy time left at current rates / tau_layer)
-    BANDWIDTH = 2  # bandwidth it uses now / capacity
+    INSTANCES = 0  # its instances / all instances
+    IDLE = 1  # its idle instances / its instances
+    BUSY_LEFT = 2  # log(1 + least busy time left of its instances at current rates / tau_layer)
+    BANDWIDTH = 3  # bandwidth its running layers use now / capacity
+    DEMAND = 4  # full-speed bandwidth demand of its running layers / capacity
+
+
+class PairFeature(IntEnum):
+    """Offsets within a (slot, type) pair's features: the slot's next layer on that type. After
+    them, for a resizing agent, (finish, extra traffic) per split variant >= 1
+    (`Layout.cut_finish_feature`)."""
+
+    STARTS = 0  # 1 if the slot holds a job and the type has an idle instance
+    LATENCY = 1  # log(1 + latency / tau_layer)
+    SLOWDOWN = 2  # log(latency / best latency)
+    DEMAND = 3  # full-speed bandwidth demand / capacity
+    COST = 4  # log(max(latency, bytes / bandwidth left) / latency): placement._cost
+    HOME = 5  # 1 if the type is the layer's home (least cost with the bandwidth left)
+    BEFORE_HOME = 6  # 1 if it ends before an instance of the home type frees up
+    LEFT_SHARE = 7  # demand / bandwidth the running layers leave (FEATURE_BOUND if none)
+    BUSY_GAIN = 8  # log(latency / earliest end on any instance, busy ones too)
+    TEACHER = 9  # 1 on the teacher's pair
 
 
 class GlobalFeature(IntEnum):
-    """Offsets within the global features (after every slot's and instance's)."""
+    """Offsets within the global features (after every slot's, type's and pair's)."""
 
     QUEUE = 0  # log(1 + ready jobs)
     FEASIBLE = 1  # log(1 + feasible ready jobs)
@@ -133,6 +147,7 @@ class GlobalFeature(IntEnum):
     IDLE = 5  # share of idle instances
     CAN_WAIT = 6  # 1 if waiting is allowed
     RUNNING_DEMAND = 7  # full-speed bandwidth demand of the running layers / capacity
+    TEACHER_WAITS = 8  # 1 if the teacher waits
 
 
 class ServiceFeature(IntEnum):
@@ -156,19 +171,25 @@ class ServiceGlobalFeature(IntEnum):
 
 
 SLOT_BASE_FEATURES = len(SlotFeature)
-INSTANCE_FEATURES = len(InstanceFeature)
+TYPE_FEATURES = len(TypeFeature)
+PAIR_BASE_FEATURES = len(PairFeature)
 GLOBAL_FEATURES = len(GlobalFeature)
 SERVICE_FEATURES = len(ServiceFeature)
 SERVICE_GLOBAL_FEATURES = len(ServiceGlobalFeature)
 
 
 @njit(cache=True)
-def slot_width(types: int, variants: int, service: bool) -> int:
-    """Features per slot: the base ones, latency and demand per type, then with split variants
-    the share of pieces left and (finish, extra traffic) per variant >= 1, then with `service`
-    the service-level ones."""
-    cuts = 1 + 2 * (variants - 1) if variants > 1 else 0
-    return SLOT_BASE_FEATURES + 2 * types + cuts + (SERVICE_FEATURES if service else 0)
+def slot_width(variants: int, service: bool) -> int:
+    """Features per slot: the base ones, with split variants the share of pieces left, with
+    `service` the service-level ones."""
+    return SLOT_BASE_FEATURES + (1 if variants > 1 else 0) + (SERVICE_FEATURES if service else 0)
+
+
+@njit(cache=True)
+def pair_width(variants: int) -> int:
+    """Features per (slot, type) pair: the base ones, then (finish, extra traffic) per variant
+    >= 1."""
+    return PAIR_BASE_FEATURES + 2 * (variants - 1)
 
 
 @njit(cache=True)
@@ -182,16 +203,17 @@ def deficit(S: State, job: int, rates: np.ndarray) -> float:
 @dataclass(frozen=True)
 class ObservationSettings:
     """`candidates` jobs per ranking (shortest, earliest feasible, and with service levels the
-    deficit ranking); `reference` heuristic name; `resize`: actions also choose a split variant of
-    the next layer (relmas_resize); `service`: the service-level slots and features (None: whether
-    the jobs carry targets, `resolve_service`; False in an agent.json written before the option).
-    The config keys have the schema's defaults only (`training.observation`,
-    relmas.config.schema_defaults)."""
+    deficit ranking); `reference`: the rule baseline of slot 0 and the teacher (`best`: the best
+    rule or target-aware baseline on validation, resolved at training) with its `placement`
+    (`Placement.parse`'s forms; not a config key: chosen with it); `resize`: actions also choose
+    a split variant (relmas_resize; not a config key); `service`: the service-level slots and
+    features (None: whether the jobs carry targets, `resolve_service`)."""
 
     candidates: int
     reference: str
     resize: bool = False  # not a config key: set by the policy trained (relmas.rl.run)
     service: bool | None = False
+    placement: str = ALL  # not a config key: the reference's, chosen on validation
 
     @property
     def slots(self) -> int:
@@ -227,81 +249,138 @@ class Layout:
 
     @cached_property
     def slot_features(self) -> int:
-        return slot_width.py_func(self.types, self.variants, self.service)
+        return slot_width.py_func(self.variants, self.service)
+
+    @cached_property
+    def pair_features(self) -> int:
+        return pair_width.py_func(self.variants)
+
+    @property
+    def globals(self) -> int:
+        return GLOBAL_FEATURES + (SERVICE_GLOBAL_FEATURES if self.service else 0)
 
     @property
     def size(self) -> int:
-        service = SERVICE_GLOBAL_FEATURES if self.service else 0
-        return self._global_features + GLOBAL_FEATURES + service
+        return self._global_features + self.globals
+
+    @property
+    def pairs(self) -> int:
+        return self.slots * self.types
 
     @property
     def actions(self) -> int:
-        return self.slots * self.variants + 1  # the last one waits
+        return self.pairs * self.variants + 1  # the last one waits
 
-    def action(self, slot: int, variant: int = 0) -> int:
-        """The action that starts `slot`'s job with split `variant`."""
-        return slot * self.variants + variant
+    def action(self, slot: int, kind: int, variant: int = 0) -> int:
+        """The action that starts `slot`'s job on an idle instance of type `kind`, split
+        `variant`."""
+        return (slot * self.types + kind) * self.variants + variant
 
     def slot_of(self, action: int) -> int:
-        return action // self.variants
+        return action // (self.types * self.variants)
+
+    def type_of(self, action: int) -> int:
+        return (action // self.variants) % self.types
 
     def variant_of(self, action: int) -> int:
         """Split variant of `action` (0 for whole layers and for wait)."""
         return 0 if action == self.actions - 1 else action % self.variants
 
-    def slot_feature(self, slot: int, feature: SlotFeature) -> int:
+    def slot_feature(self, slot: int, feature: int) -> int:
         """Index of `slot`'s `feature` in the observation."""
         return slot * self.slot_features + feature
 
-    def global_feature(self, feature: GlobalFeature) -> int:
-        """Index of the global `feature` in the observation."""
+    def type_feature(self, kind: int, feature: TypeFeature) -> int:
+        """Index of type `kind`'s `feature`."""
+        return type_index.py_func(self.sizes, kind, feature)
+
+    def pair_feature(self, slot: int, kind: int, feature: int) -> int:
+        """Index of the (`slot`, `kind`) pair's `feature`."""
+        return pair_index.py_func(self.sizes, slot, kind, feature)
+
+    def global_feature(self, feature: int) -> int:
+        """Index of the global `feature`."""
         return global_index.py_func(self.sizes, feature)
 
     def service_feature(self, slot: int, feature: ServiceFeature) -> int:
         """Index of `slot`'s service-level `feature` (a layout with `service`)."""
-        return service_index.py_func(self.sizes, slot, feature)
+        return (slot + 1) * self.slot_features - SERVICE_FEATURES + feature
 
     def service_global_feature(self, feature: ServiceGlobalFeature) -> int:
         """Index of the service-level global `feature` (a layout with `service`)."""
-        return global_index.py_func(self.sizes, GLOBAL_FEATURES + feature)
+        return self.global_feature(GLOBAL_FEATURES + feature)
 
-    def cut_finish_feature(self, slot: int, variant: int) -> int:
-        """Index of `slot`'s feature: log finish of its layer cut by `variant` >= 1, against the
-        whole layer."""
-        return cut_finish_index.py_func(self.sizes, slot, variant)
+    def cut_finish_feature(self, slot: int, kind: int, variant: int) -> int:
+        """Index of the pair's log finish of its layer cut by `variant` >= 1, against the whole
+        layer on that type."""
+        return cut_finish_index.py_func(self.sizes, slot, kind, variant)
 
     @cached_property
     def sizes(self) -> np.ndarray:
-        """(slots, variants, features per slot, types, instances): the layout for the jitted
-        readers of an observation below."""
-        sizes = (self.slots, self.variants, self.slot_features, self.types, self.instances)
+        """(slots, variants, features per slot, types, instances, features per pair): the
+        layout for the jitted readers of an observation below."""
+        sizes = (
+            self.slots,
+            self.variants,
+            self.slot_features,
+            self.types,
+            self.instances,
+            self.pair_features,
+        )
         return np.array(sizes, dtype=np.int64)
+
+    @cached_property
+    def rows(self) -> np.ndarray:
+        """int64[pairs + 1, inputs]: which observation entries each score reads, for the pair
+        network (`relmas.rl.network`): row (slot x types + type) the slot's, the type's and the
+        pair's features, the globals and 0 (not wait); the last row the globals and 1 (wait).
+        Index `size` stands for 0, `size` + 1 for 1."""
+        zero, one = self.size, self.size + 1
+        width = self.slot_features + TYPE_FEATURES + self.pair_features + self.globals + 1
+        rows = np.full((self.pairs + 1, width), zero, dtype=np.int64)
+        at_globals = self._global_features + np.arange(self.globals)
+        for slot in range(self.slots):
+            slot_at = slot * self.slot_features + np.arange(self.slot_features)
+            for kind in range(self.types):
+                type_at = self.type_feature(kind, 0) + np.arange(TYPE_FEATURES)
+                pair_at = self.pair_feature(slot, kind, 0) + np.arange(self.pair_features)
+                rows[slot * self.types + kind, :-1] = np.concatenate(
+                    [slot_at, type_at, pair_at, at_globals]
+                )
+        rows[-1, -1 - self.globals : -1] = at_globals
+        rows[-1, -1] = one
+        return rows
 
     @cached_property
     def _global_features(self) -> int:
         return self.global_feature(0)
 
 
-# Jitted readers of an observation laid out by `sizes` (`Layout.sizes`): what the slot rules read
-# back, inside a training loop's kernel too.
+# Jitted readers of an observation laid out by `sizes` (`Layout.sizes`).
+
+
+@njit(cache=True)
+def type_index(sizes: np.ndarray, kind: int, feature: int) -> int:
+    """Index of type `kind`'s `feature`, after every slot's."""
+    return sizes[0] * sizes[2] + kind * TYPE_FEATURES + feature
+
+
+@njit(cache=True)
+def pair_index(sizes: np.ndarray, slot: int, kind: int, feature: int) -> int:
+    """Index of the (`slot`, `kind`) pair's `feature`, after every type's."""
+    return type_index(sizes, sizes[3], 0) + (slot * sizes[3] + kind) * sizes[5] + feature
 
 
 @njit(cache=True)
 def global_index(sizes: np.ndarray, feature: int) -> int:
-    """Index of the global `feature`, after every slot's and instance's."""
-    return sizes[0] * sizes[2] + sizes[4] * INSTANCE_FEATURES + feature
+    """Index of the global `feature`, after every pair's."""
+    return pair_index(sizes, sizes[0], 0, 0) + feature
 
 
 @njit(cache=True)
-def service_index(sizes: np.ndarray, slot: int, feature: int) -> int:
-    """Index of `slot`'s service-level `feature`, the last of its features."""
-    return (slot + 1) * sizes[2] - SERVICE_FEATURES + feature
-
-
-@njit(cache=True)
-def cut_finish_index(sizes: np.ndarray, slot: int, variant: int) -> int:
-    """Index of `slot`'s log finish of its layer cut by `variant` >= 1."""
-    return slot * sizes[2] + SLOT_BASE_FEATURES + 2 * sizes[3] + 2 * variant - 1
+def cut_finish_index(sizes: np.ndarray, slot: int, kind: int, variant: int) -> int:
+    """Index of the pair's log finish of its layer cut by `variant` >= 1."""
+    return pair_index(sizes, slot, kind, PAIR_BASE_FEATURES + 2 * variant - 2)
 
 
 @njit(cache=True)
@@ -317,29 +396,60 @@ def idle_instances(obs: np.ndarray, sizes: np.ndarray) -> int:
 
 
 @njit(cache=True)
-def waits_for_busy(obs: np.ndarray, sizes: np.ndarray, slot: int) -> bool:
-    """Whether `slot`'s layer would end sooner on a busy instance, once its task ends, than on
-    the idle instance it would get."""
-    return triage.waits_for_busy(float(obs[slot * sizes[2] + SlotFeature.BUSY_GAIN]))
+def teacher_action(
+    obs: np.ndarray, mask: np.ndarray, sizes: np.ndarray, cut_pieces: np.ndarray
+) -> int:
+    """The teacher's action, read back from the observation: the reference baseline's (its pair
+    of slot 0, `PairFeature.TEACHER`, or wait, `GlobalFeature.TEACHER_WAITS`), cut with
+    `cut_pieces` (pieces of each split variant; empty: whole layers) onto spare idle instances —
+    GACER's use of resizing: when more instances are idle than jobs are ready, by the variant
+    whose pieces would finish first on the idle instances if that beats the whole layer and the
+    spare instances take its pieces."""
+    wait = mask.shape[0] - 1
+    if obs[global_index(sizes, GlobalFeature.TEACHER_WAITS)] == 1.0:
+        return wait
+    variants, types = sizes[1], sizes[3]
+    kind = 0
+    while obs[pair_index(sizes, 0, kind, PairFeature.TEACHER)] != 1.0:
+        kind += 1
+        if kind == types:
+            raise RuntimeError("the observation shows no teacher's action")
+    teacher = kind * variants  # slot 0's pair
+    if cut_pieces.shape[0] == 0:
+        return teacher
+    spare = idle_instances(obs, sizes) - queue_length(obs, sizes)
+    best, chosen = 0.0, teacher  # log(cut finish / whole finish): cut only if below
+    for variant in range(1, variants):
+        action = teacher + variant
+        if mask[action] and cut_pieces[variant] <= 1 + spare:
+            finish = obs[cut_finish_index(sizes, 0, kind, variant)]
+            if finish < best:
+                best, chosen = finish, action
+    return chosen
 
 
-@njit(cache=True)
-def oversubscribes(obs: np.ndarray, sizes: np.ndarray, slot: int) -> bool:
-    """Whether starting `slot`'s job would push the running layers' bandwidth demand above the
-    shared bandwidth (never while nothing runs)."""
-    running = float(obs[global_index(sizes, GlobalFeature.RUNNING_DEMAND)])
-    demand = float(obs[slot * sizes[2] + SlotFeature.DEMAND])
-    return triage.oversubscribes(running, demand, 1.0)  # shares of the capacity
+class Reference(NamedTuple):
+    """The reference baseline as the observation kernel runs it (`relmas.policies.rules.choose`'s
+    arguments besides the engine's state)."""
+
+    costs: Tables  # its view of the costs (`Placement.tables`)
+    rule: np.ndarray  # int64[5]: rank, patient, gated, ordered, by (`RuleBaseline.parameters`)
+    allowed: np.ndarray  # bool[types]: its placement's types
+    bandwidth: np.ndarray  # bool[1]: its placement is the bandwidth-aware one
 
 
-@njit(cache=True)
-def service_gap(obs: np.ndarray, sizes: np.ndarray, slot: int) -> float:
-    """`deficit` of `slot`'s job read back from its service-level features (target - its
-    tenant's rate so far), -inf without a target: a deficit-first rule's key."""
-    if obs[service_index(sizes, slot, ServiceFeature.HAS_TARGET)] == 0.0:
-        return -np.inf
-    target = float(obs[service_index(sizes, slot, ServiceFeature.TARGET)])
-    return target - float(obs[service_index(sizes, slot, ServiceFeature.ACHIEVED)])
+def reference_baseline(engine: Engine, settings: ObservationSettings) -> Reference:
+    """The kernel arguments of the reference baseline of `settings` (a rule or target-aware
+    baseline, with its placement) on `engine`."""
+    if settings.reference not in catalog.placed():
+        expected = f"a rule or target-aware baseline {list(catalog.placed())}"
+        raise ValueError(f"the reference must be {expected}, not {settings.reference!r}")
+    baseline: RuleBaseline = make_policy(settings.reference, placement=settings.placement)  # type: ignore[assignment]
+    where = baseline.placement
+    allowed = where.allowed(engine.tables.types)
+    view = where.tables(engine.tables, allowed)
+    rule = np.array([int(value) for value in baseline.parameters], dtype=np.int64)
+    return Reference(view, rule, allowed, np.array([where.bandwidth]))
 
 
 @njit(cache=True)
@@ -392,61 +502,64 @@ def observe(
     T: Tables,
     P: Pieces,
     S: State,
+    R: Reference,
     scales: np.ndarray,
     tenant_target: np.ndarray,
-    reference: int,
-    can_wait: bool,
     obs: np.ndarray,
     slots: np.ndarray,
-    targets: np.ndarray,
     mask: np.ndarray,
 ) -> None:
-    """Fill the job of each slot (`slots`, -1 = empty), the instance it would go to (`targets`),
-    the features `obs` and the action `mask`, in three steps: pick the candidates, write the
-    features, build the mask (as many split variants of `P` per slot as `mask` has room for).
+    """Fill the job of each slot (`slots`, -1 = empty), the features `obs` and the action `mask`
+    (as many split variants of `P` per pair as `mask` has room for): the reference baseline `R`
+    decides, its job fills slot 0 and its action is marked (`PairFeature.TEACHER`,
+    `GlobalFeature.TEACHER_WAITS`), then the other candidates, the features and the mask.
 
     `scales` = (tau, tau_layer, bandwidth capacity in B/s); `tenant_target` = each tenant's
     target (`tenant_targets`) for the service-level slots and features, empty without them."""
+    job, instance = choose(
+        R.costs, S, R.rule[0], R.rule[1] != 0, R.rule[2] != 0, R.rule[3] != 0, R.rule[4],
+        R.allowed, R.bandwidth[0],
+    )  # fmt: skip
     access.refresh_rates(S)
     service = tenant_target.shape[0] > 0
     rates = np.empty(access.tenant_count(S) if service else 0)
     tenant_ready = np.empty_like(rates)
     if service:
         service_rates(T, S, rates, tenant_ready)
-    everywhere = np.ones(T.latency.shape[1], dtype=np.bool_)  # the agent places on every type
-    queue, feasible_jobs, feasible_work = _pick_candidates(
-        T, S, reference, slots, targets, rates, everywhere
-    )
+    queue, feasible_jobs, feasible_work = _pick_candidates(T, S, job, slots, rates)
     running_demand, busy_left, idle_types = scan_instances(S)
-    variants = (mask.shape[0] - 1) // slots.shape[0]
-    width = slot_width(T.latency.shape[1], variants, service)
+    n_types = T.latency.shape[1]
+    variants = (mask.shape[0] - 1) // (slots.shape[0] * n_types)
+    width = slot_width(variants, service)
+    sizes = np.array(
+        [
+            slots.shape[0],
+            variants,
+            width,
+            n_types,
+            access.accelerator_count(S),
+            pair_width(variants),
+        ]
+    )
     obs[:] = 0.0
+    idle_of_type = _write_types(S, busy_left, scales, obs, sizes)
     busy_until = np.empty(idle_types.shape[0])  # work array of the cut features' list schedule
+    finishes = np.zeros(variants)  # work array: each cut's list-schedule finish
     for s in range(slots.shape[0]):
         if slots[s] >= 0:
-            _write_slot(
-                T,
-                P,
-                S,
-                scales,
-                slots[s],
-                targets[s],
-                busy_left,
-                idle_types,
-                s * width,
-                variants,
-                busy_until,
-                obs,
-                everywhere,
-            )
+            _write_slot(T, P, S, scales, slots[s], s * width, variants, obs)
             if service:
                 at = (s + 1) * width - SERVICE_FEATURES
                 _write_service(S, slots[s], rates, tenant_ready, queue, obs, at)
-    base = slots.shape[0] * width
-    for a in range(access.accelerator_count(S)):
-        _write_instance(S, a, busy_left[a], scales, obs, base + a * INSTANCE_FEATURES)
-    base += access.accelerator_count(S) * INSTANCE_FEATURES
+            _write_pairs(
+                T, P, S, scales, slots[s], s, idle_of_type, running_demand, busy_left,
+                idle_types, busy_until, finishes, sizes, obs,
+            )  # fmt: skip
+    if job >= 0:
+        obs[pair_index(sizes, 0, access.accelerator_type(S, instance), PairFeature.TEACHER)] = 1.0
+    base = global_index(sizes, 0)
     tau, capacity, instances = scales[0], scales[2], access.accelerator_count(S)
+    can_wait = access.can_wait(S)
     obs[base + GlobalFeature.QUEUE] = np.log1p(queue)
     obs[base + GlobalFeature.FEASIBLE] = np.log1p(feasible_jobs)
     obs[base + GlobalFeature.HOPELESS] = np.log1p(queue - feasible_jobs)
@@ -455,27 +568,21 @@ def observe(
     obs[base + GlobalFeature.IDLE] = idle_types.shape[0] / instances
     obs[base + GlobalFeature.CAN_WAIT] = 1.0 if can_wait else 0.0
     obs[base + GlobalFeature.RUNNING_DEMAND] = _share(running_demand, capacity)
+    obs[base + GlobalFeature.TEACHER_WAITS] = 1.0 if job < 0 else 0.0
     if service:
         _write_service_globals(rates, tenant_target, obs, base + GLOBAL_FEATURES)
     for i in range(obs.shape[0]):
         obs[i] = min(max(obs[i], -FEATURE_BOUND), FEATURE_BOUND)
-    _build_mask(T, P, S, slots, targets, can_wait, running_demand, capacity, mask)
+    _build_mask(T, P, S, slots, idle_of_type, can_wait, job < 0, running_demand, mask)
 
 
 @njit(cache=True, inline="always")  # no call overhead per step
 def _pick_candidates(
-    T: Tables,
-    S: State,
-    reference: int,
-    slots: np.ndarray,
-    targets: np.ndarray,
-    rates: np.ndarray,
-    everywhere: np.ndarray,
+    T: Tables, S: State, reference: int, slots: np.ndarray, rates: np.ndarray
 ) -> tuple[int, int, float]:
-    """The slots' jobs (the module doc's rankings after the `reference` job) and the fastest idle
-    instance for each one's next layer (-1 for an empty slot). With service levels (`rates`, the
-    tenants' rates so far, not empty) also the deficit ranking. Returns (ready jobs, feasible
-    ready jobs, their remaining work)."""
+    """The slots' jobs (the module doc's rankings after the `reference` job). With service
+    levels (`rates`, the tenants' rates so far, not empty) also the deficit ranking. Returns
+    (ready jobs, feasible ready jobs, their remaining work)."""
     now = access.now(S)
     n_slots = slots.shape[0]
     service = rates.shape[0] > 0
@@ -512,11 +619,37 @@ def _pick_candidates(
     slots[1 + k : 1 + 2 * k] = early_job
     slots[1 + 2 * k] = hopeless_job[0]
     slots[2 + 2 * k : 2 + 2 * k + k_deficit] = deficit_job
-    for s in range(n_slots):
-        targets[s] = (
-            -1 if slots[s] < 0 else fastest_idle(T, S, access.job_next_row(S, slots[s]), everywhere)
-        )
     return queue, feasible_jobs, feasible_work
+
+
+@njit(cache=True, inline="always")  # no call overhead per step
+def _write_types(
+    S: State, busy_left: np.ndarray, scales: np.ndarray, obs: np.ndarray, sizes: np.ndarray
+) -> np.ndarray:
+    """Each accelerator type's features; returns its idle instances (int64[types])."""
+    n_types, instances = sizes[3], access.accelerator_count(S)
+    count = np.zeros(n_types, dtype=np.int64)
+    idle = np.zeros(n_types, dtype=np.int64)
+    least = np.full(n_types, np.inf)
+    for a in range(instances):
+        kind = access.accelerator_type(S, a)
+        at = type_index(sizes, kind, 0)
+        count[kind] += 1
+        if access.is_idle(S, a):
+            idle[kind] += 1
+            least[kind] = 0.0
+        else:
+            least[kind] = min(least[kind], busy_left[a])
+            bandwidth = access.task_demand(S, a) * access.task_rate(S, a)
+            obs[at + TypeFeature.BANDWIDTH] += _share(bandwidth, scales[2])
+            obs[at + TypeFeature.DEMAND] += _share(access.task_demand(S, a), scales[2])
+    for kind in range(n_types):
+        at = type_index(sizes, kind, 0)
+        obs[at + TypeFeature.INSTANCES] = count[kind] / instances
+        if count[kind] > 0:
+            obs[at + TypeFeature.IDLE] = idle[kind] / count[kind]
+            obs[at + TypeFeature.BUSY_LEFT] = np.log1p(least[kind] / scales[1])
+    return idle
 
 
 @njit(cache=True, inline="always")  # no call overhead per step
@@ -526,26 +659,17 @@ def _write_slot(
     S: State,
     scales: np.ndarray,
     job: int,
-    target: int,
-    busy_left: np.ndarray,
-    idle_types: np.ndarray,
     base: int,
     variants: int,
-    busy_until: np.ndarray,
     obs: np.ndarray,
-    everywhere: np.ndarray,
 ) -> None:
-    """The features of the slot holding `job` (bound for instance `target`) from `obs[base]`;
-    `everywhere`: every type allowed (bool[types])."""
-    tau, tau_layer, capacity = scales[0], scales[1], scales[2]
+    """The features of the slot holding `job` from `obs[base]`."""
+    tau = scales[0]
     now = access.now(S)
-    n_types = T.latency.shape[1]
     row = access.job_next_row(S, job)
-    kind = access.accelerator_type(S, target)
     remaining = T.remaining_work[row]
     deadline = access.job_deadline(S, job)
     slack = deadline - now
-    latency = T.latency[row, kind]
     obs[base + SlotFeature.PRESENT] = 1.0
     obs[base + SlotFeature.FEASIBLE] = 1.0 if feasible(now, remaining, deadline) else 0.0
     obs[base + SlotFeature.SLACK] = _signed_log(slack / tau)
@@ -554,17 +678,120 @@ def _write_slot(
     obs[base + SlotFeature.WORK_LEFT] = remaining / access.job_isolated(S, job)
     obs[base + SlotFeature.PRIORITY] = access.job_priority(S, job) / 9.0
     obs[base + SlotFeature.WAITED] = np.log1p((now - access.job_ready_since(S, job)) / tau)
-    obs[base + SlotFeature.SLOWDOWN] = np.log(latency / T.best_latency[row])
-    obs[base + SlotFeature.DEMAND] = _share(T.demand[row, kind], capacity)
-    obs[base + SlotFeature.BUSY_GAIN] = busy_gain(
-        latency, earliest_finish(T, S, row, busy_left, everywhere)
-    )
-    for t in range(n_types):
-        obs[base + SLOT_BASE_FEATURES + t] = np.log1p(T.latency[row, t] / tau_layer)
-        obs[base + SLOT_BASE_FEATURES + n_types + t] = _share(T.demand[row, t], capacity)
+    left = access.job_pieces_left(S, job)
+    if variants > 1 and left > 0:
+        obs[base + SLOT_BASE_FEATURES] = left / P.count[row, access.job_split(S, job)]
+
+
+@njit(cache=True, inline="always")  # no call overhead per step
+def _write_pairs(
+    T: Tables,
+    P: Pieces,
+    S: State,
+    scales: np.ndarray,
+    job: int,
+    slot: int,
+    idle_of_type: np.ndarray,
+    running_demand: float,
+    busy_left: np.ndarray,
+    idle_types: np.ndarray,
+    busy_until: np.ndarray,
+    finishes: np.ndarray,
+    sizes: np.ndarray,
+    obs: np.ndarray,
+) -> None:
+    """The features of `slot`'s pairs, its job's next layer on each type: the bandwidth-aware
+    placement's quantities (`relmas.policies.placement.place`) and for a resizing agent its
+    cuts'."""
+    tau_layer, capacity = scales[1], scales[2]
+    row = access.job_next_row(S, job)
+    n_types, variants = sizes[3], sizes[1]
+    left = capacity - running_demand
+    everywhere = np.ones(n_types, dtype=np.bool_)
+    best_cost = np.inf  # the layer's home: the type of least cost with the bandwidth left
+    for a in range(access.accelerator_count(S)):
+        best_cost = min(best_cost, _cost(T, row, access.accelerator_type(S, a), left))
+    home_free = np.inf  # when an instance of the home type frees up
+    for a in range(access.accelerator_count(S)):
+        if _cost(T, row, access.accelerator_type(S, a), left) <= best_cost * (1 + HOME_TOLERANCE):
+            home_free = min(home_free, busy_left[a])
+    earliest = earliest_finish(T, S, row, busy_left, everywhere)
     if variants > 1:
-        cuts_at = base + SLOT_BASE_FEATURES + 2 * n_types
-        _observe_cuts(T, P, S, job, kind, variants, idle_types, busy_until, obs, cuts_at)
+        _cut_finishes(P, S, job, idle_types, busy_until, finishes)
+    for kind in range(n_types):
+        at = pair_index(sizes, slot, kind, 0)
+        latency = T.latency[row, kind]
+        demand = T.demand[row, kind]
+        cost = _cost(T, row, kind, left)
+        obs[at + PairFeature.STARTS] = 1.0 if idle_of_type[kind] > 0 else 0.0
+        obs[at + PairFeature.LATENCY] = np.log1p(latency / tau_layer)
+        obs[at + PairFeature.SLOWDOWN] = np.log(latency / T.best_latency[row])
+        obs[at + PairFeature.DEMAND] = _share(demand, capacity)
+        obs[at + PairFeature.COST] = np.log(cost / latency)
+        obs[at + PairFeature.HOME] = 1.0 if cost <= best_cost * (1 + HOME_TOLERANCE) else 0.0
+        obs[at + PairFeature.BEFORE_HOME] = 1.0 if latency <= home_free else 0.0
+        obs[at + PairFeature.LEFT_SHARE] = FEATURE_BOUND if left <= 0.0 else _share(demand, left)
+        obs[at + PairFeature.BUSY_GAIN] = busy_gain(latency, earliest)
+        if variants > 1:
+            _write_cuts(T, P, row, kind, variants, finishes, obs, at + PAIR_BASE_FEATURES)
+
+
+@njit(cache=True)
+def _cut_finishes(
+    P: Pieces,
+    S: State,
+    job: int,
+    idle_types: np.ndarray,
+    busy_until: np.ndarray,
+    finishes: np.ndarray,
+) -> None:
+    """Per split variant 1 <= v: when `job`'s next layer cut by v would finish, a list schedule of
+    its pieces on the instances idle now (of `idle_types`, one entry of the work array
+    `busy_until` each), each piece on the one where it ends first (0 for a variant that does not
+    cut it): a cut pays only if its pieces find fast enough instances, and a piece on a slow one
+    can end after the whole layer on a fast one."""
+    row = access.job_next_row(S, job)
+    finishes[:] = 0.0
+    for v in range(1, finishes.shape[0]):
+        column = P.offset[v]
+        if P.count[row, v] < 2:
+            continue
+        busy_until[:] = 0.0
+        for piece in range(P.count[row, v]):
+            best, best_end = 0, np.inf
+            for i in range(busy_until.shape[0]):
+                end = busy_until[i] + P.latency[row, column + piece, idle_types[i]]
+                if end < best_end:
+                    best, best_end = i, end
+            busy_until[best] = best_end
+            finishes[v] = max(finishes[v], best_end)
+
+
+@njit(cache=True, inline="always")  # no call overhead per step
+def _write_cuts(
+    T: Tables,
+    P: Pieces,
+    row: int,
+    kind: int,
+    variants: int,
+    finishes: np.ndarray,
+    obs: np.ndarray,
+    at: int,
+) -> None:
+    """A pair's resizing features from `obs[at]`: per split variant 1 <= v the log of when the
+    cut layer would finish (`finishes`) against the whole layer on type `kind`, and the cut's
+    relative extra DRAM traffic there."""
+    whole_latency = T.latency[row, kind]
+    whole_bytes = max(whole_latency * T.demand[row, kind], 1.0)
+    for v in range(1, variants):
+        if P.count[row, v] < 2:
+            continue
+        column = P.offset[v]
+        cut_bytes = 0.0
+        for piece in range(P.count[row, v]):
+            cut_bytes += P.latency[row, column + piece, kind] * P.demand[row, column + piece, kind]
+        obs[at + 2 * v - 2] = np.log(finishes[v] / whole_latency)
+        obs[at + 2 * v - 1] = cut_bytes / whole_bytes - 1.0
 
 
 @njit(cache=True, inline="always")  # no call overhead per step
@@ -610,35 +837,25 @@ def _write_service_globals(
 
 
 @njit(cache=True, inline="always")  # no call overhead per step
-def _write_instance(
-    S: State, a: int, busy_left: float, scales: np.ndarray, obs: np.ndarray, base: int
-) -> None:
-    """The features of instance `a` from `obs[base]`."""
-    if access.is_idle(S, a):
-        obs[base + InstanceFeature.IDLE] = 1.0
-    else:
-        obs[base + InstanceFeature.BUSY_LEFT] = np.log1p(busy_left / scales[1])
-        bandwidth = access.task_demand(S, a) * access.task_rate(S, a)
-        obs[base + InstanceFeature.BANDWIDTH] = _share(bandwidth, scales[2])
-
-
-@njit(cache=True, inline="always")  # no call overhead per step
 def _build_mask(
     T: Tables,
     P: Pieces,
     S: State,
     slots: np.ndarray,
-    targets: np.ndarray,
+    idle_of_type: np.ndarray,
     can_wait: bool,
+    teacher_waits: bool,
     running_demand: float,
-    capacity: float,
     mask: np.ndarray,
 ) -> None:
-    """Valid actions: every filled slot whole; each split variant that really cuts a layer not
-    started yet; wait only if `can_wait` and no candidate could start on an instance of its
-    fastest type, or each would oversubscribe the bandwidth."""
-    n_slots = slots.shape[0]
-    variants = (mask.shape[0] - 1) // n_slots
+    """Valid actions: every filled slot whole on every type with an idle instance; each split
+    variant that really cuts a layer not started yet; wait only if `can_wait` and the teacher
+    waits, or no candidate could start on an instance of its fastest type, or each would
+    oversubscribe the bandwidth on its fastest idle instance."""
+    n_slots, n_types = slots.shape[0], idle_of_type.shape[0]
+    variants = (mask.shape[0] - 1) // (n_slots * n_types)
+    capacity = access.bandwidth_capacity(S)
+    everywhere = np.ones(n_types, dtype=np.bool_)
     best_type_idle = False
     fits = False  # some candidate starts without oversubscribing the bandwidth
     mask[:] = False
@@ -646,70 +863,28 @@ def _build_mask(
         job = slots[s]
         if job < 0:
             continue
-        mask[s * variants] = True
         row = access.job_next_row(S, job)
-        kind = access.accelerator_type(S, targets[s])
+        unstarted = access.job_pieces_left(S, job) == 0
+        for kind in range(n_types):
+            if idle_of_type[kind] == 0:
+                continue
+            first = (s * n_types + kind) * variants
+            mask[first] = True
+            for v in range(1, variants):
+                mask[first + v] = unstarted and P.count[row, v] > 1
+        kind = access.accelerator_type(S, fastest_idle(T, S, row, everywhere))
         best_type_idle = best_type_idle or T.latency[row, kind] <= T.best_latency[row]
         demand = T.demand[row, kind]
         fits = fits or not triage.oversubscribes(running_demand, demand, capacity)
-        for v in range(1, variants):
-            mask[s * variants + v] = access.job_pieces_left(S, job) == 0 and P.count[row, v] > 1
-    mask[n_slots * variants] = can_wait and (not best_type_idle or not fits)
+    wait = mask.shape[0] - 1
+    mask[wait] = can_wait and (teacher_waits or not best_type_idle or not fits)
 
 
-@njit(cache=True)
-def _observe_cuts(
-    T: Tables,
-    P: Pieces,
-    S: State,
-    job: int,
-    kind: int,
-    variants: int,
-    idle_types: np.ndarray,
-    busy_until: np.ndarray,
-    obs: np.ndarray,
-    at: int,
-) -> None:
-    """The resizing features of `job`'s slot from `obs[at]`: share of its layer's pieces not
-    started yet, then per split variant 1 <= v < `variants` the log of when the cut layer would
-    finish against the whole layer on accelerator type `kind` (its target), and the cut's relative
-    extra DRAM traffic there.
-
-    The finish is a list schedule of the pieces on the instances idle now (of `idle_types`, one
-    entry of the work array `busy_until` each), each piece on the one where it ends first: a cut
-    pays only if its pieces find fast enough instances, and a piece on a slow one can end after
-    the whole layer on a fast one."""
-    row = access.job_next_row(S, job)
-    left = access.job_pieces_left(S, job)
-    if left > 0:
-        obs[at] = left / P.count[row, access.job_split(S, job)]
-    idle = busy_until.shape[0]
-    whole_latency = T.latency[row, kind]
-    whole_bytes = max(whole_latency * T.demand[row, kind], 1.0)
-    for v in range(1, variants):
-        column = P.offset[v]
-        if P.count[row, v] < 2:
-            continue
-        busy_until[:] = 0.0
-        finish = 0.0
-        cut_bytes = 0.0
-        for piece in range(P.count[row, v]):
-            best, best_end = 0, np.inf
-            for i in range(idle):
-                end = busy_until[i] + P.latency[row, column + piece, idle_types[i]]
-                if end < best_end:
-                    best, best_end = i, end
-            busy_until[best] = best_end
-            finish = max(finish, best_end)
-            cut_bytes += P.latency[row, column + piece, kind] * P.demand[row, column + piece, kind]
-        obs[at + 2 * v - 1] = np.log(finish / whole_latency)
-        obs[at + 2 * v] = cut_bytes / whole_bytes - 1.0
-
-
-# The cached kernel embeds the engine's accessors: recompile when one of these sources changes.
+# The cached kernel embeds the engine's accessors, the triage tests, the placement and the rule
+# baselines: recompile when one of these sources changes.
 jit_cache.refresh(
     observe,
-    (engine_kernels, access, triage, sys.modules[__name__]),
+    (engine_kernels, access, triage, placement, baseline_rules, sys.modules[__name__]),
     stamp="relmas-rl-observe.sha256",
 )
 
@@ -790,51 +965,54 @@ class Observer:
         self.scales = np.array([tau, tau_layer, capacity])
         self.tenant_target = tenant_targets(engine, settings)
         self.slots = np.full(settings.slots, -1, dtype=np.int64)
-        self.targets = np.full(settings.slots, -1, dtype=np.int64)
-        self.reference: HeuristicPolicy = make_policy(settings.reference)  # type: ignore[assignment]
-        self.reference.reset(engine)
+        self.reference = reference_baseline(engine, settings)
         self._observe = engine_kernels.entry_point(
             observe,
             engine.kernel_tables,
             engine.kernel_pieces,
             engine.state,
+            self.reference,
             self.scales,
             self.tenant_target,
-            0,
-            True,
             np.zeros(self.layout.size, dtype=np.float32),
             self.slots,
-            self.targets,
             np.zeros(self.layout.actions, dtype=bool),
         )
 
     def observe(self, view: DecisionView) -> Observation:
-        """The observation at `view`."""
+        """The observation at `view` (the engine's current decision point)."""
         engine = self.engine
-        first = self.reference.decide(view)
-        reference = first[0][0] if first else -1
         obs = np.empty(self.layout.size, dtype=np.float32)
         mask = np.empty(self.layout.actions, dtype=bool)
         self._observe(
             engine.kernel_tables,
             engine.kernel_pieces,
             engine.state,
+            self.reference,
             self.scales,
             self.tenant_target,
-            reference,
-            view.can_wait,
             obs,
             self.slots,
-            self.targets,
             mask,
         )
         return Observation(obs, mask)
 
     def assignments(self, action: int) -> list[tuple[int, int, int]]:
         """The (job, instance, split variant) that `action` starts ([] = wait), for the last
-        observation."""
+        observation: the lowest-index idle instance of the action's type."""
         layout = self.layout
         if action == layout.actions - 1:
             return []
-        slot = layout.slot_of(action)
-        return [(int(self.slots[slot]), int(self.targets[slot]), layout.variant_of(action))]
+        slot, kind = layout.slot_of(action), layout.type_of(action)
+        instance = first_idle(self.engine.state, kind)
+        return [(int(self.slots[slot]), int(instance), layout.variant_of(action))]
+
+
+@njit(cache=True)
+def first_idle(S: State, kind: int) -> int:
+    """The lowest-index idle instance of type `kind` (-1 if none): where a pair's layer starts,
+    as the rules' placements pick among equal instances (`triage.fastest_idle`)."""
+    for a in range(access.accelerator_count(S)):
+        if access.is_idle(S, a) and access.accelerator_type(S, a) == kind:
+            return a
+    return -1

@@ -1,11 +1,12 @@
 """`relmas` and `relmas_resize`: the trained DQN schedulers behind the common Policy interface.
 
-Each decision is one forward pass of the network (Numba, `GreedyPolicy`) on the observation of
-`relmas.rl.observation`, its teacher rule's action favoured by the agent's `teacher_bonus`, and
-starts at most one job (for `relmas_resize`, its next layer whole or cut into pieces, or the next
-piece of a layer already cut): the engine then offers the next decision at the same instant if
-instances are still idle, exactly as in training. Its energy per
-decision is that of running the network on the accelerator recorded at training (`agent.json`),
+Each decision is one forward pass of the network (Numba, `GreedyPolicy`: the shared layers once
+per (slot, type) pair) on the observation of `relmas.rl.observation`, its teacher's action (its
+reference baseline's, `relmas.rl.teacher`) favoured by the agent's `teacher_bonus`, and starts at
+most one job on an instance of the chosen type (for `relmas_resize`, its next layer whole or cut
+into pieces, or the next piece of a layer already cut): the engine then offers the next decision
+at the same instant if instances are still idle, exactly as in training. Its energy per decision
+is that of running the network on the accelerator recorded at training (`agent.json`),
 so the simulator adds it to the system's energy.
 """
 
@@ -19,19 +20,17 @@ from numba import njit
 
 from relmas.errors import InputError
 from relmas.hw import jit_cache
-from relmas.policies import kernels as heuristic_kernels
-from relmas.policies import triage
+from relmas.policies import placement, triage
+from relmas.policies import rules as baseline_rules
 from relmas.policies.base import Policy, register
-from relmas.policies.kernels import Planner, plan
 from relmas.rl import env as env_module
 from relmas.rl import network as network_module
 from relmas.rl import observation as observation_module
-from relmas.rl import rules as rules_module
 from relmas.rl.agent import AGENT_FILE, deployed, load_agent
 from relmas.rl.env import apply_action
-from relmas.rl.network import GreedyPolicy, forward_pass, greedy_action
-from relmas.rl.observation import Observer, observe
-from relmas.rl.rules import SlotRule, no_rule_arguments, rule_action
+from relmas.rl.network import GreedyPolicy, forward_pass, greedy_action, network_arguments
+from relmas.rl.observation import Observer, Reference, observe, teacher_action
+from relmas.rl.teacher import no_teacher_arguments
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
 from relmas.sim import service as service_module
@@ -44,55 +43,45 @@ def run_agent(
     T: Tables,
     S: State,
     P: Pieces,
-    planner: Planner,
-    reference: int,
-    alpha: float,
+    R: Reference,
     scales: np.ndarray,
     tenant_target: np.ndarray,
     slots: np.ndarray,
-    targets: np.ndarray,
     obs: np.ndarray,
     mask: np.ndarray,
     params: np.ndarray,
     layout: np.ndarray,
     n_heads: int,
+    rows: np.ndarray,
+    n_actions: int,
     bonus: float,
-    preference: np.ndarray,
     sizes: np.ndarray,
-    patient: bool,
-    gated: bool,
-    ordered: bool,
     cut_pieces: np.ndarray,
-    precedence: int,
 ) -> int:
     """Simulate to the end (or to a full timeline buffer) deciding with the agent: at each
-    decision point the reference heuristic's pick (`planner`, `reference`, `alpha`), the
-    observation, the network's greedy action with `bonus` on its teacher rule's (`preference` ...
-    `precedence`, `rule_action`'s arguments) — `RelmasPolicy.decide`'s steps, in one call."""
+    decision point the observation (the reference baseline `R` deciding first), the network's
+    greedy action with `bonus` on its teacher's (`sizes`, `cut_pieces`: `teacher_action`'s
+    arguments) — `RelmasPolicy.decide`'s steps, in one call."""
     while True:
         status = advance(T, S)
         if status != STATUS_DECISION:
             return status
-        count = plan(T, S, planner, reference, alpha)
-        first = planner.out_job[0] if count > 0 else -1
-        can_wait = access.can_wait(S)
-        observe(T, P, S, scales, tenant_target, first, can_wait, obs, slots, targets, mask)
+        observe(T, P, S, R, scales, tenant_target, obs, slots, mask)
         favoured = -1
         if bonus > 0.0:
-            favoured = rule_action(
-                obs, mask, preference, sizes, patient, gated, ordered, cut_pieces, precedence
-            )
-        action = greedy_action(forward_pass(params, layout, n_heads, obs), mask, favoured, bonus)
+            favoured = teacher_action(obs, mask, sizes, cut_pieces)
+        q_values = forward_pass(params, layout, n_heads, rows, n_actions, obs)
+        action = greedy_action(q_values, mask, favoured, bonus)
         if action < 0:
             raise RuntimeError("no valid action in the mask: the observation broke its contract")
-        apply_action(T, P, S, slots, targets, mask.shape[0], action)
+        apply_action(T, P, S, slots, mask.shape[0], action)
 
 
 # The cached kernel embeds everything it calls: recompile when one of these sources changes.
 jit_cache.refresh(
     run_agent,
-    (engine_kernels, access, triage, heuristic_kernels, service_module, observation_module)
-    + (env_module, rules_module, network_module, sys.modules[__name__]),
+    (engine_kernels, access, triage, placement, baseline_rules, service_module)
+    + (observation_module, env_module, network_module, sys.modules[__name__]),
     stamp="relmas-rl-policy.sha256",
 )
 
@@ -137,7 +126,7 @@ class RelmasPolicy(Policy):
         try:
             self.greedy = deployed(self.info, self.network, self.observer.layout, cut_pieces)
         except KeyError as error:
-            raise InputError(path, "teacher", "a slot rule", error.args[0]) from None
+            raise InputError(path, "teacher", "its reference baseline", error.args[0]) from None
 
     def decide(self, view: DecisionView) -> list[tuple[int, int, int]]:
         seen = self.observer.observe(view)
@@ -147,28 +136,21 @@ class RelmasPolicy(Policy):
         """The whole trace in `run_agent`: the same decisions as `decide`'s (tested), without a
         call from Python per decision."""
         observer, greedy = self.observer, self.greedy
-        layout, reference, weights = observer.layout, observer.reference, greedy.weights
+        layout = observer.layout
         favour = greedy.favour
-        if favour is not None and not isinstance(favour, SlotRule):
-            return False
-        rule = no_rule_arguments(layout) if favour is None else favour.kernel_arguments
+        teacher = no_teacher_arguments(layout) if favour is None else favour.kernel_arguments
         engine.run_jitted(
             run_agent,
             engine.kernel_pieces,
-            reference.planner,
-            reference.code,
-            reference.alpha,
+            observer.reference,
             observer.scales,
             observer.tenant_target,
             observer.slots,
-            observer.targets,
             np.zeros(layout.size, dtype=np.float32),
             np.zeros(layout.actions, dtype=bool),
-            weights.params,
-            weights.layout,
-            weights.n_heads,
+            *network_arguments(greedy.weights),
             greedy.bonus,
-            *rule,
+            *teacher,
         )
         return True
 

@@ -1,18 +1,20 @@
 """`relmas train`: train the RELMAS agent of one configured scenario, end to end.
 
 Training traces come from `training.seeds`, validation traces from `training.validation_seeds` —
-both disjoint from `evaluation.seeds`, so evaluation is on unseen traces. Before training, every
-heuristic is scored on the validation traces and the best one becomes the reference slot of the
-observation (with `reference: best`). With a warm start (`training.dqn.teacher_steps` > 0) the
-slot rules (`relmas.rl.rules`: the reference, SJF and EDF among feasible jobs, the last two also
-holding back work; for relmas_resize the best of them cut too) are scored too and the best one is
-the teacher. The agent is validated after the warm start and every `training.dqn.validation_every`
-steps (SLA rate on the validation traces); the best is best.pt.
+both disjoint from `evaluation.seeds`, so evaluation is on unseen traces. The reference baseline
+(slot 0 of the observation, and the teacher of the warm start, `training.dqn.teacher_steps`, and
+of the bonus) is, with `reference: best`, the rule or target-aware baseline of the best rows of
+the validation file `relmas validate` wrote, with the placement chosen for it there
+(`relmas.evaluate.best_placed`: one place for the choice); a named reference takes its placement
+from that file too, or the whole system without one. For relmas_resize the teacher is scored on
+the validation traces whole and cut, and the better is the teacher. The agent is validated after
+the warm start and every `training.dqn.validation_every` steps (SLA rate on the validation
+traces); the best is best.pt.
 
 On a scenario whose jobs carry service targets, "best" is the least service shortfall on the
-validation traces, ties by SLA rate (`relmas.rl.train.validation_key`), for the reference, the
-teacher and best.pt alike; the observation then has the service-level slots and features unless
-`training.observation.service` says otherwise, and the slot rules their deficit-first forms.
+validation traces, ties by SLA rate (`relmas.rl.train.validation_key`), for the teacher and
+best.pt alike; the observation then has the service-level slots and features unless
+`training.observation.service` says otherwise.
 """
 
 from __future__ import annotations
@@ -28,28 +30,29 @@ import polars as pl
 
 from relmas import catalog
 from relmas.errors import InputError
-from relmas.evaluate import simulate
+from relmas.evaluate import best_placed, read_placements
 from relmas.hw.spec import Spec
+from relmas.policies.placement import ALL
 from relmas.rl.agent import AgentInfo, write_agent_info
 from relmas.rl.checkpoint import BEST, load_network
 from relmas.rl.collect import play
 from relmas.rl.env import NO_SERVICE_TERMS, SchedulingEnv
 from relmas.rl.network import GreedyPolicy, QNetwork
-from relmas.rl.observation import FEATURES_VERSION, ObservationSettings, resolve_service
+from relmas.rl.observation import FEATURES_VERSION, Layout, ObservationSettings, resolve_service
 from relmas.rl.overhead import decision_cost
-from relmas.rl.rules import CUT_SUFFIX, SlotRule, cut_form, slot_rules
 from relmas.rl.settings import (
     TrainingSettings,
     parse_training,
 )
+from relmas.rl.teacher import CUT_SUFFIX, BaselineTeacher
 from relmas.rl.train import Logger, TrainResult, train, validation_key
 from relmas.sim.costs import WHOLE, CostTables
 from relmas.sim.system import System
 from relmas.study import Study
 from relmas.workload import generate_trace
 
-Policy = GreedyPolicy | SlotRule  # what `rollout` runs: the network greedily, or a slot rule
-Scores = dict[str, dict[str, float]]  # validation metrics of each heuristic or slot rule
+Policy = GreedyPolicy | BaselineTeacher  # what `rollout` runs: the network greedily, or a teacher
+Scores = dict[str, dict[str, float]]  # validation metrics of each teacher (whole, cut)
 RANKED = ("sla_rate", "shortfall")  # the metrics that rank them (validation_key; no shortfall
 # without targets)
 
@@ -58,11 +61,11 @@ RANKED = ("sla_rate", "shortfall")  # the metrics that rank them (validation_key
 class ScenarioTrainResult:
     agent_dir: Path
     learner: TrainResult  # steps, episodes, best step, checkpoint paths
-    reference: str  # the heuristic of the reference slot
-    teacher: str | None  # the slot rule of the warm start (None without one)
-    heuristics_validation: dict[str, float]  # SLA rate of each heuristic on the validation traces
-    rules_validation: dict[str, float]  # SLA rate of each slot rule (with a warm start); on traces
-    # with targets their shortfall, which ranks them first, is in agent.json
+    reference: str  # the baseline of the reference slot
+    teacher: str | None  # the teacher of the warm start (None without one)
+    teachers_validation: dict[str, float]  # SLA rate of the reference baseline (and its cut
+    # form, for relmas_resize) on the validation traces; on traces with targets their
+    # shortfall, which ranks them first, is in agent.json
     validation: dict[str, float]  # the best agent's validation metrics
     decision_cost: dict[str, Any]  # MACs, energy and latency of one decision
     wall_seconds: float
@@ -78,7 +81,7 @@ class ScenarioTrainResult:
             "train_episodes": float(self.learner.episodes),
             "best_step": float(self.learner.best_step),
             **{f"best_val_{k}": v for k, v in self.validation.items()},
-            "reference_val_sla_rate": self.heuristics_validation[self.reference],
+            "reference_val_sla_rate": self.teachers_validation[self.reference],
             "decision_macs": float(self.decision_cost["macs"]),
             "decision_energy_j": float(self.decision_cost["energy_j"]),
         }
@@ -94,6 +97,7 @@ def train_scenario(
     logger: Logger | None = None,
     resume: bool = True,
     policy: str | None = None,
+    validation: str | Path | None = None,
 ) -> ScenarioTrainResult:
     """Train the agent of `scenario` into `out_dir` (best.pt, last.pt, agent.json).
 
@@ -116,9 +120,8 @@ def train_scenario(
     resize = _resizes(policy or catalog.learned()[0], tables, costs_dir, source)
 
     validation_traces = list(study.validation_traces(scenario, costs_dir).values())
-    heuristics = heuristic_scores(system, tables, validation_traces)
-    log(_scores_log("heuristic", heuristics), 0)
-    observation = _observation(settings.observation, resize, heuristics, validation_traces[0])
+    chosen = _reference(settings.observation.reference, validation, scenario, tables.types, source)
+    observation = _observation(settings.observation, resize, chosen, validation_traces[0])
     split_variants = tables.pieces.variants if resize else (WHOLE,)
     problem = _problem(config, scenario, system, tables, split_variants if resize else None)
 
@@ -134,12 +137,11 @@ def train_scenario(
         runs = [rollout(env, policy) for env in validation_envs]
         return {key: float(np.mean([run[key] for run in runs])) for key in runs[0]}
 
-    rules: Scores = {}
-    teacher = teacher_rule = None
-    if settings.dqn.teacher_steps > 0:
-        pieces = tables.pieces.most_pieces if resize else None
-        rules, teacher, teacher_rule = _best_rule(observation, validation_envs[0], validate, pieces)
-        log(_scores_log("rule", rules), 0)
+    pieces = tables.pieces.most_pieces if resize else None
+    teachers, best = _best_teacher(observation, validation_envs[0].layout, validate, pieces)
+    log(_scores_log("teacher", teachers), 0)
+    teacher_rule = best if settings.dqn.teacher_steps > 0 else None
+    teacher = teacher_rule.name if teacher_rule is not None else None
     learner = train(
         make_env,
         settings.dqn,
@@ -161,12 +163,10 @@ def train_scenario(
         split_variants=split_variants,
         decision_cost=cost,
         validation=learner.best_metrics,
-        heuristics_validation=_metric(heuristics, "sla_rate"),
         teacher=teacher,
         teacher_bonus=settings.dqn.teacher_bonus if teacher is not None else 0.0,
-        rules_validation=_metric(rules, "sla_rate"),
-        heuristics_shortfall=_metric(heuristics, "shortfall"),
-        rules_shortfall=_metric(rules, "shortfall"),
+        teachers_validation=_metric(teachers, "sla_rate"),
+        teachers_shortfall=_metric(teachers, "shortfall"),
     )
     write_agent_info(out_dir, info)
     return ScenarioTrainResult(
@@ -174,8 +174,7 @@ def train_scenario(
         learner=learner,
         reference=observation.reference,
         teacher=teacher,
-        heuristics_validation=info.heuristics_validation,
-        rules_validation=info.rules_validation,
+        teachers_validation=info.teachers_validation,
         validation=learner.best_metrics,
         decision_cost=cost,
         wall_seconds=time.perf_counter() - wall,
@@ -184,21 +183,40 @@ def train_scenario(
     )
 
 
+def _reference(
+    reference: str,
+    validation: str | Path | None,
+    scenario: str,
+    types: Sequence[str],
+    source: str | Path | None,
+) -> tuple[str, str]:
+    """The reference baseline and its placement: with `best`, the best rule or target-aware
+    baseline of the `validation` rows (`best_placed`); a named one with the placement chosen
+    for it there, or the whole system without validation rows."""
+    if validation is None:
+        if reference == catalog.BEST:
+            expected = "the validation rows of relmas validate (--validation) to choose it by"
+            raise InputError(source, "training.observation.reference", expected, reference)
+        return reference, ALL
+    if reference == catalog.BEST:
+        return best_placed(validation, scenario, types)
+    return reference, read_placements(validation, scenario, types).get(reference, ALL)
+
+
 def _observation(
-    settings: ObservationSettings, resize: bool, heuristics: Scores, jobs: pl.DataFrame
+    settings: ObservationSettings, resize: bool, reference: tuple[str, str], jobs: pl.DataFrame
 ) -> ObservationSettings:
-    """The run's observation: `resize` set, the reference `best` resolved to the best heuristic
-    on validation (`best_scored`), and `service` to whether the scenario's jobs (`jobs`, one of
-    its traces) carry targets."""
-    observation = resolve_service(replace(settings, resize=resize), jobs)
-    if observation.reference == catalog.BEST:
-        observation = replace(observation, reference=best_scored(heuristics))
-    return observation
+    """The run's observation: `resize` set, the `reference` baseline and its placement, and
+    `service` decided by whether the scenario's jobs (`jobs`, one of its traces) carry
+    targets."""
+    name, placement = reference
+    observation = replace(settings, resize=resize, reference=name, placement=placement)
+    return resolve_service(observation, jobs)
 
 
 def best_scored(scores: Scores) -> str:
     """The best of `scores` by `validation_key` on the SLA rate (the first of equals, in their
-    order: the catalog's, the slot rules')."""
+    order)."""
     return max(scores, key=lambda name: validation_key(scores[name], "sla_rate"))
 
 
@@ -250,39 +268,27 @@ def _resizes(
     return resize
 
 
-def _best_rule(
+def _best_teacher(
     observation: ObservationSettings,
-    env: SchedulingEnv,
+    layout: Layout,
     validate: Callable[[Policy], dict[str, float]],
     most_pieces: tuple[int, ...] | None,
-) -> tuple[Scores, str, SlotRule]:
-    """The validation SLA rate (and on traces with targets the shortfall) of every slot rule, and
-    the best rule's name and rule (`best_scored`: the warm start's teacher). With `most_pieces` (a
-    resizing agent) the best whole-layer rule is also scored cut."""
-    candidates = slot_rules(observation, env.layout)
-    rules = {name: _ranked(validate(rule)) for name, rule in candidates.items()}
-    if most_pieces is not None:  # cutting is tried on the best whole-layer rule only
-        best = best_scored(rules)
-        cut = candidates[best + CUT_SUFFIX] = cut_form(candidates[best], most_pieces)
-        rules[best + CUT_SUFFIX] = _ranked(validate(cut))
-    best = best_scored(rules)
-    return rules, best, candidates[best]
+) -> tuple[Scores, BaselineTeacher]:
+    """The validation SLA rate (and on traces with targets the shortfall) of the reference
+    baseline acting as teacher, and with `most_pieces` (a resizing agent) of its cut form too;
+    the better of them (`best_scored`)."""
+    name = observation.reference
+    candidates = {name: BaselineTeacher(name, layout)}
+    if most_pieces is not None:
+        cut = name + CUT_SUFFIX
+        candidates[cut] = BaselineTeacher(cut, layout, most_pieces)
+    scores = {name: _ranked(validate(teacher)) for name, teacher in candidates.items()}
+    return scores, candidates[best_scored(scores)]
 
 
 def _ranked(metrics: Mapping[str, float]) -> dict[str, float]:
     """What `best_scored` ranks of validation `metrics`: the SLA rate and the shortfall, if any."""
     return {key: metrics[key] for key in RANKED if key in metrics}
-
-
-def heuristic_scores(system: System, tables: CostTables, traces: Sequence[pl.DataFrame]) -> Scores:
-    """Mean SLA rate of every reference heuristic over `traces`, and their mean shortfall where
-    the traces carry targets."""
-    scores = {}
-    for name in catalog.teachers():
-        runs = [simulate(system, jobs, tables, name).metrics for jobs in traces]
-        ranked = [key for key in RANKED if runs[0][key] is not None]  # no shortfall: no targets
-        scores[name] = {key: float(np.mean([run[key] for run in runs])) for key in ranked}
-    return scores
 
 
 def cheapest_decision(network: QNetwork, specs: Mapping[str, Spec]) -> dict[str, Any]:
@@ -292,19 +298,24 @@ def cheapest_decision(network: QNetwork, specs: Mapping[str, Spec]) -> dict[str,
 
 
 def rollout(env: SchedulingEnv, policy: Policy) -> dict[str, float]:
-    """Run the network's greedy policy or a slot rule through one episode of `env` (one jitted
+    """Run the network's greedy policy or a teacher through one episode of `env` (one jitted
     call, `relmas.rl.collect.play`): its episode metrics, the share of its decisions that went
-    to each kind of slot or waited (`share_<group>`) and, for a resizing agent, the share that
-    cut a layer (`share_split`)."""
+    to each kind of slot or waited (`share_<group>`), the share that went to each accelerator
+    type (`share_type_<type>`) and, for a resizing agent, the share that cut a layer
+    (`share_split`)."""
     layout = env.layout
     env.reset()
     counts = play(env, policy)
     groups = env.observation_settings.slot_groups()
     total = int(counts.sum())
+    types = env.tables.types
     shares = dict.fromkeys((f"share_{group}" for group in groups), 0.0)
+    shares |= dict.fromkeys((f"share_type_{kind}" for kind in types), 0.0)
     splits = 0
     for action in np.flatnonzero(counts):
         shares[f"share_{groups[layout.slot_of(action)]}"] += counts[action] / total
+        if action < layout.actions - 1:
+            shares[f"share_type_{types[layout.type_of(action)]}"] += counts[action] / total
         splits += counts[action] if layout.variant_of(action) > 0 else 0
     if layout.variants > 1:
         shares["share_split"] = splits / total

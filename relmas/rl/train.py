@@ -122,7 +122,7 @@ def _train(
     """The loop: act (teacher, then epsilon-greedy), store, learn, validate, checkpoint."""
     config = run.config
     obs_dim, n_actions = envs.dims
-    learner = Learner.create(config, obs_dim, n_actions)
+    learner = Learner.create(config, obs_dim, n_actions, *envs.network_rows)
     try:
         saved, restarted_because = (
             load_training_state(run.out_dir, run.manifest, learner) if resume else (None, [])
@@ -131,7 +131,7 @@ def _train(
         # the run's own file, not an input: training afresh makes what it held again, and the
         # first checkpoint replaces it (and deletes the damaged replay file)
         print(f"{damage}: not resumed, training afresh from step 0", flush=True)
-        learner = Learner.create(config, obs_dim, n_actions)
+        learner = Learner.create(config, obs_dim, n_actions, *envs.network_rows)
         saved, restarted_because = None, []
     resumed_from = None if saved is None else saved.step
     state = saved or TrainingState()
@@ -305,6 +305,11 @@ class _EpisodeEnvs:
         self.make_env, self.seeds = make_env, seeds
         self.envs = {seeds[0]: make_env(seeds[0])}
         self.dims = _env_dims(self.envs[seeds[0]])
+        # what the network scores: an environment's `network_rows` (rows of the observation,
+        # scores per row; the scheduling environment's (slot, type) pairs), else the whole
+        # observation
+        first = self.envs[seeds[0]].unwrapped
+        self.network_rows = getattr(first, "network_rows", (None, None))
 
     def for_episode(self, episode: int) -> gym.Env:
         seed = self.seeds[episode % len(self.seeds)]

@@ -1,7 +1,8 @@
 rule train:
     """Train the agent of one learned policy (relmas, or relmas_resize: its actions also cut
     layers, so it reads the piece tables) for one scenario on its training seeds (validated on
-    others).
+    others). Its reference baseline and teacher is the rule or target-aware baseline with the
+    placement chosen on the scenario's validation traces (the validate rule's rows).
 
     Only best.pt, agent.json and curve.parquet are declared: Snakemake removes declared outputs
     before a job, so last.pt and the replay buffer of an interrupted training survive and the
@@ -9,6 +10,7 @@ rule train:
     """
     input:
         costs=scenario_costs,
+        validation=PATHS.validation("{scenario}"),
     output:
         agent=PATHS.agent("{scenario}", "{policy}") / "best.pt",
         info=PATHS.agent("{scenario}", "{policy}") / "agent.json",
@@ -31,4 +33,5 @@ rule train:
         PATHS.benchmark("train", "{scenario}", "{policy}")
     shell:
         "{RELMAS} train {CONFIG_ARGS} --scenario {wildcards.scenario:q} --policy {wildcards.policy}"
-        " --costs {params.costs:q} --out {params.out:q} > {log:q} 2>&1"
+        " --costs {params.costs:q} --validation {input.validation:q} --out {params.out:q}"
+        " > {log:q} 2>&1"
