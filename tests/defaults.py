@@ -23,3 +23,11 @@ def observation_settings(**values: Any) -> ObservationSettings:
 
 def reward_settings(**values: Any) -> RewardSettings:
     return RewardSettings(**{**schema_defaults("training.reward"), **values})
+
+
+def decision_cost(accelerator: str, macs: int = 100, energy_j: float = 1e-9) -> dict[str, Any]:
+    """An agent.json's decision cost of `macs` and `energy_j` per decision, every row scored
+    (one row: no fixed part), as `relmas.rl.overhead.decision_cost` lays it out."""
+    cost = {"macs": macs, "energy_j": energy_j, "latency_s": 1e-7}
+    fixed = dict.fromkeys(cost, 0.0)
+    return {"accelerator": accelerator, **cost, "fixed": fixed, "per_row": cost, "rows": 1}

@@ -813,7 +813,7 @@ def small_agent(directory: Path) -> None:
     from relmas.rl.checkpoint import BEST, save_checkpoint
     from relmas.rl.network import QNetwork
     from relmas.rl.observation import Layout
-    from tests.defaults import observation_settings, reward_settings
+    from tests.defaults import decision_cost, observation_settings, reward_settings
 
     settings = observation_settings(candidates=1, reference="sjf_feasible", service=False)
     layout = Layout(settings.slots, 2, 3)  # the hand-written system: big, small × 2
@@ -828,7 +828,7 @@ def small_agent(directory: Path) -> None:
         instance_types=("big", "small", "small"),
         accelerator_types=("big", "small"),
         split_variants=("whole",),
-        decision_cost={"accelerator": "big", "macs": 1, "energy_j": 0.0, "latency_s": 0.0},
+        decision_cost=decision_cost("big", macs=1),
         validation={},
         teacher=None,
         teacher_bonus=0.0,
@@ -857,10 +857,19 @@ def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureF
         (work / "agent" / AGENT_FILE).write_text(json.dumps(edited))
         line = assert_refused([*argv, "--out", f"{key}.parquet"], work, capsys, "agent.json")
         assert key in line, line
-    # an agent trained on the features before the (slot, type) actions
-    (work / "agent" / AGENT_FILE).write_text(json.dumps({**raw, "format": "relmas-agent/2"}))
-    line = assert_refused([*argv, "--out", "old.parquet"], work, capsys, "agent.json")
-    assert "format: expected 'relmas-agent/3'" in line, line
+    # an agent trained on the features before the (slot, type) actions, one whose decisions
+    # were priced before the rows scored
+    for old in ("relmas-agent/2", "relmas-agent/3"):
+        (work / "agent" / AGENT_FILE).write_text(json.dumps({**raw, "format": old}))
+        line = assert_refused([*argv, "--out", "old.parquet"], work, capsys, "agent.json")
+        assert "format: expected 'relmas-agent/3.2'" in line, line
+    # a decision cost without its part per row, or with a row that costs nothing
+    for per_row in ({}, {**raw["decision_cost"]["per_row"], "energy_j": 0.0}):
+        cost = {**raw["decision_cost"], "per_row": per_row}
+        edited = {**raw, "observation": {**raw["observation"], "candidates": 1}}
+        (work / "agent" / AGENT_FILE).write_text(json.dumps({**edited, "decision_cost": cost}))
+        line = assert_refused([*argv, "--out", "cost.parquet"], work, capsys, "agent.json")
+        assert "decision_cost.per_row." in line, line
 
 
 def test_cost_tables_profiled_for_other_models(work: Path, capsys: pytest.CaptureFixture) -> None:

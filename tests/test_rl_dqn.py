@@ -33,6 +33,8 @@ from relmas.rl.network import (
     QNetwork,
     forward_macs,
     greedy_action,
+    greedy_decision,
+    network_arguments,
     numpy_q_values,
     policy_layer_table,
     to_numpy_weights,
@@ -398,7 +400,8 @@ PAIRS = Layout(slots=3, types=3, instances=4, variants=2)
 
 
 def pair_network(layout: Layout, hidden=(16, 16), dueling=True) -> QNetwork:
-    return QNetwork(layout.size, layout.actions, hidden, dueling, layout.rows, layout.variants)
+    rows, blocks = layout.rows, layout.row_blocks
+    return QNetwork(layout.size, layout.actions, hidden, dueling, rows, layout.variants, blocks)
 
 
 @pytest.mark.parametrize(
@@ -486,28 +489,90 @@ def test_exported_weights_are_a_snapshot():
     np.testing.assert_array_equal(weights.params, before)
 
 
-def test_a_pair_network_counts_its_shared_layers_once_per_pair():
+def test_a_pair_network_projects_the_shared_blocks_once_and_the_rest_per_row_scored():
+    """The slots', types' and globals' projections once per decision, each pair's own features
+    and the later layers per row scored; the value head not at all (the choice reads the
+    advantages)."""
     net = pair_network(PAIRS, (16, 16), dueling=True)
-    rows, inputs = PAIRS.rows.shape
+    rows = PAIRS.rows.shape[0]
     assert rows == PAIRS.slots * PAIRS.types + 1  # and wait
-    per_row = inputs * 16 + 16 * 16 + 16 * PAIRS.variants
-    assert forward_macs(net) == rows * per_row + 16 * 1  # the value head once
-    table = policy_layer_table(net)
-    assert table["N"].to_list() == [rows, rows, 1, rows]
-    assert table["macs"].sum() == forward_macs(net)
+    sf, pf, g = PAIRS.slot_features, PAIRS.pair_features, PAIRS.globals
+    fixed = (PAIRS.slots * sf + PAIRS.types * TYPE_FEATURES + g) * 16
+    per_row = (pf + 1) * 16 + 16 * 16 + 16 * PAIRS.variants  # the pair's, the wait flag
+    for scored in (0, 1, 5, rows):
+        assert forward_macs(net, scored) == fixed + scored * per_row
+        table = policy_layer_table(net, scored)
+        assert table["macs"].sum() == forward_macs(net, scored)
+    assert forward_macs(net) == forward_macs(net, rows)
+    table = check_frame(policy_layer_table(net), LayerTable, None)
+    assert table["name"].to_list() == [
+        *["trunk.0.block0", "trunk.0.block1", "trunk.0.block3"],
+        *["trunk.0", "trunk.2", "advantage"],
+    ]
+    assert table["N"].to_list() == [PAIRS.slots, PAIRS.types, 1, rows, rows, rows]
+    assert table["C"].to_list() == [sf, TYPE_FEATURES, g, pf + 1, 16, 16]
 
 
 def test_macs_and_layer_table_of_the_policy_network():
     net = QNetwork(100, 9, (128, 128), dueling=False)
     assert forward_macs(net) == 100 * 128 + 128 * 128 + 128 * 9
     dueling = QNetwork(100, 9, (128, 128), dueling=True)
-    assert forward_macs(dueling) == 100 * 128 + 128 * 128 + 128 * 1 + 128 * 9
-    table = check_frame(policy_layer_table(dueling, "relmas_policy"), LayerTable, None)
+    assert forward_macs(dueling) == 100 * 128 + 128 * 128 + 128 * 9
+    table = check_frame(policy_layer_table(dueling, model="relmas_policy"), LayerTable, None)
     assert table.columns == list(LAYER_SCHEMA)
-    assert table["name"].to_list() == ["trunk.0", "trunk.2", "value", "advantage"]
-    assert table["K"].to_list() == [128, 128, 1, 9] and table["C"].to_list() == [100, 128, 128, 128]
+    assert table["name"].to_list() == ["trunk.0", "trunk.2", "advantage"]
+    assert table["K"].to_list() == [128, 128, 9] and table["C"].to_list() == [100, 128, 128]
     assert set(table["op"]) == {"linear"} and table["macs"].sum() == forward_macs(dueling)
-    assert table["layer"].to_list() == [0, 1, 2, 3]
+    assert table["layer"].to_list() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("dueling", [False, True])
+def test_the_factorised_first_layer_gives_the_row_wise_network(dueling):
+    """The Numba pass sums the blocks' projections (a slot's once for all its pairs); torch
+    multiplies each gathered row: the same Q-values but for float rounding, and the same as
+    the network without blocks (each row whole)."""
+    torch.manual_seed(5)
+    net = pair_network(PAIRS, (16, 16), dueling).eval()
+    whole = QNetwork(PAIRS.size, PAIRS.actions, (16, 16), dueling, PAIRS.rows, PAIRS.variants)
+    whole.load_state_dict(net.state_dict())
+    blocks = to_numpy_weights(net).factors.blocks
+    assert blocks[:, 1].tolist() == list(PAIRS.row_blocks)
+    assert blocks[:, 2].tolist() == [1, 1, 0, 1, 0]  # the pair's and the wait flag per row
+    obs = np.random.default_rng(6).standard_normal((50, PAIRS.size)).astype(np.float32)
+    with torch.no_grad():
+        expected = net(torch.from_numpy(obs)).numpy()
+        np.testing.assert_array_equal(expected, whole(torch.from_numpy(obs)).numpy())
+    for row in range(len(obs)):
+        factorised = numpy_q_values(to_numpy_weights(net), obs[row])
+        np.testing.assert_allclose(factorised, expected[row], rtol=1e-5, atol=1e-6)
+        rowwise = numpy_q_values(to_numpy_weights(whole), obs[row])
+        np.testing.assert_allclose(factorised, rowwise, rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    dueling=st.booleans(),
+    seed=st.integers(0, 2**16),
+    valid=st.floats(0.0, 1.0),
+    bonus=st.sampled_from([0.0, 0.05, 1.0]),
+)
+def test_scoring_only_the_valid_rows_chooses_as_the_full_network(dueling, seed, valid, bonus):
+    """The greedy decision scores only the rows of valid actions, yet picks the full forward
+    pass's masked argmax with the teacher's bonus; its rows scored are those with a valid
+    action."""
+    torch.manual_seed(seed % 7)
+    net = pair_network(PAIRS, (16, 16), dueling).eval()
+    rng = np.random.default_rng(seed)
+    obs = rng.standard_normal(PAIRS.size).astype(np.float32)
+    mask = rng.random(PAIRS.actions) < valid
+    mask[rng.integers(PAIRS.actions)] = True
+    favoured = int(rng.choice(np.flatnonzero(mask)))
+    weights = to_numpy_weights(net)
+    q = numpy_q_values(weights, obs)
+    action, rows = greedy_decision(*network_arguments(weights), obs, mask, favoured, bonus)
+    assert action == greedy_action(q, mask, favoured, bonus)
+    pairs = mask[:-1].reshape(-1, PAIRS.variants).any(axis=1)
+    assert rows == pairs.sum() + mask[-1]
 
 
 # --- configuration --------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from relmas.errors import InputError
 from relmas.evaluate import evaluate_scenario, simulate
 from relmas.io import write_parquet
 from relmas.policies import make_policy
-from relmas.rl.agent import read_agent_info, write_agent_info
+from relmas.rl.agent import AgentInfo, read_agent_info, write_agent_info
 from relmas.rl.checkpoint import load_checkpoint, load_network, load_policy, save_checkpoint
 from relmas.rl.collect import FusedSteps, episode_steps
 from relmas.rl.dqn import Learner
@@ -49,7 +49,7 @@ from relmas.sim.engine import Engine
 from relmas.sim.system import load_system
 from relmas.study import Study
 from relmas.workload import generate_trace, scenario_system
-from tests.defaults import dqn_config, observation_settings, reward_settings
+from tests.defaults import decision_cost, dqn_config, observation_settings, reward_settings
 from tests.synthetic import synthetic_costs, synthetic_pieces
 from tests.test_report import validation
 
@@ -482,9 +482,11 @@ def test_quick_training_gives_an_agent_that_evaluation_runs(quick, trained):
     )
     metrics = evaluated.metrics
     assert metrics["jobs"] == jobs.height and 0.0 <= metrics["sla_rate"] <= 1.0
-    assert metrics["energy_overhead_j"] == pytest.approx(
-        result.decision_cost["energy_j"] * metrics["decisions"]
-    )
+    cost = result.decision_cost
+    fixed = cost["fixed"]["energy_j"] * metrics["decisions"]
+    rows = (metrics["energy_overhead_j"] - fixed) / cost["per_row"]["energy_j"]
+    assert metrics["decisions"] <= rows < cost["rows"] * metrics["decisions"]
+    assert cost["energy_j"] == pytest.approx(cost["fixed"]["energy_j"] + rows_cost(cost))
     assert result.metrics()["train_steps"] == 900
 
 
@@ -534,12 +536,19 @@ def test_an_agent_with_a_prohibitive_teacher_bonus_schedules_as_its_teacher(
         simulate(system, jobs, tables, make_policy("relmas", agent=agent))
 
 
+def rows_cost(cost: dict) -> float:
+    """The energy of scoring every row, by the part per row."""
+    return cost["rows"] * cost["per_row"]["energy_j"]
+
+
 def test_overhead_is_positive_and_consistent(quick, trained):
     config, root = quick
     result, _ = trained
     net = load_network(root / "agent" / "best.pt")
     cost = result.decision_cost
     assert cost["macs"] == forward_macs(net) == policy_layer_table(net)["macs"].sum() > 0
+    assert cost["fixed"]["macs"] == forward_macs(net, 0) > 0
+    assert cost["per_row"]["macs"] == forward_macs(net, 1) - forward_macs(net, 0) > 0
     assert cost["energy_j"] > 0 and cost["latency_s"] > 0
     assert cost["accelerator"] in config["accelerators"]
     system = scenario_system(config, "mixed")
@@ -649,6 +658,58 @@ def test_relmas_policy_needs_an_agent_of_the_same_system(quick, trained, tables)
     policy = make_policy("relmas", agent=root / "agent")
     with pytest.raises(InputError, match="instance_types"):
         policy.reset(Engine(SYSTEM, tables, jobs))
+
+
+def untrained_agent(directory, tables, cost) -> None:
+    """An agent directory for SYSTEM whose decisions cost `cost` (agent.json), untrained."""
+    settings = observation_settings(candidates=2, reference=TEACHER, service=False)
+    env = make_env(tables, observation=settings)
+    torch.manual_seed(0)
+    rows = env.network_rows
+    net = QNetwork(env.layout.size, env.layout.actions, (16, 16), True, *rows)
+    directory.mkdir()
+    save_checkpoint(directory / "best.pt", {"network": net.spec, "online": net.state_dict()})
+    info = AgentInfo(
+        scenario="synthetic",
+        observation=settings,
+        reward=reward_settings(),
+        instance_types=SYSTEM.instance_types,
+        accelerator_types=SYSTEM.accelerator_types,
+        split_variants=("whole",),
+        decision_cost=cost,
+        validation={},
+        teacher=TEACHER,
+        teacher_bonus=0.1,
+        teachers_validation={},
+    )
+    write_agent_info(directory, info)
+
+
+def test_the_run_pays_each_decision_by_the_rows_it_scored(tables, tmp_path):
+    """The engine's overhead energy is the sum over decisions of the fixed part plus the rows
+    of valid actions scored (recomputed from each decision's mask) per row, in the fused loop
+    as step by step; the summary's MACs per decision are their mean."""
+    cost = decision_cost("x", macs=100, energy_j=1e-9)
+    cost["fixed"] = {"macs": 40, "energy_j": 3e-9, "latency_s": 1e-8}
+    untrained_agent(tmp_path / "agent", tables, cost)
+    jobs = generate_trace("synthetic", SCENARIO, SYSTEM, tables, 3)
+    fused = simulate(SYSTEM, jobs, tables, make_policy("relmas", agent=tmp_path / "agent"))
+    engine = Engine(SYSTEM, tables, jobs)
+    stepping = make_policy("relmas", agent=tmp_path / "agent")
+    stepping.reset(engine)
+    layout, decisions, rows = stepping.observer.layout, 0, 0
+    while (view := engine.next_decision()) is not None:
+        mask = stepping.observer.observe(view).mask
+        pairs = mask[:-1].reshape(layout.pairs, layout.variants).any(axis=1)
+        decisions, rows = decisions + 1, rows + int(pairs.sum() + mask[-1])
+        engine.step(stepping.decide(view))
+    assert decisions == fused.metrics["decisions"] and rows < decisions * layout.rows.shape[0]
+    expected = decisions * 3e-9 + rows * 1e-9
+    assert fused.metrics["energy_overhead_j"] == pytest.approx(expected, rel=1e-12)
+    assert stepping.overhead_energy_j(decisions) == pytest.approx(expected, rel=1e-12)
+    overhead = overhead_metrics(cost, fused)
+    assert overhead["overhead_rows_per_decision"] == pytest.approx(rows / decisions)
+    assert overhead["overhead_macs_per_decision"] == pytest.approx(40 + 100 * rows / decisions)
 
 
 def test_greedy_policy_of_a_fresh_network_only_picks_valid_actions(tables):

@@ -31,7 +31,7 @@ from relmas.rl.teacher import BaselineTeacher
 from relmas.rl.train import validation_key
 from relmas.sim import Engine, access
 from relmas.workload import generate_trace
-from tests.defaults import observation_settings, reward_settings
+from tests.defaults import decision_cost, observation_settings, reward_settings
 from tests.test_firm import jobs_frame, one_instance
 from tests.test_rl_env import SCARCE, SCENARIO, SYSTEM, tables  # noqa: F401 (a fixture)
 
@@ -315,7 +315,7 @@ def test_an_agent_json_without_the_service_decided_is_refused(tmp_path):
         instance_types=("x",),
         accelerator_types=("x",),
         split_variants=("whole",),
-        decision_cost={},
+        decision_cost=decision_cost("x"),
         validation={},
         teacher=None,
         teacher_bonus=0.0,

@@ -22,7 +22,8 @@ class Policy(ABC):
     `decide` returns (job, accelerator) pairs (internal job index, instance index), or
     (job, accelerator, split) triples that cut layers into pieces (docs/gacer.md); an empty list
     means wait for the next event. `decision_energy_j` is the policy's own energy per decision,
-    added to the system's energy (e.g. running a policy network on one of the accelerators).
+    added to the system's energy (e.g. running a policy network on one of the accelerators);
+    a policy whose decisions cost different amounts overrides `overhead_energy_j`.
     """
 
     name: ClassVar[str]
@@ -34,6 +35,10 @@ class Policy(ABC):
     @abstractmethod
     def decide(self, view: DecisionView) -> list[tuple[int, ...]]:
         """Assignments (job, accelerator[, split]) for the decision point `view`, or [] to wait."""
+
+    def overhead_energy_j(self, decisions: int) -> float:
+        """The policy's own energy over a run of `decisions` decisions (after the run)."""
+        return self.decision_energy_j * decisions
 
     def run_to_completion(self, engine: Engine) -> bool:
         """Run the whole simulation in a fast path if the policy has one; False = step instead."""

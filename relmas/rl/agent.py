@@ -5,7 +5,8 @@ system layout) and what one decision costs (MACs, energy on the configured accel
     agent.json = {"format", "scenario", "observation": {candidates, reference, placement, ...},
                   "reward": {...},
                   "instance_types": [...], "accelerator_types": [...], "split_variants": [...],
-                  "decision_cost": {accelerator, macs, energy_j, latency_s},
+                  "decision_cost": {accelerator, macs, energy_j, latency_s (every row scored),
+                                    fixed: {...}, per_row: {...}, rows},
                   "validation": {...}, "teacher", "teacher_bonus",
                   "teachers_validation": {...}, "teachers_shortfall": {...}}
 """
@@ -31,10 +32,12 @@ from relmas.rl.observation import (
     ObservationSettings,
     observation_layout,
 )
+from relmas.rl.overhead import COST_VERSION, COSTS
 from relmas.rl.teacher import named_teacher
 
 AGENT_FILE = "agent.json"
-FORMAT = f"relmas-agent/{FEATURES_VERSION}"  # an agent sees the features it was trained on
+# an agent sees the features it was trained on, its decisions priced as `decision_cost` does
+FORMAT = f"relmas-agent/{FEATURES_VERSION}.{COST_VERSION}"
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,22 @@ def read_agent_info(directory: str | Path) -> AgentInfo:
         raise InputError(path, "observation.reference", expected, info.observation.reference)
     placement = Placement.parse(info.observation.placement, path, "observation.placement")
     placement.allowed(info.accelerator_types, path)
+    check_decision_cost(path, info.decision_cost)
     return info
+
+
+def check_decision_cost(path: Path, cost: Mapping[str, Any]) -> None:
+    """Refuse a decision cost that would price the run's decisions wrongly or not at all: each
+    part's costs finite and >= 0, a row's energy > 0 (`relmas.rl.overhead.overhead_metrics`
+    reads the rows scored back from it)."""
+    for part in ("fixed", "per_row"):
+        for key in COSTS:
+            value = cost.get(part, {}).get(key) if isinstance(cost.get(part), dict) else None
+            positive = part == "per_row" and key == "energy_j"
+            valid = isinstance(value, int | float) and 0 <= value < float("inf")
+            if not valid or (positive and value == 0):
+                expected = "a positive number" if positive else "a number >= 0"
+                raise InputError(path, f"decision_cost.{part}.{key}", expected, value)
 
 
 def load_agent(directory: str | Path) -> tuple[AgentInfo, GreedyPolicy]:

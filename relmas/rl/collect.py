@@ -34,6 +34,7 @@ from relmas.rl.network import (
     NumpyWeights,
     forward_pass,
     network_arguments,
+    no_network_arguments,
     numpy_q_values,
 )
 from relmas.rl.observation import teacher_action
@@ -54,7 +55,9 @@ def collect(
     params: np.ndarray,
     layout: np.ndarray,
     n_heads: int,
-    rows: np.ndarray,
+    blocks: np.ndarray,
+    parts: np.ndarray,
+    row_parts: np.ndarray,
     n_actions: int,
     bonus: float,
     sizes: np.ndarray,
@@ -86,7 +89,9 @@ def collect(
                 raise RuntimeError("the teacher's action is not in the mask")
         else:
             epsilon = epsilon_at(at, schedule[0], schedule[1], schedule[2])
-            q_values = forward_pass(params, layout, n_heads, rows, n_actions, E.obs)
+            q_values = forward_pass(
+                params, layout, n_heads, blocks, parts, row_parts, n_actions, E.obs
+            )
             favoured = -1
             if bonus > 0.0:
                 favoured = teacher_action(E.obs, E.mask, sizes, cut_pieces)
@@ -213,8 +218,7 @@ def play(env: SchedulingEnv, policy: GreedyPolicy | BaselineTeacher) -> np.ndarr
         rule = no_teacher_arguments(layout) if favour is None else favour.kernel_arguments
         network = network_arguments(weights)
     else:
-        rows = np.zeros((1, 1), np.int64)
-        network = np.zeros(0, np.float32), np.zeros((0, 4), np.int64), 1, rows, layout.actions
+        network = no_network_arguments(layout.actions)
         rule, teacher_steps, bonus = policy.kernel_arguments, 2**62, 0.0
     unused = NStepCollector(1, 1.0, layout.size, layout.actions).window
     nothing = ReplayBuffer(1, layout.size, layout.actions, seed=0)

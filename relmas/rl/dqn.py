@@ -223,12 +223,14 @@ class Learner:
         n_actions: int,
         rows: np.ndarray | None = None,
         per_row: int | None = None,
+        blocks: tuple[int, ...] | None = None,
     ) -> Learner:
         """A fresh learner: the network (scoring `rows` of the observation, `per_row` scores
-        each; None: a plain MLP, `QNetwork`) from `torch.manual_seed(config.seed)`, replay
-        sampling and exploration from seeds derived from `config.seed`."""
+        each, the rows' `blocks`; None: a plain MLP, `QNetwork`) from
+        `torch.manual_seed(config.seed)`, replay sampling and exploration from seeds derived
+        from `config.seed`."""
         torch.manual_seed(config.seed)
-        online = QNetwork(obs_dim, n_actions, config.hidden, config.dueling, rows, per_row)
+        online = QNetwork(obs_dim, n_actions, config.hidden, config.dueling, rows, per_row, blocks)
         target = copy.deepcopy(online)
         optimizer = torch.optim.Adam(online.parameters(), lr=config.learning_rate)
         replay_seed, explore_seed = np.random.SeedSequence(config.seed).spawn(2)

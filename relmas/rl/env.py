@@ -390,10 +390,11 @@ class SchedulingEnv(gym.Env):
         return self.arrays.obs.copy(), reward, terminated, False, self._info(invalid, credit)
 
     @property
-    def network_rows(self) -> tuple[np.ndarray, int]:
+    def network_rows(self) -> tuple[np.ndarray, int, tuple[int, ...]]:
         """What the agent's network scores (`relmas.rl.network.QNetwork`): a row per (slot,
-        type) pair and one for wait (`Layout.rows`), a score per split variant each."""
-        return self.layout.rows, self.layout.variants
+        type) pair and one for wait (`Layout.rows`), a score per split variant each, and the
+        blocks of a row (`Layout.row_blocks`)."""
+        return self.layout.rows, self.layout.variants, self.layout.row_blocks
 
     @property
     def penalized(self) -> np.ndarray:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -49,12 +49,18 @@ class QNetwork(nn.Module):
         dueling: bool,
         rows: np.ndarray | Sequence[Sequence[int]] | None = None,
         per_row: int | None = None,
+        blocks: Sequence[int] | None = None,
     ):
         super().__init__()
         gather = np.arange(obs_dim)[None] if rows is None else np.asarray(rows, dtype=np.int64)
         per_row = n_actions if rows is None else int(per_row or 1)
+        blocks = (gather.shape[1],) if blocks is None else tuple(int(width) for width in blocks)
         if gather.shape[0] * per_row < n_actions or gather.min() < 0 or gather.max() > obs_dim + 1:
             raise ValueError(f"rows of {gather.shape} x {per_row} cannot score {n_actions} actions")
+        if sum(blocks) != gather.shape[1] or min(blocks) < 1:
+            raise ValueError(f"blocks {blocks} do not split rows of {gather.shape[1]} inputs")
+        if not hidden:
+            raise ValueError("the network needs at least one hidden layer")
         self.spec: dict[str, Any] = {
             "obs_dim": int(obs_dim),
             "n_actions": int(n_actions),
@@ -62,6 +68,7 @@ class QNetwork(nn.Module):
             "dueling": bool(dueling),
             "rows": None if rows is None else gather.tolist(),
             "per_row": int(per_row),
+            "blocks": blocks,
         }
         self.rows = torch.as_tensor(gather)  # not a parameter: the observation's layout
         layers: list[nn.Module] = []
@@ -106,6 +113,7 @@ def build_network(spec: dict[str, Any]) -> QNetwork:
         spec["dueling"],
         spec.get("rows"),
         spec.get("per_row"),
+        spec.get("blocks"),
     )
 
 
@@ -116,15 +124,51 @@ class NumpyWeights:
     `params` holds every linear layer's (in, out) weight matrix then bias, flattened in execution
     order; row l of `layout` is (weight offset, bias offset, in features, out features) of layer l.
     The last `n_heads` layers are the head (1) or the value and advantage heads (2, dueling).
-    `rows`, `n_actions` and `obs_dim` are the network's (`QNetwork`).
+    The first layer is factorised over the row's blocks (`Factors`). `n_actions` and `obs_dim`
+    are the network's (`QNetwork`).
     """
 
     params: np.ndarray
     layout: np.ndarray
     n_heads: int
-    rows: np.ndarray
+    factors: Factors
     n_actions: int
     obs_dim: int
+
+
+class Factors(NamedTuple):
+    """The first layer over a row [block 0 | block 1 | ...] is the bias plus each block's
+    projection (its inputs times its columns of the weights): a block's distinct inputs are
+    *parts*, projected once however many rows read them. A *shared* block (one whose parts serve
+    several rows, e.g. a slot's features read by its pair with every type) is projected whole at
+    each decision; the others (a pair's own features) only for the rows scored."""
+
+    blocks: np.ndarray  # int64[blocks, 3]: first column, width, 1 if shared
+    parts: np.ndarray  # int64[parts, 1 + widest block]: its block, then the inputs it reads
+    row_parts: np.ndarray  # int64[rows, blocks]: the part each row reads (-1: all zero)
+
+
+def factorise(rows: np.ndarray, widths: Sequence[int], obs_dim: int) -> Factors:
+    """The parts of `rows` (`QNetwork.rows`) split into blocks of `widths`; a part that reads
+    only the padding's 0 (`obs_dim`) adds nothing and is left out."""
+    starts = np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(np.int64)
+    row_parts = np.full((rows.shape[0], len(widths)), -1, dtype=np.int64)
+    parts: list[list[int]] = []
+    blocks = []
+    for b, (start, width) in enumerate(zip(starts, widths, strict=True)):
+        seen: dict[tuple[int, ...], int] = {}
+        for r in range(rows.shape[0]):
+            part = tuple(int(i) for i in rows[r, start : start + width])
+            if all(i == obs_dim for i in part):
+                continue
+            if part not in seen:
+                seen[part] = len(parts)
+                parts.append([b, *part, *[obs_dim] * (max(widths) - width)])
+            row_parts[r, b] = seen[part]
+        readers = np.bincount(row_parts[:, b][row_parts[:, b] >= 0], minlength=len(parts))
+        blocks.append((start, width, int(readers.max(initial=0) > 1)))
+    table = np.array(parts, dtype=np.int64).reshape(len(parts), 1 + max(widths))
+    return Factors(np.array(blocks, dtype=np.int64), table, row_parts)
 
 
 def to_numpy_weights(net: QNetwork) -> NumpyWeights:
@@ -140,10 +184,10 @@ def to_numpy_weights(net: QNetwork) -> NumpyWeights:
         offset += weight.size + bias.size
     params = np.concatenate(chunks).astype(np.float32)
     heads = 2 if net.spec["dueling"] else 1
-    rows = np.ascontiguousarray(net.rows.numpy(), dtype=np.int64)
     spec = net.spec
+    factors = factorise(net.rows.numpy(), spec["blocks"], spec["obs_dim"])
     layers = np.array(layout, dtype=np.int64)
-    return NumpyWeights(params, layers, heads, rows, spec["n_actions"], spec["obs_dim"])
+    return NumpyWeights(params, layers, heads, factors, spec["n_actions"], spec["obs_dim"])
 
 
 @njit(cache=True)
@@ -162,34 +206,71 @@ def _dense(params, row, features, relu):
 
 
 @njit(cache=True)
-def forward_pass(params, layout, n_heads, rows, n_actions, obs):
-    """Q-values of one observation by the network of (`params`, `layout`, `n_heads`, `rows`,
-    `n_actions`), the fields of `NumpyWeights`: the shared layers once per row."""
-    n_trunk = layout.shape[0] - n_heads
+def _project(params, first, blocks, part, padded, out):
+    """out += the first layer's columns of `part`'s block times the inputs `part` reads."""
+    start, width = blocks[part[0], 0], blocks[part[0], 1]
+    n_out = first[3]
+    for i in range(width):
+        value = padded[part[1 + i]]
+        at = first[0] + (start + i) * n_out
+        for j in range(n_out):
+            out[j] += value * params[at + j]
+
+
+@njit(cache=True)
+def _row_scores(params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, scored):
+    """The head's scores of the rows `scored` (NaN for the others; the advantages with a dueling
+    head), the sum of their last hidden features, and how many rows were scored: the first layer
+    from the shared blocks' projections, made once, and the row's own blocks."""
     size = obs.shape[0]
     padded = np.empty(size + 2, dtype=np.float32)
     padded[:size] = obs
     padded[size] = 0.0
     padded[size + 1] = 1.0
-    head = layout[layout.shape[0] - 1]
+    n_trunk = layout.shape[0] - n_heads
+    first, head = layout[0], layout[layout.shape[0] - 1]
     per_row = head[3]
-    scores = np.empty(rows.shape[0] * per_row, dtype=np.float32)
-    width = layout[n_trunk - 1, 3] if n_trunk > 0 else rows.shape[1]
-    summed = np.zeros(width, dtype=np.float32)
-    for r in range(rows.shape[0]):
-        features = np.empty(rows.shape[1], dtype=np.float32)
-        for i in range(rows.shape[1]):
-            features[i] = padded[rows[r, i]]
-        for layer in range(n_trunk):
+    projected = np.zeros((parts.shape[0], first[3]), dtype=np.float32)
+    for p in range(parts.shape[0]):
+        if blocks[parts[p, 0], 2] == 1:
+            _project(params, first, blocks, parts[p], padded, projected[p])
+    scores = np.full(row_parts.shape[0] * per_row, np.nan, dtype=np.float32)
+    summed = np.zeros(layout[n_trunk - 1, 3], dtype=np.float32)
+    count = 0
+    for r in range(row_parts.shape[0]):
+        if not scored[r]:
+            continue
+        count += 1
+        features = params[first[1] : first[1] + first[3]].copy()
+        for b in range(blocks.shape[0]):
+            p = row_parts[r, b]
+            if p < 0:
+                continue
+            if blocks[b, 2] == 1:
+                features += projected[p]
+            else:
+                _project(params, first, blocks, parts[p], padded, features)
+        features = np.maximum(features, np.float32(0.0))
+        for layer in range(1, n_trunk):
             features = _dense(params, layout[layer], features, True)
         scores[r * per_row : (r + 1) * per_row] = _dense(params, head, features, False)
-        if n_heads == 2:
-            summed += features
-    q_values = scores[:n_actions].copy()
+        summed += features
+    return scores[:n_actions].copy(), summed, count
+
+
+@njit(cache=True)
+def forward_pass(params, layout, n_heads, blocks, parts, row_parts, n_actions, obs):
+    """Q-values of one observation by the network of (`params` ... `n_actions`, the fields of
+    `NumpyWeights` with its `Factors`): every row scored."""
+    every = np.ones(row_parts.shape[0], dtype=np.bool_)
+    scores, summed, count = _row_scores(
+        params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, every
+    )
     if n_heads == 1:
-        return q_values
-    value = _dense(params, layout[n_trunk], summed / np.float32(rows.shape[0]), False)[0]
-    return value + q_values - q_values.mean()
+        return scores
+    n_trunk = layout.shape[0] - n_heads
+    value = _dense(params, layout[n_trunk], summed / np.float32(count), False)[0]
+    return value + scores - scores.mean()
 
 
 @njit(cache=True)
@@ -208,9 +289,18 @@ def numpy_q_values(weights: NumpyWeights, obs: np.ndarray) -> np.ndarray:
     return forward_pass(*network_arguments(weights), obs)
 
 
-def network_arguments(weights: NumpyWeights) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, int]:
+NetworkArguments = tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray, int]
+
+
+def network_arguments(weights: NumpyWeights) -> NetworkArguments:
     """`forward_pass`'s arguments before the observation: for a kernel that runs the network."""
-    return weights.params, weights.layout, weights.n_heads, weights.rows, weights.n_actions
+    return (weights.params, weights.layout, weights.n_heads, *weights.factors, weights.n_actions)
+
+
+def no_network_arguments(n_actions: int) -> NetworkArguments:
+    """`network_arguments` for a kernel that takes a network but is not to run one."""
+    empty = np.zeros((0, 3), np.int64), np.zeros((0, 1), np.int64), np.zeros((0, 1), np.int64)
+    return np.zeros(0, np.float32), np.zeros((0, 4), np.int64), 1, *empty, n_actions
 
 
 @njit(cache=True)
@@ -224,9 +314,21 @@ def greedy_action(q_values: np.ndarray, mask: np.ndarray, favoured: int, bonus: 
 
 
 @njit(cache=True)
-def _greedy_decision(params, layout, n_heads, rows, n_actions, obs, mask, favoured, bonus):
-    q_values = forward_pass(params, layout, n_heads, rows, n_actions, obs)
-    return greedy_action(q_values, mask, favoured, bonus)
+def greedy_decision(
+    params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, mask, favoured, bonus
+):
+    """(`greedy_action` on the network's Q-values of `obs`, rows scored), scoring only the rows
+    of valid actions: with a dueling head the choice reads the advantages, Q less V - mean(A),
+    which is the same for every action."""
+    per_row = layout[layout.shape[0] - 1, 3]
+    scored = np.zeros(row_parts.shape[0], dtype=np.bool_)
+    for action in range(n_actions):
+        if mask[action]:
+            scored[action // per_row] = True
+    scores, _, count = _row_scores(
+        params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, scored
+    )
+    return greedy_action(scores, mask, favoured, bonus), count
 
 
 Favour = Callable[[np.ndarray, np.ndarray], int]  # (observation, mask) -> the favoured action
@@ -252,54 +354,77 @@ class GreedyPolicy:
         return numpy_q_values(self.weights, obs)
 
     def __call__(self, obs: np.ndarray, mask: np.ndarray) -> int:
+        return self.decide(obs, mask)[0]
+
+    def decide(self, obs: np.ndarray, mask: np.ndarray) -> tuple[int, int]:
+        """(the greedy action, the network's rows scored for it: its cost, `decision_cost`)."""
         obs = np.ascontiguousarray(obs, dtype=np.float32)
         mask = np.asarray(mask, dtype=bool)
         favoured = -1 if self.favour is None else int(self.favour(obs, mask))
         arguments = network_arguments(self.weights)
-        action = _greedy_decision(*arguments, obs, mask, favoured, self.bonus)
+        action, rows = greedy_decision(*arguments, obs, mask, favoured, self.bonus)
         if action < 0:
             raise ValueError("no valid action in the mask: the environment broke its contract")
-        return int(action)
+        return int(action), int(rows)
 
 
 def _linear_layers(net: QNetwork) -> list[tuple[str, nn.Linear]]:
     return [(name, m) for name, m in net.named_modules() if isinstance(m, nn.Linear)]
 
 
-def _runs(net: QNetwork, name: str) -> int:
-    """How often layer `name` runs per decision: once per row, the value head once."""
-    return 1 if name == "value" else net.row_count
+def _decision_layers(net: QNetwork, rows: int | None) -> list[tuple[str, int, int, int]]:
+    """(name, runs, in, out) of the layers a decision scoring `rows` rows (None: all) runs, as
+    `greedy_decision` runs them: each shared block's projection once per part, the first
+    layer's other columns and the later layers once per row scored; not the value head (the
+    choice reads the advantages)."""
+    rows = net.row_count if rows is None else rows
+    factors = factorise(net.rows.numpy(), net.spec["blocks"], net.spec["obs_dim"])
+    layers = _linear_layers(net)
+    (first_name, first), later = layers[0], layers[1:]
+    own = 0
+    runs = []
+    for b, (_, width, shared) in enumerate(factors.blocks):
+        if shared:
+            parts = int((factors.parts[:, 0] == b).sum())
+            runs.append((f"{first_name}.block{b}", parts, int(width), first.out_features))
+        else:
+            own += int(width)
+    runs.append((first_name, rows, own, first.out_features))
+    runs += [(name, rows, m.in_features, m.out_features) for name, m in later if name != "value"]
+    return [run for run in runs if run[1] > 0]
 
 
-def forward_macs(net: QNetwork) -> int:
-    """Multiply-accumulates of one forward pass on one observation (= one decision): the shared
-    layers once per row."""
-    return sum(_runs(net, name) * m.in_features * m.out_features for name, m in _linear_layers(net))
+def forward_macs(net: QNetwork, rows: int | None = None) -> int:
+    """Multiply-accumulates of a decision scoring `rows` rows (None: every row, the worst case)."""
+    return sum(n * c * k for _, n, c, k in _decision_layers(net, rows))
 
 
-def policy_layer_table(net: QNetwork, model: str = "relmas_policy") -> pl.DataFrame:
-    """The network's layers as layer-table rows (LAYER_SCHEMA), in execution order: the shared
-    layers with a batch of one row per scored row (`QNetwork.row_count`), the value head with 1."""
-    rows = [
+def policy_layer_table(
+    net: QNetwork, rows: int | None = None, model: str = "relmas_policy"
+) -> pl.DataFrame:
+    """The layers of a decision scoring `rows` rows (None: every row) as layer-table rows
+    (LAYER_SCHEMA), in execution order, batched over the parts or rows they run for: the shared
+    blocks' projections (`Factors`), then the per-row layers."""
+    table = [
         {
             "model": model,
             "layer": index,
             "name": name,
             "op": "linear",
-            "N": (n := _runs(net, name)),
-            "K": m.out_features,
-            "C": m.in_features,
+            "N": n,
+            "K": k,
+            "C": c,
             "Y": 1,
             "X": 1,
             "R": 1,
             "S": 1,
             "stride": 1,
             "groups": 1,
-            "macs": n * m.in_features * m.out_features,
-            "in_elems": n * m.in_features,
-            "w_elems": m.in_features * m.out_features,
-            "out_elems": n * m.out_features,
+            "macs": n * c * k,
+            "in_elems": n * c,
+            "w_elems": c * k,
+            "out_elems": n * k,
         }
-        for index, (name, m) in enumerate(_linear_layers(net))
+        for index, (name, n, c, k) in enumerate(_decision_layers(net, rows))
     ]
-    return pl.DataFrame(rows, schema=LAYER_SCHEMA)
+    return pl.DataFrame(table, schema=LAYER_SCHEMA)

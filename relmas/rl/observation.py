@@ -351,6 +351,13 @@ class Layout:
         rows[-1, -1] = one
         return rows
 
+    @property
+    def row_blocks(self) -> tuple[int, ...]:
+        """Widths of the blocks of a row (`rows`): the slot's, the type's, the pair's features,
+        the globals, the wait flag; the network projects each block's distinct inputs once
+        (`relmas.rl.network.Factors`)."""
+        return (self.slot_features, TYPE_FEATURES, self.pair_features, self.globals, 1)
+
     @cached_property
     def _global_features(self) -> int:
         return self.global_feature(0)

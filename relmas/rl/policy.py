@@ -5,9 +5,10 @@ per (slot, type) pair) on the observation of `relmas.rl.observation`, its teache
 reference baseline's, `relmas.rl.teacher`) favoured by the agent's `teacher_bonus`, and starts at
 most one job on an instance of the chosen type (for `relmas_resize`, its next layer whole or cut
 into pieces, or the next piece of a layer already cut): the engine then offers the next decision
-at the same instant if instances are still idle, exactly as in training. Its energy per decision
-is that of running the network on the accelerator recorded at training (`agent.json`),
-so the simulator adds it to the system's energy.
+at the same instant if instances are still idle, exactly as in training. A decision scores only
+the rows of its valid actions; its energy is that of running those rows of the network on the
+accelerator recorded at training (`agent.json`, `relmas.rl.overhead`), and the simulator adds the
+run's total to the system's energy.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from relmas.rl import network as network_module
 from relmas.rl import observation as observation_module
 from relmas.rl.agent import AGENT_FILE, deployed, load_agent
 from relmas.rl.env import apply_action
-from relmas.rl.network import GreedyPolicy, forward_pass, greedy_action, network_arguments
+from relmas.rl.network import GreedyPolicy, greedy_decision, network_arguments
 from relmas.rl.observation import Observer, Reference, observe, teacher_action
+from relmas.rl.overhead import overhead_energy_j
 from relmas.rl.teacher import no_teacher_arguments
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
@@ -52,16 +54,20 @@ def run_agent(
     params: np.ndarray,
     layout: np.ndarray,
     n_heads: int,
-    rows: np.ndarray,
+    blocks: np.ndarray,
+    parts: np.ndarray,
+    row_parts: np.ndarray,
     n_actions: int,
     bonus: float,
     sizes: np.ndarray,
     cut_pieces: np.ndarray,
+    scored: np.ndarray,
 ) -> int:
     """Simulate to the end (or to a full timeline buffer) deciding with the agent: at each
     decision point the observation (the reference baseline `R` deciding first), the network's
     greedy action with `bonus` on its teacher's (`sizes`, `cut_pieces`: `teacher_action`'s
-    arguments) — `RelmasPolicy.decide`'s steps, in one call."""
+    arguments) — `RelmasPolicy.decide`'s steps, in one call. `scored[0]` counts the network's
+    rows scored."""
     while True:
         status = advance(T, S)
         if status != STATUS_DECISION:
@@ -70,8 +76,10 @@ def run_agent(
         favoured = -1
         if bonus > 0.0:
             favoured = teacher_action(obs, mask, sizes, cut_pieces)
-        q_values = forward_pass(params, layout, n_heads, rows, n_actions, obs)
-        action = greedy_action(q_values, mask, favoured, bonus)
+        action, rows = greedy_decision(
+            params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, mask, favoured, bonus
+        )
+        scored[0] += rows
         if action < 0:
             raise RuntimeError("no valid action in the mask: the observation broke its contract")
         apply_action(T, P, S, slots, mask.shape[0], action)
@@ -107,7 +115,7 @@ class RelmasPolicy(Policy):
                 expected,
                 self.info.observation.resize,
             )
-        self.decision_energy_j = float(self.info.decision_cost["energy_j"])
+        self.rows_scored = np.zeros(1, dtype=np.int64)  # by the network in this run
         self.observer: Observer | None = None
         self.greedy: GreedyPolicy | None = None  # the network favouring its teacher, per engine
 
@@ -122,6 +130,7 @@ class RelmasPolicy(Policy):
             expected = f"an agent trained on these piece tables' cuts {list(engine.split_variants)}"
             raise InputError(path, "split_variants", expected, list(self.info.split_variants))
         self.observer = Observer(engine, self.info.observation)
+        self.rows_scored[0] = 0
         cut_pieces = engine.tables.pieces.most_pieces if self.resize else ()
         try:
             self.greedy = deployed(self.info, self.network, self.observer.layout, cut_pieces)
@@ -130,7 +139,13 @@ class RelmasPolicy(Policy):
 
     def decide(self, view: DecisionView) -> list[tuple[int, int, int]]:
         seen = self.observer.observe(view)
-        return self.observer.assignments(self.greedy(seen.obs, seen.mask))
+        action, rows = self.greedy.decide(seen.obs, seen.mask)
+        self.rows_scored[0] += rows
+        return self.observer.assignments(action)
+
+    def overhead_energy_j(self, decisions: int) -> float:
+        """The network's energy over the run: each decision's by the rows it scored."""
+        return overhead_energy_j(self.info.decision_cost, decisions, int(self.rows_scored[0]))
 
     def run_to_completion(self, engine: Engine) -> bool:
         """The whole trace in `run_agent`: the same decisions as `decide`'s (tested), without a
@@ -151,6 +166,7 @@ class RelmasPolicy(Policy):
             *network_arguments(greedy.weights),
             greedy.bonus,
             *teacher,
+            self.rows_scored,
         )
         return True
 

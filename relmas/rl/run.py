@@ -67,7 +67,7 @@ class ScenarioTrainResult:
     # form, for relmas_resize) on the validation traces; on traces with targets their
     # shortfall, which ranks them first, is in agent.json
     validation: dict[str, float]  # the best agent's validation metrics
-    decision_cost: dict[str, Any]  # MACs, energy and latency of one decision
+    decision_cost: dict[str, Any]  # MACs, energy, latency of a decision (overhead.decision_cost)
     wall_seconds: float
     cpu_seconds: float
     restarted_because: list[str]  # settings changed since the saved run, which was not resumed
@@ -82,6 +82,7 @@ class ScenarioTrainResult:
             "best_step": float(self.learner.best_step),
             **{f"best_val_{k}": v for k, v in self.validation.items()},
             "reference_val_sla_rate": self.teachers_validation[self.reference],
+            # the worst case, every row scored
             "decision_macs": float(self.decision_cost["macs"]),
             "decision_energy_j": float(self.decision_cost["energy_j"]),
         }
@@ -292,7 +293,8 @@ def _ranked(metrics: Mapping[str, float]) -> dict[str, float]:
 
 
 def cheapest_decision(network: QNetwork, specs: Mapping[str, Spec]) -> dict[str, Any]:
-    """The cost of one decision on the accelerator (of `specs`) where it takes the least energy."""
+    """The cost of a decision on the accelerator (of `specs`) where it takes the least energy
+    (every row scored)."""
     costs = [decision_cost(network, name, spec) for name, spec in specs.items()]
     return min(costs, key=lambda cost: cost["energy_j"])
 

@@ -309,7 +309,7 @@ class _EpisodeEnvs:
         # scores per row; the scheduling environment's (slot, type) pairs), else the whole
         # observation
         first = self.envs[seeds[0]].unwrapped
-        self.network_rows = getattr(first, "network_rows", (None, None))
+        self.network_rows = getattr(first, "network_rows", (None, None, None))
 
     def for_episode(self, episode: int) -> gym.Env:
         seed = self.seeds[episode % len(self.seeds)]

@@ -182,7 +182,7 @@ class Engine:
                 spent += time.perf_counter() - start
                 self.step(assignments)
             self.decision_seconds = spent
-        self.decision_energy_j = policy.decision_energy_j * self.decisions
+        self.decision_energy_j = policy.overhead_energy_j(self.decisions)
         return self.result(policy.name)
 
     def run_jitted(self, loop: Callable[..., int], *args: object) -> None:
