@@ -12,8 +12,12 @@ whole observation: a plain MLP with one output per action.
 Training uses torch; a scheduling decision must cost microseconds, which torch's per-call overhead
 alone exceeds (~100 µs), so a trained network is exported to flat numpy arrays
 (`to_numpy_weights`) and run by one Numba kernel, forward pass and masked argmax together
-(`GreedyPolicy`). The same network is also described as a layer table (`policy_layer_table`, each
-shared layer run once per row) so that the cost model can price running it on an accelerator.
+(`GreedyPolicy`, `greedy_decision`). That kernel computes less than every row, with the same
+weights: the first layer is a sum over the row's blocks (slot, type, pair, globals, wait flag),
+each shared block projected once (`Factors`), and a decision scores only the rows of its valid
+actions. The same decision is also described as a layer table (`policy_layer_table`: the shared
+projections, then the per-row layers batched over the rows scored) so that the cost model can
+price running it on an accelerator.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ from relmas.schemas import LAYER_SCHEMA
 class QNetwork(nn.Module):
     """One MLP applied to every row of inputs gathered from an observation (`rows`, int64[rows,
     inputs]: observation indices, `obs_dim` standing for 0 and `obs_dim` + 1 for 1; None: one row,
-    the observation), `per_row` scores each; Q = the first `n_actions` scores in row order.
+    the observation), `per_row` scores each; Q = the first `n_actions` scores in row order. A row
+    is made of `blocks` (widths; None: one block), which the Numba kernel projects apart
+    (`Factors`); torch multiplies the whole gathered row.
 
     With `dueling`, a state-value head V reads the mean of the rows' last hidden features and
     Q = V + A - mean(A) over the actions (Wang et al. 2016), which helps when many actions have
