@@ -31,7 +31,10 @@ def decision_cost(net: QNetwork, accelerator: str, spec: Spec) -> dict[str, Any]
     case, every row scored."""
 
     def priced(rows: int) -> dict[str, float]:
-        table, _ = profile_layers(policy_layer_table(net, rows), accelerator, spec)
+        layers = policy_layer_table(net, rows)
+        if layers.is_empty():  # no shared blocks and no row
+            return dict.fromkeys(COSTS, 0.0)
+        table, _ = profile_layers(layers, accelerator, spec)
         return {
             "macs": float(forward_macs(net, rows)),
             "energy_j": float(table["energy_j"].sum()),
