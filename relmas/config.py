@@ -69,6 +69,7 @@ def validate_config(raw: Any, source: str | Path | None = None) -> dict[str, Any
         raise _schema_error(error, source)
     _check_finite(config, source)
     _check_references(config, source)
+    _check_teacher(config, source)
     return config
 
 
@@ -124,6 +125,22 @@ def _check_references(config: Mapping[str, Any], source: str | Path | None) -> N
     for name, scenario in config["scenarios"].items():
         parse_scenario(name, scenario, list(config["models"]), source)
         scenario_system(config, name, source)
+
+
+def _check_teacher(config: Mapping[str, Any], source: str | Path | None) -> None:
+    """A learned policy's teacher is a rule or target-aware baseline taken from the validation
+    rows `relmas validate` writes, which hold only the evaluated baselines: refuse a config whose
+    training could not find it, before anything runs."""
+    evaluated = config["evaluation"]["policies"]
+    if not set(evaluated) & set(catalog.learned()):
+        return
+    reference = config["training"]["observation"]["reference"]
+    if reference == catalog.BEST and not set(evaluated) & set(catalog.of_kind("rule")):
+        expected = "a rule baseline beside a learned policy (its teacher is chosen among them)"
+        raise InputError(source, "evaluation.policies", expected, evaluated)
+    if reference != catalog.BEST and reference not in evaluated:
+        expected = "a baseline of evaluation.policies (its placement is chosen on validation)"
+        raise InputError(source, "training.observation.reference", expected, reference)
 
 
 def _validator_with_defaults(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:

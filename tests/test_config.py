@@ -55,6 +55,14 @@ def _mutated(path: list, value) -> dict:
         ),
         (["scenarios", "mixed", "jobs"], 0, "scenarios.mixed.jobs", "a value > 0"),
         (["evaluation", "gacer"], {"window": 0}, "evaluation.gacer.window", "a value >= 1"),
+        # a learned policy's teacher is a rule baseline chosen on validation, or the one named
+        (["evaluation", "policies"], ["fcfs", "relmas"], "evaluation.policies", "a rule baseline"),
+        (
+            ["training", "observation"],
+            {"reference": "sjf_feasible_deficit"},
+            "training.observation.reference",
+            "a baseline of evaluation.policies",
+        ),
         (
             ["scenarios", "mixed", "models"],
             {"resnet9000": 1},
