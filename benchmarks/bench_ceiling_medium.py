@@ -2,15 +2,17 @@
 
 For each scenario (default: the contended loaded ones) and evaluation trace (`--seeds`, default the
 config's first evaluation seed; drawn as `relmas workload` draws it, or read from `--workloads`),
-takes `--windows` windows of `--jobs` consecutive jobs (in the engine's order, spread evenly over
-the trace away from both ends) and prints, per window:
+takes `--windows` windows of `--jobs` consecutive jobs (in the engine's order, centred on points
+spread evenly over the trace, the same for every size) and prints, per window:
 
 - `rule`: the most deadlines met by a rule baseline with any of the placements `--placements`
   (`all`, `bandwidth`, and for `types` every proper subset of the system's types, the other
   instances idle), picked after the fact (`by`: rule@placement);
 - `cp lower`, `cp upper`: the exact search's best replayed schedule and its proven bound
-  (relmas.ceiling.exact.solve_exact, `--time-limit` s per CP-SAT model, `--threads` workers),
-  seeded by its default policies and by the best rule's run (`cp status`: CP-SAT's statuses);
+  (relmas.ceiling.exact.solve_exact, `--time-limit` s per CP-SAT model, `--threads` workers, on
+  one grid of `--tick` s), seeded by its default policies and by the best rule's run (`cp
+  status`: CP-SAT's statuses); `grid keeps`: the share of the window's work (each layer at its
+  least alone latency) that the relaxation's grid keeps after rounding durations down;
 - `lp`: the ceiling's LP bound (relmas.ceiling.bound.relaxation_bound, with its count rows, as the
   bound stage runs it; `lp value` before the floor);
 - `lp-cp upper` (above CP-SAT's bound: what the LP relaxes that the job shop does not),
@@ -31,6 +33,7 @@ import itertools
 import statistics
 import sys
 
+import numpy as np
 import polars as pl
 
 from relmas import arguments, catalog
@@ -53,11 +56,13 @@ CONTENDED = "transformer_heavy,mixed_overload,bandwidth_scarce,vision_heavy,burs
 
 
 def window_starts(n_jobs: int, size: int, count: int) -> list[int]:
-    """The first job of each of `count` windows of `size` consecutive jobs of `n_jobs`, spread
-    evenly between the trace's ends (neither window at an end unless they must overlap it)."""
+    """The first job of each of `count` windows of `size` consecutive jobs of `n_jobs`: centred on
+    points spread evenly between the trace's ends, so that windows of other sizes share centres
+    (a smaller window is the middle of a larger one)."""
     if size > n_jobs:
         raise InputError(None, "--jobs", f"at most the trace's {n_jobs} jobs", size)
-    return [round((k + 1) * (n_jobs - size) / (count + 1)) for k in range(count)]
+    centres = [round((k + 1) * n_jobs / (count + 1)) for k in range(count)]
+    return [min(max(centre - size // 2, 0), n_jobs - size) for centre in centres]
 
 
 def windows(jobs: pl.DataFrame, size: int, count: int) -> list[tuple[int, pl.DataFrame]]:
@@ -113,10 +118,13 @@ def measure(
         threads=args.threads,
         max_jobs=window.height,
         max_operations=instance.n_ops,
+        tick_s=args.tick,
         seed_plans=(plan,),
         trace=trace,
     )
     lp = relaxation_bound(instance, time_limit_s=args.lp_time_limit, threads=args.threads)
+    least = instance.alone_s.min(axis=1)
+    kept = float((np.floor(least / exact.tick_s) * exact.tick_s).sum() / least.sum())
     return {
         "jobs": instance.n_jobs,
         "layers": instance.n_ops,
@@ -132,6 +140,7 @@ def measure(
         "cp lower by": exact.plan.source,
         "cp status": f"{exact.relaxation}/{exact.restriction}",
         "tick s": exact.tick_s,
+        "grid keeps": round(kept, 3),
         "cp s": round(exact.solve_s, 1),
         "lp status": lp.status,
         "lp s": round(lp.seconds, 1),
@@ -217,6 +226,12 @@ def main() -> int:
         "--lp-time-limit", type=arguments.positive, default=60.0, help="seconds for the LP's rounds"
     )
     parser.add_argument("--threads", type=arguments.positive_int, default=1)
+    parser.add_argument(
+        "--tick",
+        type=arguments.positive,
+        default=1e-6,
+        help="the exact search's grid in seconds (one grid, not solve_exact's default)",
+    )
     parser.add_argument(
         "--placements",
         type=lambda text: text.split(","),
