@@ -12,7 +12,8 @@ spread evenly over the trace, the same for every size) and prints, per window:
   (relmas.ceiling.exact.solve_exact, `--time-limit` s per CP-SAT model, `--threads` workers, on
   one grid of `--tick` s), seeded by its default policies and by the best rule's run (`cp
   status`: CP-SAT's statuses); `grid keeps`: the share of the window's work (each layer at its
-  least alone latency) that the relaxation's grid keeps after rounding durations down;
+  least alone latency) that the relaxation's grid keeps after rounding durations down, and
+  `default grid keeps` the same for the first of solve_exact's own grids (~10^3 ticks);
 - `lp`: the ceiling's LP bound (relmas.ceiling.bound.relaxation_bound, with its count rows, as the
   bound stage runs it; `lp value` before the floor);
 - `lp-cp upper` (above CP-SAT's bound: what the LP relaxes that the job shop does not),
@@ -38,7 +39,7 @@ import polars as pl
 
 from relmas import arguments, catalog
 from relmas.ceiling.bound import relaxation_bound
-from relmas.ceiling.exact import Plan, solve_exact
+from relmas.ceiling.exact import Plan, grid_ticks, solve_exact
 from relmas.ceiling.instance import Instance
 from relmas.config import load_config
 from relmas.errors import InputError
@@ -105,6 +106,13 @@ def best_rule(
     return met[name, placement], plan
 
 
+def kept(instance: Instance, tick_s: float) -> float:
+    """The share of the window's work (each layer at its least alone latency) that a grid of
+    `tick_s` keeps when the relaxation rounds durations down."""
+    least = instance.alone_s.min(axis=1)
+    return round(float((np.floor(least / tick_s) * tick_s).sum() / least.sum()), 3)
+
+
 def measure(
     args: argparse.Namespace, system: System, tables: CostTables, window: pl.DataFrame, trace: str
 ) -> dict:
@@ -123,8 +131,6 @@ def measure(
         trace=trace,
     )
     lp = relaxation_bound(instance, time_limit_s=args.lp_time_limit, threads=args.threads)
-    least = instance.alone_s.min(axis=1)
-    kept = float((np.floor(least / exact.tick_s) * exact.tick_s).sum() / least.sum())
     return {
         "jobs": instance.n_jobs,
         "layers": instance.n_ops,
@@ -140,7 +146,8 @@ def measure(
         "cp lower by": exact.plan.source,
         "cp status": f"{exact.relaxation}/{exact.restriction}",
         "tick s": exact.tick_s,
-        "grid keeps": round(kept, 3),
+        "grid keeps": kept(instance, exact.tick_s),
+        "default grid keeps": kept(instance, grid_ticks(instance)[0]),
         "cp s": round(exact.solve_s, 1),
         "lp status": lp.status,
         "lp s": round(lp.seconds, 1),

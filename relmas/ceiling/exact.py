@@ -184,7 +184,7 @@ def solve_exact(
         lower, plan = _replayed(system, tables, jobs, best)
     eps = _eps(instance)
     upper = instance.n_jobs
-    for tick in _ticks(instance, tick_s):
+    for tick in grid_ticks(instance, tick_s):
         bound, relaxation, relaxed = _solve_relaxation(
             instance, tick, eps, time_limit_s, threads, plan, byte_rows
         )
@@ -261,7 +261,7 @@ def _eps(instance: Instance) -> float:
     return 64.0 * TIME_TOL * max(1.0, float(np.abs(instance.deadline_s).max()))
 
 
-def _ticks(instance: Instance, tick_s: float | None) -> list[float]:
+def grid_ticks(instance: Instance, tick_s: float | None = None) -> list[float]:
     """The grids to try: `tick_s` alone, or ~10^3 ticks over the horizon, then finer."""
     if tick_s is not None:
         return [tick_s]
