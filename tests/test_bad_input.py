@@ -649,6 +649,8 @@ BENCHMARK_CASES = {
     "a target of nan": ("bench_ceiling.py", ["targets", "--targets", "camera=nan"]),
     "an exact time limit of inf": ("bench_ceiling_exact.py", ["--time-limit", "inf"]),
     "no traces": ("bench_ceiling_exact.py", ["--traces", "0"]),
+    "a tick of 0": ("bench_ceiling_medium.py", ["--tick", "0"]),
+    "windows of no jobs": ("bench_ceiling_medium.py", ["--jobs", "100", "0"]),
     "a load of nan": ("bench_sim.py", ["--load", "nan"]),
     "a trace of 0 jobs": ("bench_ga.py", ["--sizes", "10", "0"]),
     "a negative seed": ("bench_gacer.py", ["--costs", "c", "--seeds", "-1"]),

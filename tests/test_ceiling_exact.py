@@ -18,7 +18,7 @@ from relmas.errors import InputError
 from relmas.policies import make_policy
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, access, load_system
-from tests.synthetic import cost_frame, synthetic_costs, synthetic_pieces
+from tests.synthetic import cost_frame, memory_bound_case, synthetic_costs, synthetic_pieces
 
 ONLINE = catalog.of_kind("heuristic", "rule", "search")
 
@@ -299,6 +299,21 @@ def test_seed_runs_give_the_lower_bound_only_when_they_beat_the_restriction():
         assert seeded.upper == alone.upper
     best = max(_met(system, tables, trace, make_policy(n)) for n in default_seed_policies())
     assert seeded.lower >= best
+
+
+def test_a_plan_of_another_run_seeds_the_search_and_gives_its_lower_bound():
+    # A memory-bound burst where ga_offline (seed 2) meets 6, one more than every default seed
+    # policy; 6 is the optimum. Given its run as a seed plan, the search proves it at once.
+    system, tables, trace = memory_bound_case(11, 8)
+    engine = Engine(system, tables, trace, record=True)
+    engine.run(make_policy("ga_offline", seed=2))
+    plan = Plan.of_run(Instance.of(system, tables, trace), engine, "ga_offline")
+    assert plan.count == 6
+    assert max(_met(system, tables, trace, make_policy(n)) for n in default_seed_policies()) < 6
+    result = solve_exact(
+        system, tables, trace, time_limit_s=10.0, max_jobs=8, max_operations=100, seed_plans=(plan,)
+    )
+    assert (result.lower, result.upper, result.plan.source) == (6, 6, "ga_offline")
 
 
 def test_a_layer_far_shorter_than_the_grids_tick_is_planned_and_replayed():

@@ -149,6 +149,7 @@ def solve_exact(
     max_operations: int = 300,
     tick_s: float | None = None,
     seed_policies: Sequence[str] | None = None,
+    seed_plans: Sequence[Plan] = (),
     trace: str = "trace",
     byte_rows: str = "placed",
 ) -> ExactResult:
@@ -158,7 +159,9 @@ def solve_exact(
     by default ~10^3 ticks over the horizon, refined twice tenfold while both models solve to
     OPTIMAL and are still apart (coarse grids solve much faster; only rounding can part them
     then). The runs of `seed_policies` (default `default_seed_policies()`; () for none) give the
-    models a first solution, and the lower bound when one meets more than the restriction's plan.
+    models a first solution, and the lower bound when one meets more than the restriction's plan;
+    `seed_plans`, timed plans of other runs of `jobs` (`Plan.of_run`: a rule with a placement, a
+    search), compete with them alike.
     A trace of more than `max_jobs` jobs or `max_operations` layers is refused (InputError naming
     `trace`). `byte_rows` (BYTE_ROWS): how the relaxation's byte windows count a layer's bytes.
     """
@@ -174,13 +177,14 @@ def solve_exact(
     started = time.perf_counter()
     names = default_seed_policies() if seed_policies is None else tuple(seed_policies)
     seeds = [_seed_plan(system, tables, jobs, instance, name) for name in names]
+    seeds += list(seed_plans)
     best = max(seeds, key=lambda seed: seed.count, default=None)
     lower, plan = -1, best
     if best is not None:
         lower, plan = _replayed(system, tables, jobs, best)
     eps = _eps(instance)
     upper = instance.n_jobs
-    for tick in _ticks(instance, tick_s):
+    for tick in grid_ticks(instance, tick_s):
         bound, relaxation, relaxed = _solve_relaxation(
             instance, tick, eps, time_limit_s, threads, plan, byte_rows
         )
@@ -257,7 +261,7 @@ def _eps(instance: Instance) -> float:
     return 64.0 * TIME_TOL * max(1.0, float(np.abs(instance.deadline_s).max()))
 
 
-def _ticks(instance: Instance, tick_s: float | None) -> list[float]:
+def grid_ticks(instance: Instance, tick_s: float | None = None) -> list[float]:
     """The grids to try: `tick_s` alone, or ~10^3 ticks over the horizon, then finer."""
     if tick_s is not None:
         return [tick_s]
@@ -481,8 +485,14 @@ def _byte_windows(
         most = kilobytes
         moved = [int(kilobytes[j]) * on_time[j] for j in range(instance.n_jobs)]
     else:
+        # One variable per job equal to its placed kB: a window's row then has a term per job, not
+        # one per task and type of every job inside it (the same model, far fewer terms).
         most = np.array([m for m, _ in placed], dtype=np.int64)
-        moved = [expression for _, expression in placed]
+        moved = []
+        for j, (bound, expression) in enumerate(placed):
+            job_kb = model.NewIntVar(0, bound, f"kb{j}")
+            model.Add(job_kb == expression)
+            moved.append(job_kb)
     per_tick = instance.bandwidth_bps * grid.tick_s / 1e3
     for t1 in np.unique(grid.release):
         for t2 in np.unique(grid.deadline[grid.deadline >= t1]):
