@@ -16,13 +16,13 @@ needs the real tables and a trained agent (`make run`, docs/benchmarks.md).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
+from relmas import arguments
 from relmas.config import load_config
 from relmas.evaluate import simulate
 from relmas.policies import make_policy
@@ -76,10 +76,10 @@ def agent(directory: Path, config: dict, engine: Engine, settings: ObservationSe
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = arguments.Parser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--scenarios", nargs="+", default=["vision_light", "mixed_overload"])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--seeds", nargs="+", type=arguments.seed, default=[1, 2, 3])
     args = parser.parse_args()
     config = load_config(args.config)
     observation = config["training"]["observation"]
