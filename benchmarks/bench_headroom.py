@@ -2,22 +2,25 @@
 of the same jobs can go, by rollouts (online) or by the offline genetic search.
 
     .venv/bin/python benchmarks/bench_headroom.py [--config config/config.yaml] [--scenarios a,b]
-        [--jobs 150] [--seeds 2] rollout [--horizon 5|inf] [--per-type] [--clairvoyant]
+        [--jobs 150] [--seeds 2] rollout [--base best|RULE] [--horizon 5|inf] [--per-type]
+        [--clairvoyant]
     .venv/bin/python benchmarks/bench_headroom.py [...] --jobs 50 ga [--windows 4]
         [--ga-seeds 0 1] [--population 32] [--generations 100] [--seeded-by online|heuristics]
 
-For each scenario the rule baseline chosen on validation (the study's best baseline; the scenario
-is skipped if that is not a rule baseline) is the reference. `rollout` runs it on the first `--jobs`
-jobs of the first `--seeds` evaluation traces, alone and improved by rollouts
-(`relmas.policies.rollout`: every decision point tries the agent's candidates, each followed by the
-rule for `--horizon` x tau, tau the mean isolated latency of the scenario's models). `ga` cuts
-those traces into `--windows` consecutive windows of `--jobs` jobs, each moved to start at time 0
-on an idle system, and runs `ga_offline` on each (no time limit): seeded by every online
-non-learned policy, the deadlines it meets above the rule and above the best of them on that
-window bound from below what a better schedule of those jobs could gain; seeded by the heuristics
-alone, whether it climbs to the rule shows how strong the search is at that length. Tables give
-SLA rates or deadlines met, differences in SLA points and wall times. Run from a checkout whose
-`results:` holds a finished `make run`.
+`rollout` runs a rule with its placement chosen on validation — by default the agent's teacher
+(`--base best`: the best rule or target-aware baseline with its placement, `best_placed`), or the
+rule named — on the first `--jobs` jobs of the first `--seeds` evaluation traces, alone and
+improved by rollouts (`relmas.policies.rollout`: every decision point tries the agent's
+candidates, with `--per-type` on every type, each followed by the rule for `--horizon` x tau, tau
+the mean isolated latency of the scenario's models). `ga` takes the study's best baseline on the
+whole system (the scenario is skipped if that is not a rule baseline) and cuts those traces into
+`--windows` consecutive windows of `--jobs` jobs, each moved to start at time 0 on an idle
+system, and runs `ga_offline` on each (no time limit): seeded by every online non-learned policy,
+the deadlines it meets above the rule and above the best of them on that window bound from below
+what a better schedule of those jobs could gain; seeded by the heuristics alone, whether it climbs
+to the rule shows how strong the search is at that length. Tables give SLA rates or deadlines met,
+differences in SLA points and wall times. Run from a checkout whose `results:` holds a finished
+`make run`.
 """
 
 from __future__ import annotations
@@ -30,10 +33,11 @@ import polars as pl
 
 from relmas import arguments, catalog
 from relmas.config import load_config
-from relmas.evaluate import load_job_trace
+from relmas.evaluate import best_placed, load_job_trace, placement_option, read_placements
 from relmas.paths import ResultPaths
 from relmas.policies import make_policy
 from relmas.policies.ga_offline import SEED_POLICIES, GAOffline
+from relmas.policies.placement import ALL
 from relmas.policies.rollout import improve_by_rollout
 from relmas.report import best_baselines, markdown_table, read_validation
 from relmas.sim.costs import CostTables
@@ -47,21 +51,59 @@ SEEDED_BY = {
     "online": SEED_POLICIES,
     "heuristics": tuple(name for name in SEED_POLICIES if catalog.entry(name).kind == "heuristic"),
 }
-# What one method measures on one evaluation trace: table rows.
-Method = Callable[[argparse.Namespace, System, CostTables, pl.DataFrame, str], list[dict]]
+BEST = "best"  # --base: the agent's teacher
+# What one method measures on one evaluation trace with a rule and its placement: table rows.
+Method = Callable[[argparse.Namespace, System, CostTables, pl.DataFrame, str, str], list[dict]]
+# A method's rule and placement on a scenario (None: the scenario is skipped).
+Base = Callable[[argparse.Namespace, ResultPaths, str, System], tuple[str, str] | None]
+
+
+def rollout_base(
+    args: argparse.Namespace, paths: ResultPaths, scenario: str, system: System
+) -> tuple[str, str]:
+    """`--base`: the teacher (the best placed baseline on validation) or the rule named, each
+    with its placement chosen on validation."""
+    path, types = paths.validation(scenario), system.accelerator_types
+    if args.base == BEST:
+        return best_placed(path, scenario, types)
+    chosen = placement_option(args.base, read_placements(path, scenario, types), path)
+    return args.base, chosen["placement"]
+
+
+def ga_base(
+    args: argparse.Namespace, paths: ResultPaths, scenario: str, system: System
+) -> tuple[str, str] | None:
+    """The study's best baseline on validation, on the whole system, if a rule baseline."""
+    rule = best_baselines(read_validation(paths.validation_dir, [scenario]))[scenario][0]
+    if catalog.entry(rule).kind != "rule":
+        print(f"{scenario}: the best baseline {rule} is not a rule baseline; skipped")
+        return None
+    return rule, ALL
 
 
 def rollout_rows(
-    args: argparse.Namespace, system: System, tables: CostTables, jobs: pl.DataFrame, rule: str
+    args: argparse.Namespace,
+    system: System,
+    tables: CostTables,
+    jobs: pl.DataFrame,
+    rule: str,
+    placement: str,
 ) -> list[dict]:
-    """The rule alone and improved by rollouts on the first `args.jobs` jobs."""
+    """The rule with its placement alone and improved by rollouts on the first `args.jobs`
+    jobs."""
     jobs = jobs.head(args.jobs)
     horizon_s = args.horizon * float(tables.isolated_s.mean())
-    alone = Engine(system, tables, jobs).run(make_policy(rule)).metrics["sla_rate"]
+    base = make_policy(rule, placement=placement)
+    alone = Engine(system, tables, jobs).run(base).metrics["sla_rate"]
     engine = Engine(system, tables, jobs)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     left, decisions = improve_by_rollout(
-        engine, rule, horizon_s, per_type=args.per_type, clairvoyant=args.clairvoyant
+        engine,
+        rule,
+        horizon_s,
+        placement=placement,
+        per_type=args.per_type,
+        clairvoyant=args.clairvoyant,
     )
     improved = engine.result("rollout").metrics["sla_rate"]
     return [
@@ -72,15 +114,22 @@ def rollout_rows(
             "decisions left the rule": left,
             "decisions": decisions,
             "rollout s": time.perf_counter() - start,
+            "rollout CPU s": time.process_time() - cpu,  # the machine may be shared
         }
     ]
 
 
 def ga_rows(
-    args: argparse.Namespace, system: System, tables: CostTables, jobs: pl.DataFrame, rule: str
+    args: argparse.Namespace,
+    system: System,
+    tables: CostTables,
+    jobs: pl.DataFrame,
+    rule: str,
+    placement: str,
 ) -> list[dict]:
-    """`ga_offline` on each window of `args.jobs` jobs, against the rule and the best of the
-    search's seeds on that window (seeded by every online policy, it never ends below either)."""
+    """`ga_offline` on each window of `args.jobs` jobs, against the rule (on the whole system:
+    `placement` is ALL) and the best of the search's seeds on that window (seeded by every online
+    policy, it never ends below either)."""
     rows = []
     for window in range(args.windows):
         part = jobs.slice(window * args.jobs, args.jobs)
@@ -139,6 +188,12 @@ def main() -> None:
     methods = parser.add_subparsers(dest="method", required=True)
     rollout = methods.add_parser("rollout", help="one step of policy iteration from the rule")
     rollout.add_argument(
+        "--base",
+        choices=[BEST, *catalog.placed()],
+        default=BEST,
+        help="the rule rolled out, with its placement on validation (best: the agent's teacher)",
+    )
+    rollout.add_argument(
         "--horizon",
         type=arguments.positive_or_inf,
         default=5.0,
@@ -146,7 +201,7 @@ def main() -> None:
     )
     rollout.add_argument("--per-type", action="store_true", help="also try every instance type")
     rollout.add_argument("--clairvoyant", action="store_true", help="rollouts see future arrivals")
-    rollout.set_defaults(measure=rollout_rows)
+    rollout.set_defaults(measure=rollout_rows, base_of=rollout_base)
     ga = methods.add_parser("ga", help="the offline genetic search on windows of the traces")
     ga.add_argument(
         "--windows", type=arguments.positive_int, default=4, help="consecutive windows per trace"
@@ -155,27 +210,30 @@ def main() -> None:
     ga.add_argument("--population", type=arguments.positive_int, default=32)
     ga.add_argument("--generations", type=arguments.count, default=100)
     ga.add_argument("--seeded-by", choices=list(SEEDED_BY), default="online")
-    ga.set_defaults(measure=ga_rows)
+    ga.set_defaults(measure=ga_rows, base_of=ga_base)
     args = parser.parse_args()
 
     config = load_config(args.config)
     study, paths = Study(config), ResultPaths.of(config)
     scenarios = args.scenarios.split(",") if args.scenarios else list(config["scenarios"])
-    baselines = best_baselines(read_validation(paths.validation_dir, scenarios))
     measure: Method = args.measure
+    base_of: Base = args.base_of
     rows = []
     for scenario in scenarios:
-        rule = baselines[scenario][0]
-        if catalog.entry(rule).kind != "rule":
-            print(f"{scenario}: the best baseline {rule} is not a rule baseline; skipped")
+        system = study.system(scenario)
+        if (base := base_of(args, paths, scenario, system)) is None:
             continue
-        system, tables = study.system(scenario), study.costs(scenario, paths.costs_dir)
+        rule, placement = base
+        print(f"{scenario}: {rule} ({placement})", flush=True)
+        tables = study.costs(scenario, paths.costs_dir)
         for seed in config["evaluation"]["seeds"][: args.seeds]:
             jobs = load_job_trace(paths.workload(scenario, seed), tables)
-            for row in measure(args, system, tables, jobs, rule):
-                rows.append({"scenario": scenario, "seed": seed, "rule": rule} | row)
+            for row in measure(args, system, tables, jobs, rule, placement):
+                named = {"scenario": scenario, "seed": seed, "rule": rule, "placement": placement}
+                rows.append(named | row)
                 print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
-    print(" ".join(f"{key} {value}" for key, value in vars(args).items() if key != "measure"))
+    shown = {key: value for key, value in vars(args).items() if key not in ("measure", "base_of")}
+    print(" ".join(f"{key} {value}" for key, value in shown.items()))
     print(markdown_table(pl.DataFrame(rows)))
 
 

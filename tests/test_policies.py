@@ -14,6 +14,7 @@ from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
 from relmas.sim.engine import DecisionView
 from tests.synthetic import cost_frame, synthetic_costs
+from tests.test_placement import schedule, three_types
 
 HEURISTICS = ("fcfs", "sjf", "edf", "llf", "prema", "sdrm3", "herald", "planaria", "random")
 
@@ -282,3 +283,39 @@ def test_rollouts_of_the_gated_rule_meet_more_deadlines_than_it(per_type):
     assert decisions == engine.decisions and 0 < left < decisions
     # on this case the rollouts meet 2 (4 with every type) more of the 80 deadlines
     assert engine.result("rollout").metrics["sla_rate"] > rule.metrics["sla_rate"]
+
+
+def test_rollouts_of_a_rule_on_a_set_of_types_are_its_rollouts_on_those_types_alone():
+    """Rolling out a rule restricted to some types, without trying other types, is rolling out
+    the rule on the system of those types alone, decision for decision (the rule's view of the
+    costs in its rollouts, its ranking and its score: its placement's)."""
+    kept = ["e", "t"]
+    whole, tables, jobs = three_types()
+    alone, alone_tables, _ = three_types(kept)
+    instances = [k for k, name in enumerate(whole.instance_types) if name in kept]
+    horizon = 3 * float(tables.isolated_s.mean())
+    rule = "sjf_feasible_patient_gated"
+    placed = Engine(whole, tables, jobs, record=True)
+    placed_stats = improve_by_rollout(placed, rule, horizon, placement="+".join(kept))
+    own = Engine(alone, alone_tables, jobs, record=True)
+    own_stats = improve_by_rollout(own, rule, horizon)
+    # the same decisions left the rule (the whole system has more decision points: its other
+    # instances idle, where the rule has none)
+    assert placed_stats[0] == own_stats[0] > 0
+    assert schedule(placed, list(range(len(whole.instance_types)))).equals(schedule(own, instances))
+
+
+@pytest.mark.parametrize("per_type", [False, True])
+def test_rollouts_of_a_rule_on_one_type_try_the_other_types_with_per_type(per_type):
+    """EDF restricted to the `s` instances of the contended case: its rollouts start layers on
+    the `e` instances only when every type is tried, and then meet more deadlines than it."""
+    system, tables, jobs = contended_case(jobs=80)
+    rule = Engine(system, tables, jobs).run(make_policy("edf_feasible", placement="s"))
+    engine = Engine(system, tables, jobs, record=True)
+    horizon = 3 * float(tables.isolated_s.mean())
+    improve_by_rollout(engine, "edf_feasible", horizon, placement="s", per_type=per_type)
+    types = np.array(system.instance_types)[engine.timeline()["accelerator"].to_numpy()]
+    assert np.any(types == "e") == per_type
+    met, rule_met = engine.result("rollout").jobs["met"].sum(), rule.jobs["met"].sum()
+    # on this case the rollouts meet 1 (3 with every type) more of the 80 deadlines
+    assert met > rule_met if per_type else met >= rule_met

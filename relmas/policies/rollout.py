@@ -6,16 +6,20 @@ rule pays over the next few job latencies, a learner whose actions are those dev
 to find beyond the rule. It is not a policy of the study: a decision simulates up to a few hundred
 decisions per candidate.
 
+The rule runs with its placement (`relmas.policies.placement`: a set of types or the bandwidth
+rule), so the base can be the agent's teacher, the best rule with its placement on validation.
 At each decision point the candidates are the agent's slots (`relmas.rl.observation`) over every
 ready job: the rule's own start, the reference (least remaining work), the `candidates` feasible
 jobs with the least remaining work and the `candidates` with the earliest deadlines, the hopeless
-job with the least remaining work — each on its fastest idle instance, with `per_type` also on the
-first idle instance of every other type — and waiting whenever an event is still to come (a
+job with the least remaining work — each on its fastest idle instance of the placement's types,
+with `per_type` also on the first idle instance of every other type, those outside the placement
+included (one-step placement deviations) — and waiting whenever an event is still to come (a
 superset of the agent's wait mask). Each is applied to a copy of the state, which the rule then
 runs for `horizon_s`; the copy sees only the jobs arrived so far unless `clairvoyant`. The
 candidate whose rollout ends with the most met deadlines minus certain misses among the jobs
 known at the decision is taken, the rule's own start on ties. Each rollout stops at the first
-event at or after the horizon and is scored there.
+event at or after the horizon and is scored there. Feasibility, in the ranking and the score, is
+the rule's view of it (its placement's types), as the rule continues every rollout there.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ import sys
 import numpy as np
 from numba import njit
 
+from relmas import catalog
 from relmas.hw import jit_cache
 from relmas.policies import kernels as policy_kernels
 from relmas.policies import make_policy, placement, triage
 from relmas.policies import rules as rules_module
+from relmas.policies.placement import ALL, Placement
 from relmas.policies.rules import RuleBaseline, choose
 from relmas.policies.triage import fastest_idle, feasible
 from relmas.sim import access
@@ -38,6 +44,7 @@ from relmas.sim.kernels import STATUS_DECISION, STATUS_STALLED, State, Tables, a
 from relmas.sim.kernels import apply_decision as apply
 
 WAIT = -1  # the candidate that starts nothing
+NOWHERE = -2  # a job's target when no instance of the rule's placement is idle
 FEASIBLE, HOPELESS, ANY = 1, 0, -1  # which ready jobs a ranking looks at
 
 
@@ -62,6 +69,7 @@ def _score(T: Tables, D: State, known: int) -> float:
 @njit(cache=True)
 def _rollout(
     T: Tables,
+    view: Tables,
     S: State,
     D: State,
     job: int,
@@ -72,8 +80,8 @@ def _rollout(
     out_job: np.ndarray,
     out_acc: np.ndarray,
 ) -> float:
-    """The score of starting `job` on `accelerator` (or waiting) and then following `rule` until
-    `end`, simulated on D, a copy of S."""
+    """The score of starting `job` on `accelerator` (or waiting) and then following `rule`, which
+    reads the costs through `view`, until `end`, simulated on D, a copy of S."""
     access.copy_state(S, D)
     known = access.arrived_count(D)
     if not clairvoyant:
@@ -85,8 +93,8 @@ def _rollout(
         if status == STATUS_STALLED:
             return -np.inf  # waited with nothing to come
         if status != STATUS_DECISION or access.now(D) >= end:
-            return _score(T, D, known)
-        out_job[0], out_acc[0] = choose(T, D, *rule)
+            return _score(view, D, known)
+        out_job[0], out_acc[0] = choose(view, D, *rule)
         apply(T, D, out_job, out_acc, 1 if out_job[0] >= 0 else 0)
 
 
@@ -138,6 +146,7 @@ def run_rollout(
     T: Tables,
     S: State,
     D: State,
+    view: Tables,
     rule: tuple[int, bool, bool, bool, int, np.ndarray, bool],
     horizon_s: float,
     candidates: int,
@@ -145,37 +154,42 @@ def run_rollout(
     per_type: bool,
     stats: np.ndarray,
 ) -> int:
-    """Simulate to the end deciding by rollouts of `rule` (`RuleBaseline.parameters` and the
-    placement on every type, the engine's own costs being the rule's view of them); D is
-    scratch state of S's shape. stats[0] counts the decisions that left the rule, stats[1] all."""
+    """Simulate to the end deciding by rollouts of `rule` (`RuleBaseline.parameters` then its
+    placement), which reads the costs through `view` (`RuleBaseline.placed`); D is scratch state
+    of S's shape. stats[0] counts the decisions that left the rule, stats[1] all."""
     out_job, out_acc = np.zeros(1, np.int64), np.zeros(1, np.int64)
     jobs = np.empty(2 * candidates + 4, np.int64)  # + rule, reference, hopeless, wait
+    allowed = rule[5]
     while True:
         status = advance(T, S)
         if status != STATUS_DECISION:
             return status
-        first, first_acc = choose(T, S, *rule)
+        first, first_acc = choose(view, S, *rule)
         end = access.now(S) + horizon_s
-        n = _candidates(T, S, first, candidates, jobs)
-        best = _rollout(T, S, D, first, first_acc, end, rule, clairvoyant, out_job, out_acc)
+        n = _candidates(view, S, first, candidates, jobs)
+        args = (T, view, S, D)
+        best = _rollout(*args, first, first_acc, end, rule, clairvoyant, out_job, out_acc)
         chosen, chosen_acc = first, first_acc
         if first >= 0 and access.can_wait(S):
             jobs[n] = WAIT
             n += 1
         for c in range(n):
             job = jobs[c]
-            target = WAIT
-            if job != WAIT:
-                target = fastest_idle(T, S, access.job_next_row(S, job), rule[5])
-            if job != first or target != first_acc:  # the rule's own start was scored first
-                value = _rollout(T, S, D, job, target, end, rule, clairvoyant, out_job, out_acc)
+            if job == WAIT:
+                target = WAIT
+            else:
+                target = fastest_idle(view, S, access.job_next_row(S, job), allowed)
+                if target < 0:  # no idle instance of the placement's types
+                    target = NOWHERE
+            if target != NOWHERE and (job != first or target != first_acc):  # first: scored
+                value = _rollout(*args, job, target, end, rule, clairvoyant, out_job, out_acc)
                 if value > best:
                     best, chosen, chosen_acc = value, job, target
             if not per_type or job == WAIT:
                 continue
             for acc in range(access.accelerator_count(S)):
                 if _first_idle_of_other_type(S, acc, target):
-                    value = _rollout(T, S, D, job, acc, end, rule, clairvoyant, out_job, out_acc)
+                    value = _rollout(*args, job, acc, end, rule, clairvoyant, out_job, out_acc)
                     if value > best:
                         best, chosen, chosen_acc = value, job, acc
         if chosen != first or chosen_acc != first_acc:
@@ -186,12 +200,13 @@ def run_rollout(
 
 
 @njit(cache=True)
-def _first_idle_of_other_type(S: State, acc: int, fastest: int) -> bool:
-    """`acc` is idle, of another type than `fastest`, and the first idle instance of its type."""
+def _first_idle_of_other_type(S: State, acc: int, target: int) -> bool:
+    """`acc` is idle, of another type than `target` (any type if NOWHERE), and the first idle
+    instance of its type."""
     if not access.is_idle(S, acc):
         return False
     kind = access.accelerator_type(S, acc)
-    if kind == access.accelerator_type(S, fastest):
+    if target != NOWHERE and kind == access.accelerator_type(S, target):
         return False
     for other in range(acc):
         if access.is_idle(S, other) and access.accelerator_type(S, other) == kind:
@@ -221,20 +236,24 @@ def improve_by_rollout(
     rule: str,
     horizon_s: float,
     *,
+    placement: str | Placement = ALL,
     candidates: int = 2,
     clairvoyant: bool = False,
     per_type: bool = False,
 ) -> tuple[int, int]:
-    """Run `engine` to the end deciding by rollouts of the rule baseline `rule`; returns (decisions
-    that left the rule, decisions)."""
-    policy = make_policy(rule)
-    if not isinstance(policy, RuleBaseline):
+    """Run `engine` to the end deciding by rollouts of the rule baseline `rule` with its
+    `placement` (`Placement.parse`'s forms); returns (decisions that left the rule, decisions)."""
+    if rule not in catalog.placed():
         raise ValueError(f"rollouts follow a rule baseline, not {rule!r}")
+    policy = make_policy(rule, placement=placement)
+    assert isinstance(policy, RuleBaseline)
+    view, allowed, bandwidth = policy.placed(engine.tables)
     stats = np.zeros(2, dtype=np.int64)
     engine.run_jitted(
         run_rollout,
         engine.snapshot(),
-        (*policy.parameters, np.ones(len(engine.tables.types), dtype=np.bool_), False),
+        view,
+        (*policy.parameters, allowed, bandwidth),
         float(horizon_s),
         int(candidates),
         bool(clairvoyant),

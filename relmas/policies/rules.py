@@ -59,6 +59,7 @@ from relmas.policies.triage import (
 )
 from relmas.sim import access
 from relmas.sim import kernels as engine_kernels
+from relmas.sim.costs import CostTables
 from relmas.sim.engine import DecisionView, Engine
 from relmas.sim.kernels import STATUS_DECISION, State, Tables, advance, apply_decision
 
@@ -328,14 +329,18 @@ class RuleBaseline(Policy):
         self.placement = Placement.parse(placement)
 
     def reset(self, engine: Engine) -> None:
-        types = engine.tables.types
-        allowed = self.placement.allowed(types)
-        self._view = self.placement.tables(engine.tables, allowed)
-        self._where = (allowed, self.placement.bandwidth)
+        view, allowed, bandwidth = self.placed(engine.tables)
+        self._view, self._where = view, (allowed, bandwidth)
         self._choose = engine_kernels.entry_point(
             choose, self._view, engine.state, *self.parameters, *self._where
         )
         self._out = (np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
+
+    def placed(self, tables: CostTables) -> tuple[Tables, np.ndarray, bool]:
+        """(the rule's view of the engine's cost `tables`, the types it may start layers on,
+        whether it places by the bandwidth): its placement as `choose` takes it."""
+        allowed = self.placement.allowed(tables.types)
+        return self.placement.tables(tables, allowed), allowed, self.placement.bandwidth
 
     @property
     def parameters(self) -> tuple[int, bool, bool, bool, int]:
