@@ -5,7 +5,7 @@ environment's `step`, the n-step window and the replay write are each a call fro
 those calls cost several times the simulation itself. For `SchedulingEnv` (whose teacher is its
 reference baseline, `relmas.rl.teacher`, or none), `collect` runs the same steps in one kernel —
 the teacher's action (`relmas.rl.observation.teacher_action`) or the epsilon-greedy network
-(`relmas.rl.network` forward pass, `relmas.rl.dqn.epsilon_greedy`), `relmas.rl.env.env_step`,
+(`relmas.rl.network.valid_action_scores`, `relmas.rl.dqn.epsilon_greedy`), `relmas.rl.env.env_step`,
 `relmas.rl.replay.push_step` — up to
 the next step at which the loop has something else to do (learn, update the target, log,
 validate, checkpoint) or to the end of the episode. It calls exactly the functions the Python
@@ -32,10 +32,9 @@ from relmas.rl.env import EnvArrays, SchedulingEnv, env_step
 from relmas.rl.network import (
     GreedyPolicy,
     NumpyWeights,
-    forward_pass,
     network_arguments,
     no_network_arguments,
-    numpy_q_values,
+    valid_action_scores,
 )
 from relmas.rl.observation import teacher_action
 from relmas.rl.replay import NStepCollector, ReplayBuffer, Transitions, Window, push_step
@@ -73,8 +72,9 @@ def collect(
     """Steps `step`, `step` + 1, ... before `stop`, or to the end of the episode: the teacher
     (the reference baseline's action, cut by `cut_pieces`, `teacher_action`'s arguments with
     `sizes`) acts before `teacher_steps`, then the network (`params` ... `n_actions`,
-    `forward_pass`'s) epsilon-greedily with epsilon = `epsilon_at(step, *schedule)`, `bonus` added
-    to the Q-value of the teacher's action; `counts[action]` counts the actions taken and, with
+    `valid_action_scores`'s: the rows of valid actions only, as the deployed policy scores them)
+    epsilon-greedily with epsilon = `epsilon_at(step, *schedule)`, `bonus` added to the score of
+    the teacher's action; `counts[action]` counts the actions taken and, with
     `store`, the transitions go to the replay. Returns (steps taken, terminated, sum of their
     rewards)."""
     obs = np.empty_like(E.obs)
@@ -89,8 +89,8 @@ def collect(
                 raise RuntimeError("the teacher's action is not in the mask")
         else:
             epsilon = epsilon_at(at, schedule[0], schedule[1], schedule[2])
-            q_values = forward_pass(
-                params, layout, n_heads, blocks, parts, row_parts, n_actions, E.obs
+            q_values, _ = valid_action_scores(
+                params, layout, n_heads, blocks, parts, row_parts, n_actions, E.obs, E.mask
             )
             favoured = -1
             if bonus > 0.0:
@@ -277,7 +277,8 @@ class PythonSteps:
                     raise ValueError(f"the teacher chose the invalid action {action}")
             else:
                 epsilon = epsilon_at(at, *self.schedule)
-                q_values = numpy_q_values(acting, self.obs)
+                arguments = network_arguments(acting)
+                q_values, _ = valid_action_scores(*arguments, self.obs, self.mask)
                 favoured = int(self.teacher(self.obs, self.mask)) if self.bonus > 0 else -1
                 action = int(
                     epsilon_greedy(

@@ -197,18 +197,21 @@ def to_numpy_weights(net: QNetwork) -> NumpyWeights:
 
 
 @njit(cache=True)
-def _dense(params, row, features, relu):
-    weight = params[row[0] : row[0] + row[2] * row[3]].reshape((row[2], row[3]))
-    out = params[row[1] : row[1] + row[3]].copy()
+def _dense(params, row, features, out, relu):
+    """out[:width] = the layer `row` of `features` (ReLU if `relu`); `out` is a scratch buffer
+    (a decision scores tens of rows: allocating per row would cost more than the arithmetic)."""
+    n_out = row[3]
+    for j in range(n_out):
+        out[j] = params[row[1] + j]
     # axpy order (one input at a time over all outputs) vectorises without reassociation
     for i in range(row[2]):
         value = features[i]
-        for j in range(row[3]):
-            out[j] += value * weight[i, j]
+        at = row[0] + i * n_out
+        for j in range(n_out):
+            out[j] += value * params[at + j]
     if relu:
         for j in range(row[3]):
             out[j] = max(out[j], np.float32(0.0))
-    return out
 
 
 @njit(cache=True)
@@ -241,26 +244,34 @@ def _row_scores(params, layout, n_heads, blocks, parts, row_parts, n_actions, ob
         if blocks[parts[p, 0], 2] == 1:
             _project(params, first, blocks, parts[p], padded, projected[p])
     scores = np.full(row_parts.shape[0] * per_row, np.nan, dtype=np.float32)
-    summed = np.zeros(layout[n_trunk - 1, 3], dtype=np.float32)
+    width = layout[n_trunk - 1, 3]
+    summed = np.zeros(width, dtype=np.float32)
+    widest = layout[:, 3].max()
+    features, other = np.empty(widest, np.float32), np.empty(widest, np.float32)
     count = 0
     for r in range(row_parts.shape[0]):
         if not scored[r]:
             continue
         count += 1
-        features = params[first[1] : first[1] + first[3]].copy()
+        for j in range(first[3]):
+            features[j] = params[first[1] + j]
         for b in range(blocks.shape[0]):
             p = row_parts[r, b]
             if p < 0:
                 continue
             if blocks[b, 2] == 1:
-                features += projected[p]
+                for j in range(first[3]):
+                    features[j] += projected[p, j]
             else:
                 _project(params, first, blocks, parts[p], padded, features)
-        features = np.maximum(features, np.float32(0.0))
+        for j in range(first[3]):
+            features[j] = np.maximum(features[j], np.float32(0.0))
         for layer in range(1, n_trunk):
-            features = _dense(params, layout[layer], features, True)
-        scores[r * per_row : (r + 1) * per_row] = _dense(params, head, features, False)
-        summed += features
+            _dense(params, layout[layer], features, other, True)
+            features, other = other, features
+        _dense(params, head, features, scores[r * per_row : (r + 1) * per_row], False)
+        for j in range(width):
+            summed[j] += features[j]
     return scores[:n_actions].copy(), summed, count
 
 
@@ -275,8 +286,9 @@ def forward_pass(params, layout, n_heads, blocks, parts, row_parts, n_actions, o
     if n_heads == 1:
         return scores
     n_trunk = layout.shape[0] - n_heads
-    value = _dense(params, layout[n_trunk], summed / np.float32(count), False)[0]
-    return value + scores - scores.mean()
+    value = np.empty(1, np.float32)
+    _dense(params, layout[n_trunk], summed / np.float32(count), value, False)
+    return value[0] + scores - scores.mean()
 
 
 @njit(cache=True)
@@ -320,12 +332,10 @@ def greedy_action(q_values: np.ndarray, mask: np.ndarray, favoured: int, bonus: 
 
 
 @njit(cache=True)
-def greedy_decision(
-    params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, mask, favoured, bonus
-):
-    """(`greedy_action` on the network's Q-values of `obs`, rows scored), scoring only the rows
-    of valid actions: with a dueling head the choice reads the advantages, Q less V - mean(A),
-    which is the same for every action."""
+def valid_action_scores(params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, mask):
+    """(What a greedy choice among the valid actions of `mask` compares, rows scored): the head's
+    scores of the valid actions' rows only (NaN for the others); with a dueling head the
+    advantages, Q less V - mean(A), which is the same for every action."""
     per_row = layout[layout.shape[0] - 1, 3]
     scored = np.zeros(row_parts.shape[0], dtype=np.bool_)
     for action in range(n_actions):
@@ -333,6 +343,17 @@ def greedy_decision(
             scored[action // per_row] = True
     scores, _, count = _row_scores(
         params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, scored
+    )
+    return scores, count
+
+
+@njit(cache=True)
+def greedy_decision(
+    params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, mask, favoured, bonus
+):
+    """(`greedy_action` on the network's `valid_action_scores` of `obs`, rows scored)."""
+    scores, count = valid_action_scores(
+        params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, mask
     )
     return greedy_action(scores, mask, favoured, bonus), count
 
