@@ -26,8 +26,6 @@ from relmas import arguments
 from relmas.config import load_config
 from relmas.evaluate import simulate
 from relmas.policies import make_policy
-from relmas.rl.agent import AgentInfo, write_agent_info
-from relmas.rl.checkpoint import BEST, save_checkpoint
 from relmas.rl.network import QNetwork, forward_macs
 from relmas.rl.observation import ObservationSettings, Observer
 from relmas.sim import CostTables, Engine
@@ -35,7 +33,7 @@ from relmas.workload import generate_trace, scenario_system
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_sim import ZOO_LAYERS  # noqa: E402
-from tests.defaults import decision_cost, reward_settings  # noqa: E402
+from tests.defaults import decision_cost, write_untrained_agent  # noqa: E402
 from tests.synthetic import synthetic_costs  # noqa: E402
 
 TEACHER = "sjf_feasible_patient_gated"  # the rule baseline the untrained network favours
@@ -55,23 +53,18 @@ def agent(directory: Path, config: dict, engine: Engine, settings: ObservationSe
         layout.variants,
         layout.row_blocks,
     )
-    directory.mkdir()
-    save_checkpoint(directory / BEST, {"network": net.spec, "online": net.state_dict()})
     system = engine.system
-    info = AgentInfo(
+    write_untrained_agent(
+        directory,
+        net,
+        settings,
         scenario="bench",
-        observation=settings,
-        reward=reward_settings(),
         instance_types=system.instance_types,
         accelerator_types=system.accelerator_types,
-        split_variants=("whole",),
-        decision_cost=decision_cost(system.accelerator_types[0]),
-        validation={},
+        cost=decision_cost(system.accelerator_types[0]),
         teacher=TEACHER,
         teacher_bonus=float(dqn["teacher_bonus"]),
-        teachers_validation={},
     )
-    write_agent_info(directory, info)
     return net
 
 

@@ -34,8 +34,6 @@ from relmas.evaluate import (
 from relmas.figures.gantt import plot_gantt
 from relmas.io import read_metadata, read_parquet, write_parquet
 from relmas.policies import make_policy
-from relmas.rl.agent import AgentInfo, write_agent_info
-from relmas.rl.checkpoint import BEST, save_checkpoint
 from relmas.rl.network import QNetwork
 from relmas.rl.observation import Layout
 from relmas.schemas import JOB_SCHEMA, SUMMARY_SCHEMA
@@ -52,7 +50,7 @@ from relmas.study import (
     target_scenarios,
 )
 from relmas.sweep import point_config, point_traces, run_sweep_point
-from tests.defaults import decision_cost, observation_settings, reward_settings
+from tests.defaults import decision_cost, observation_settings, write_untrained_agent
 from tests.synthetic import synthetic_costs
 from tests.test_bad_input import quick_costs
 
@@ -390,22 +388,19 @@ def untrained_agent(directory, scenario: str, instance_types, types) -> None:
     layout = Layout(settings.slots, len(types), len(instance_types))
     torch.manual_seed(0)
     net = QNetwork(layout.size, layout.actions, (8,), False, layout.rows, layout.variants)
-    save_checkpoint(directory / BEST, {"network": net.spec, "online": net.state_dict(), "step": 0})
-    cost = decision_cost(types[0])
-    info = AgentInfo(
+    write_untrained_agent(
+        directory,
+        net,
+        settings,
         scenario=scenario,
-        observation=settings,
-        reward=reward_settings(),
-        instance_types=tuple(instance_types),
-        accelerator_types=tuple(types),
-        split_variants=("whole",),
-        decision_cost=cost,
-        validation={"sla_rate": 0.5},
+        instance_types=instance_types,
+        accelerator_types=types,
+        cost=decision_cost(types[0]),
         teacher=None,
         teacher_bonus=0.0,
+        validation={"sla_rate": 0.5},
         teachers_validation={"sjf_feasible": 0.6},
     )
-    write_agent_info(directory, info)
 
 
 @pytest.fixture

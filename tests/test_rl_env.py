@@ -23,7 +23,7 @@ from relmas.errors import InputError
 from relmas.evaluate import evaluate_scenario, simulate
 from relmas.io import write_parquet
 from relmas.policies import make_policy
-from relmas.rl.agent import AgentInfo, read_agent_info, write_agent_info
+from relmas.rl.agent import read_agent_info, write_agent_info
 from relmas.rl.checkpoint import load_checkpoint, load_network, load_policy, save_checkpoint
 from relmas.rl.collect import FusedSteps, episode_steps
 from relmas.rl.dqn import Learner
@@ -49,7 +49,13 @@ from relmas.sim.engine import Engine
 from relmas.sim.system import load_system
 from relmas.study import Study
 from relmas.workload import generate_trace, scenario_system
-from tests.defaults import decision_cost, dqn_config, observation_settings, reward_settings
+from tests.defaults import (
+    decision_cost,
+    dqn_config,
+    observation_settings,
+    reward_settings,
+    write_untrained_agent,
+)
 from tests.synthetic import synthetic_costs, synthetic_pieces
 from tests.test_report import validation
 
@@ -667,22 +673,17 @@ def untrained_agent(directory, tables, cost) -> None:
     torch.manual_seed(0)
     rows = env.network_rows
     net = QNetwork(env.layout.size, env.layout.actions, (16, 16), True, *rows)
-    directory.mkdir()
-    save_checkpoint(directory / "best.pt", {"network": net.spec, "online": net.state_dict()})
-    info = AgentInfo(
+    write_untrained_agent(
+        directory,
+        net,
+        settings,
         scenario="synthetic",
-        observation=settings,
-        reward=reward_settings(),
         instance_types=SYSTEM.instance_types,
         accelerator_types=SYSTEM.accelerator_types,
-        split_variants=("whole",),
-        decision_cost=cost,
-        validation={},
+        cost=cost,
         teacher=TEACHER,
         teacher_bonus=0.1,
-        teachers_validation={},
     )
-    write_agent_info(directory, info)
 
 
 def test_the_run_pays_each_decision_by_the_rows_it_scored(tables, tmp_path):
