@@ -20,14 +20,11 @@ import time
 from pathlib import Path
 
 from relmas.config import load_config
-from relmas.rl import run
 from relmas.rl.checkpoint import BEST, load_network
 from relmas.rl.collect import play
-from relmas.rl.env import SchedulingEnv
 from relmas.rl.network import GreedyPolicy, to_numpy_weights
-from relmas.rl.settings import parse_training
+from relmas.rl.run import training_setup
 from relmas.rl.teacher import BaselineTeacher
-from relmas.study import Study
 
 
 def main() -> None:
@@ -40,27 +37,23 @@ def main() -> None:
     args = parser.parse_args()
 
     config = load_config(args.config)
-    settings = parse_training(config, args.config)
-    study = Study(config, args.config)
-    system = study.system(args.scenario)
-    costs = args.study / "costs"
-    tables = study.costs(args.scenario, costs)
-    resize = run._resizes(args.policy, tables, costs, args.config)
-    jobs = next(iter(study.validation_traces(args.scenario, costs).values()))
     validation = args.study / "validation" / f"{args.scenario}.parquet"
-    reference = run._reference(
-        settings.observation.reference, validation, args.scenario, tables.types, args.config
+    setup = training_setup(
+        config,
+        args.scenario,
+        args.study / "costs",
+        source=args.config,
+        policy=args.policy,
+        validation=validation,
     )
-    observation = run._observation(settings.observation, resize, reference, jobs)
-    env = SchedulingEnv(system, tables, jobs, observation, settings.reward, settings.dqn.gamma)
-    teacher = BaselineTeacher(observation.reference, env.layout)
+    jobs = setup.validation_traces[0]
+    env, bonus = setup.env(jobs), setup.settings.dqn.teacher_bonus
+    teacher = BaselineTeacher(setup.observation.reference, env.layout)
     agent = args.study / "agents" / args.scenario / args.policy
     weights = to_numpy_weights(load_network(agent / BEST))
     players = {
         "teacher": teacher,
-        f"network, bonus {settings.dqn.teacher_bonus}": GreedyPolicy(
-            weights, teacher, settings.dqn.teacher_bonus
-        ),
+        f"network, bonus {bonus}": GreedyPolicy(weights, teacher, bonus),
         "network, no bonus": GreedyPolicy(weights),
     }
     times: dict[str, list[float]] = {name: [] for name in players}

@@ -88,6 +88,49 @@ class ScenarioTrainResult:
         }
 
 
+@dataclass(frozen=True)
+class TrainingSetup:
+    """What a training of one scenario's agent acts on: its settings, the system and cost
+    tables, whether it cuts layers, the observation (with the reference baseline and its
+    placement resolved) and the validation traces."""
+
+    settings: TrainingSettings
+    system: System
+    tables: CostTables
+    resize: bool
+    observation: ObservationSettings
+    validation_traces: list[pl.DataFrame]
+
+    def env(self, jobs: pl.DataFrame) -> SchedulingEnv:
+        """The training environment on `jobs`."""
+        settings = self.settings
+        return SchedulingEnv(
+            self.system, self.tables, jobs, self.observation, settings.reward, settings.dqn.gamma
+        )
+
+
+def training_setup(
+    config: Mapping[str, Any],
+    scenario: str,
+    costs_dir: str | Path,
+    *,
+    source: str | Path | None = None,
+    policy: str | None = None,
+    validation: str | Path | None = None,
+) -> TrainingSetup:
+    """The setup `train_scenario` trains the learned `policy` (None: `relmas`) of `scenario` in,
+    its reference baseline chosen on the `validation` rows of `relmas validate`."""
+    settings = parse_training(config, source)
+    study = Study(config, source)
+    system = study.system(scenario)
+    tables = study.costs(scenario, costs_dir)
+    resize = _resizes(policy or catalog.learned()[0], tables, costs_dir, source)
+    traces = list(study.validation_traces(scenario, costs_dir).values())
+    chosen = _reference(settings.observation.reference, validation, scenario, tables.types, source)
+    observation = _observation(settings.observation, resize, chosen, traces[0])
+    return TrainingSetup(settings, system, tables, resize, observation, traces)
+
+
 def train_scenario(
     config: Mapping[str, Any],
     scenario: str,
@@ -112,27 +155,21 @@ def train_scenario(
     """
     wall, cpu = time.perf_counter(), time.process_time()
     log = logger or (lambda metrics, step: None)
-    settings = parse_training(config, source)
     out_dir = Path(out_dir)
+    setup = training_setup(
+        config, scenario, costs_dir, source=source, policy=policy, validation=validation
+    )
+    settings, system, tables = setup.settings, setup.system, setup.tables
+    resize, observation = setup.resize, setup.observation
     study = Study(config, source)
     parsed = study.scenario(scenario, settings.jobs)
-    system = study.system(scenario)
-    tables = study.costs(scenario, costs_dir)
-    resize = _resizes(policy or catalog.learned()[0], tables, costs_dir, source)
-
-    validation_traces = list(study.validation_traces(scenario, costs_dir).values())
-    chosen = _reference(settings.observation.reference, validation, scenario, tables.types, source)
-    observation = _observation(settings.observation, resize, chosen, validation_traces[0])
     split_variants = tables.pieces.variants if resize else (WHOLE,)
     problem = _problem(config, scenario, system, tables, split_variants if resize else None)
 
-    def env(jobs: pl.DataFrame) -> SchedulingEnv:
-        return SchedulingEnv(system, tables, jobs, observation, settings.reward, settings.dqn.gamma)
-
     def make_env(seed: int) -> SchedulingEnv:
-        return env(generate_trace(scenario, parsed, system, tables, seed, source))
+        return setup.env(generate_trace(scenario, parsed, system, tables, seed, source))
 
-    validation_envs = [env(jobs) for jobs in validation_traces]
+    validation_envs = [setup.env(jobs) for jobs in setup.validation_traces]
 
     def validate(policy: Policy) -> dict[str, float]:
         runs = [rollout(env, policy) for env in validation_envs]
