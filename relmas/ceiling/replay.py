@@ -61,6 +61,16 @@ class PlanReplay(Policy):
         self._done = np.zeros(len(self.plan.tasks), dtype=bool)
         self._running = np.full(len(engine.system.instance_types), -1, dtype=np.int64)
         self._next = 0
+        self._done_prefix = 0  # the first so many tasks in order of end are all done
+
+    def _waited_for(self, task: int) -> bool:
+        """Whether every task `task` waits for has completed. Tasks only ever complete, so the
+        done prefix of the order of end only grows and only the tasks after it are looked at."""
+        by_end, done = self._by_end, self._done
+        while self._done_prefix < by_end.size and done[by_end[self._done_prefix]]:
+            self._done_prefix += 1
+        rest = by_end[self._done_prefix : self._waits[task]]
+        return bool(done[rest[rest < task]].all())
 
     def _at(self, start_s: float) -> float:
         """When the engine may start a timed plan's task planned at `start_s` (both on the engine's
@@ -82,11 +92,9 @@ class PlanReplay(Policy):
                 self._done[self._next] = True
                 self._next += 1
                 continue
-            waits_for = self._by_end[: self._waits[self._next]]
-            waits_for = waits_for[waits_for < self._next]
             if task.instance not in idle or task.job not in ready:
                 break
-            if not self._done[waits_for].all():
+            if not self._waited_for(self._next):
                 break
             if self.plan.timed and view.now < self._at(task.start_s):
                 break
