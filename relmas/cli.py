@@ -642,7 +642,11 @@ def cmd_bound(args: argparse.Namespace) -> None:
             values = row.row(0, named=True)
             run.log_params(
                 {"solver": values["solver"], "status": values["relaxation_status"]}
-                | {k: values[k] for k in ("targets_reachable", "targets_status") if values[k]}
+                | {
+                    k: values[k]
+                    for k in ("targets_reachable", "targets_status", "admission_by")
+                    if values[k]
+                }
             )
             run.log_metrics(
                 {
@@ -662,7 +666,8 @@ def cmd_bound(args: argparse.Namespace) -> None:
         print(
             f"bound {args.scenario} seed {seed}: at most {values['ceiling_met']} of "
             f"{values['jobs']} deadlines ({values['relaxation_status']}, "
-            f"{values['relaxation_s']:.1f} s){targets} -> {outs[seed]}"
+            f"{values['relaxation_s']:.1f} s), the LP's jobs served meet "
+            f"{values['admission_met']} ({values['admission_s']:.1f} s){targets} -> {outs[seed]}"
         )
 
 

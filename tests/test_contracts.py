@@ -36,6 +36,7 @@ SAMPLING = {
     "PieceTable": {"dim": "K", "splits": 2, "pieces": 1, "piece": 0},
     "BoundRows": {
         "ceiling_met": 0,
+        "admission_met": 0,
         "relaxation_value": 0.0,
         "exact_lower": None,
         "exact_upper": None,

@@ -31,7 +31,11 @@ def _summary(rows: list[tuple[str, int, float]], jobs: int = 100) -> pl.DataFram
     )
 
 
-def _bounds(ceilings: dict[int, int], exact: dict[int, int] | None = None) -> pl.DataFrame:
+def _bounds(
+    ceilings: dict[int, int],
+    exact: dict[int, int] | None = None,
+    served: dict[int, int] | None = None,
+) -> pl.DataFrame:
     rows = [
         {
             "scenario": "s",
@@ -46,6 +50,11 @@ def _bounds(ceilings: dict[int, int], exact: dict[int, int] | None = None) -> pl
             "relaxation_windows": 10,
             "relaxation_s": 1.0,
             "exact_lower": (exact or {}).get(seed),
+            "admitted": met,
+            "admission_met": (served or {}).get(seed, 0),
+            "admission_bandwidth": 1.0,
+            "admission_by": "edf_feasible@all",
+            "admission_s": 0.5,
             "solver": "test",
         }
         for seed, met in ceilings.items()
@@ -53,19 +62,26 @@ def _bounds(ceilings: dict[int, int], exact: dict[int, int] | None = None) -> pl
     return pl.DataFrame(rows, schema=BOUND_SCHEMA)
 
 
-def test_best_known_is_the_best_count_of_any_policy_or_the_exact_schedule():
+def test_best_known_is_the_best_count_of_any_policy_or_of_the_bound_stages_schedules():
     summary = _summary(
-        [("sjf", 1, 0.70), ("relmas", 1, 0.74), ("sjf", 2, 0.60), ("relmas", 2, 0.5)]
+        [
+            ("sjf", 1, 0.70),
+            ("relmas", 1, 0.74),
+            ("sjf", 2, 0.60),
+            ("relmas", 2, 0.5),
+            ("sjf", 3, 0.60),
+        ]
     )
-    refs = reference_rows(summary, _bounds({1: 80, 2: 90}, exact={2: 66}), BOUNDS)
+    bounds = _bounds({1: 80, 2: 90, 3: 90}, exact={2: 66, 3: 70}, served={1: 73, 2: 65, 3: 71})
+    refs = reference_rows(summary, bounds, BOUNDS)
     known = refs.filter(pl.col("kind") == "best_known").sort("seed")
-    assert known["sla_rate"].to_list() == [0.74, 0.66]
-    assert known["best_known_by"].to_list() == ["relmas", "exact search"]
+    assert known["sla_rate"].to_list() == [0.74, 0.66, 0.71]
+    assert known["best_known_by"].to_list() == ["relmas", "exact search", "LP's jobs served"]
     ceiling = refs.filter(pl.col("kind") == "ceiling").sort("seed")
-    assert ceiling["sla_rate"].to_list() == [0.80, 0.90]
+    assert ceiling["sla_rate"].to_list() == [0.80, 0.90, 0.90]
     kinds = with_kinds(summary, refs)
     assert kinds.filter(pl.col("policy") == "sjf")["kind"].unique().to_list() == ["heuristic"]
-    assert kinds.height == summary.height + 4
+    assert kinds.height == summary.height + 6
 
 
 def test_a_ceiling_below_a_policy_is_refused_as_wrong_naming_the_bound_file():

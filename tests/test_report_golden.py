@@ -274,6 +274,11 @@ def write_bounds(config: dict[str, Any], paths: ResultPaths) -> None:
                 "relaxation_rounds": 3,
                 "relaxation_windows": 100,
                 "relaxation_s": 0.5,
+                "admitted": ceiling,
+                "admission_met": max(round(max(met)) - 1, 0),  # below the best policy
+                "admission_bandwidth": 1.0,
+                "admission_by": "edf_feasible@all",
+                "admission_s": 0.5,
                 "solver": "HiGHS x; OR-Tools CP-SAT y",
             }
             write_parquet(

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import highspy
 import numpy as np
@@ -57,6 +57,9 @@ class Bound:
     rounds: int
     windows: int
     seconds: float
+    # float64[jobs], the engine's order: x_j of the last LP solved, how much of each job it counts
+    # as met (all 0 when no round finished); what relmas.ceiling.admission serves
+    shares: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -385,6 +388,7 @@ class Solved:
     status: str  # converged, time_limit, "solver: ..." (Bound.status)
     rounds: int
     windows: int
+    solution: np.ndarray | None  # the columns' values of the last LP solved (None: none was)
 
 
 def check_time_limit(time_limit_s: float) -> None:
@@ -409,6 +413,7 @@ def solve_by_separation(
     without the LP) is kept."""
     rounds = 0
     status = "time_limit"
+    solution = None
     while (left := time_limit_s - (time.perf_counter() - started)) > 0:
         lp.highs.setOptionValue("time_limit", left)
         lp.highs.run()
@@ -426,7 +431,9 @@ def solve_by_separation(
         elif counts is None or not counts.add_violated(lp, solution, per_round):
             status = "converged"
             break
-    return Solved(lower=lower, status=status, rounds=rounds, windows=len(lp.windows))
+    return Solved(
+        lower=lower, status=status, rounds=rounds, windows=len(lp.windows), solution=solution
+    )
 
 
 def relaxation_bound(
@@ -460,4 +467,7 @@ def relaxation_bound(
         rounds=solved.rounds,
         windows=solved.windows,
         seconds=time.perf_counter() - started,
+        shares=np.zeros(instance.n_jobs)
+        if solved.solution is None
+        else np.clip(solved.solution[: instance.n_jobs], 0.0, 1.0),
     )

@@ -2,7 +2,8 @@
 
 The ceiling is the least of the proven upper bounds on the deadlines any schedule meets: the
 relaxation's (every trace) and, on traces of at most `exact_max_jobs` jobs, the exact search's
-(with its replayed schedule, the lower side). The report puts every policy between the best
+(with its replayed schedule, a lower side). The LP's jobs served (relmas.ceiling.admission) are
+another lower side, on every trace. The report puts every policy between the best
 schedule known and this ceiling. On a trace whose jobs carry service targets, the row also says
 whether the targets are proven unreachable, with a proven lower bound on the shortfall
 (relmas.ceiling.targets).
@@ -18,6 +19,7 @@ from typing import Any
 import dataframely as dy
 import polars as pl
 
+from relmas.ceiling.admission import serve_lp_jobs
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.exact import solve_exact
 from relmas.ceiling.instance import Instance
@@ -57,6 +59,14 @@ class BoundRows(dy.Schema):
     exact_upper = _count(nullable=True)
     exact_status = dy.String(nullable=True)  # optimal, or which model did not finish
     exact_s = _seconds(nullable=True)
+    # the LP's jobs served (relmas.ceiling.admission): of `admitted`, chosen by the LP with the
+    # share `admission_bandwidth` of the bandwidth, this many deadlines met (replayed on the
+    # whole trace) by `admission_by` (rule@placement; null: the LP counts none)
+    admitted = _count()
+    admission_met = _count()
+    admission_bandwidth = dy.Float64(min=0, max=1)
+    admission_by = dy.String(nullable=True)
+    admission_s = _seconds()
     # every schedule's `shortfall` (relmas.sim.service) is at least this
     shortfall_lower = dy.Float64(nullable=True, min=0, max=1)
     targets_reachable = dy.String(nullable=True)  # "unreachable" (proven) or "not proven"
@@ -77,6 +87,11 @@ class BoundRows(dy.Schema):
     def relaxation_value__at_most_jobs(cls) -> pl.Expr:
         """a certified LP value of at most jobs"""
         return pl.col("relaxation_value") <= pl.col("jobs")
+
+    @dy.rule()
+    def admission_met__at_most_ceiling(cls) -> pl.Expr:
+        """admission_met <= ceiling_met: a schedule above a proven ceiling is a wrong bound"""
+        return pl.col("admission_met") <= pl.col("ceiling_met")
 
     @dy.rule()
     def exact_lower__at_most_upper(cls) -> pl.Expr:
@@ -119,6 +134,21 @@ def trace_ceiling(
         "relaxation_windows": bound.windows,
         "relaxation_s": bound.seconds,
         "solver": solvers(),
+    }
+    served = serve_lp_jobs(
+        system,
+        tables,
+        jobs,
+        bound,
+        scales=options["admission_bandwidth"],
+        **relaxation_options(config),
+    )
+    row |= {
+        "admitted": served.admitted,
+        "admission_met": served.met,
+        "admission_bandwidth": served.scale,
+        "admission_by": served.source,
+        "admission_s": served.seconds,
     }
     if has_targets(jobs):
         targets = shortfall_bound(instance, jobs, **relaxation_options(config))
