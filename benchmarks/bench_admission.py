@@ -1,0 +1,102 @@
+"""The LP's jobs served (relmas.ceiling.admission) on a finished study's evaluation traces: how far
+it moves the best schedule known, and so the report's width (ceiling − best known), and its time.
+
+    .venv/bin/python benchmarks/bench_admission.py --study DIR [--config config/config.yaml]
+        [--scenarios vision_heavy,bursty] [--scales 1,0.85]
+
+`--study` is a finished study's results directory (e.g. results/default after `make run`): its
+workloads, cost tables and report (report/summary.parquet's `ceiling` and `best_known` rows, the
+latter as that study's report found it). Per evaluation trace: the relaxation bound again (one
+thread, the config's time limit), then the LP's jobs served with each share of the bandwidth of
+`--scales` (default: the config's `evaluation.ceiling.admission_bandwidth`), its count replayed on
+the whole trace; the best known with it and the width before and after, in SLA points. Per
+scenario the means, and the median seconds of the schedule (the bound's own time apart).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import polars as pl
+
+from relmas import arguments
+from relmas.ceiling.admission import serve_lp_jobs
+from relmas.ceiling.bound import relaxation_bound
+from relmas.ceiling.instance import Instance
+from relmas.config import load_config
+from relmas.evaluate import evaluation_inputs
+from relmas.paths import ResultPaths
+from relmas.report import markdown_table
+from relmas.study import Study, relaxation_options
+
+
+def _scales(text: str) -> list[float]:
+    return [arguments.positive(part) for part in text.split(",")]
+
+
+def trace_row(study: Study, paths: ResultPaths, scenario: str, seed: int, scales, known) -> dict:
+    system, tables, jobs = evaluation_inputs(
+        study, scenario, paths.workload(scenario, seed), paths.costs_dir
+    )
+    options = relaxation_options(study.config)
+    bound = relaxation_bound(Instance.of(system, tables, jobs), **options)
+    served = serve_lp_jobs(system, tables, jobs, bound, scales=scales, **options)
+    before, ceiling = known[scenario, seed]
+    after = max(before, served.met)
+    return {
+        "scenario": scenario,
+        "seed": seed,
+        "ceiling": ceiling,
+        "best known": before,
+        "LP's jobs served": served.met,
+        "of admitted": served.admitted,
+        "share": served.scale,
+        "by": served.source,
+        "width before (points)": round(100 * (ceiling - before) / bound.jobs, 1),
+        "width after (points)": round(100 * (ceiling - after) / bound.jobs, 1),
+        "seconds": round(served.seconds, 1),
+        "bound seconds": round(bound.seconds, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", type=Path, required=True)
+    parser.add_argument("--config", default="config/config.yaml")
+    parser.add_argument("--scenarios", default=None, help="comma-separated (default: all)")
+    parser.add_argument("--scales", type=_scales, default=None, help="shares of the bandwidth")
+    args = parser.parse_args()
+
+    config = load_config(args.config) | {"results": str(args.study)}
+    study, paths = Study(config, args.config), ResultPaths.of(config)
+    scales = args.scales or config["evaluation"]["ceiling"]["admission_bandwidth"]
+    summary = pl.read_parquet(paths.report_dir / "summary.parquet")
+    refs = summary.filter(pl.col("kind").is_in(["best_known", "ceiling"])).with_columns(
+        met=(pl.col("sla_rate") * pl.col("jobs")).round().cast(pl.Int64)
+    )
+    known = {
+        (scenario, seed): (met["best_known"], met["ceiling"])
+        for (scenario, seed), rows in refs.group_by("scenario", "seed")
+        for met in [dict(zip(rows["kind"], rows["met"], strict=True))]
+    }
+    names = args.scenarios.split(",") if args.scenarios else list(config["scenarios"])
+    rows = []
+    for scenario in names:
+        for seed in config["evaluation"]["seeds"]:
+            rows.append(trace_row(study, paths, scenario, seed, scales, known))
+            print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
+    table = pl.DataFrame(rows)
+    print(markdown_table(table))
+    means = table.group_by("scenario", maintain_order=True).agg(
+        pl.col("ceiling", "best known", "LP's jobs served").mean(),
+        pl.col("width before (points)", "width after (points)").mean().round(1),
+        pl.col("seconds").median().alias("seconds (median)"),
+    )
+    print(markdown_table(means))
+    print(f"median seconds over all traces: {statistics.median(table['seconds'].to_list()):.1f}")
+
+
+if __name__ == "__main__":
+    main()
