@@ -2,7 +2,7 @@
 it moves the best schedule known, and so the report's width (ceiling − best known), and its time.
 
     .venv/bin/python benchmarks/bench_admission.py --study DIR [--config config/config.yaml]
-        [--scenarios vision_heavy,bursty] [--scales 1,0.85]
+        [--scenarios vision_heavy,bursty] [--scales 1,0.85] [--each] [--seeds 1000,1001]
 
 `--study` is a finished study's results directory (e.g. results/default after `make run`): its
 workloads, cost tables and report (report/summary.parquet's `ceiling` and `best_known` rows, the
@@ -11,6 +11,7 @@ thread, the config's time limit), then the LP's jobs served with each share of t
 `--scales` (default: the config's `evaluation.ceiling.admission_bandwidth`), its count replayed on
 the whole trace; the best known with it and the width before and after, in SLA points. Per
 scenario the means, and the median seconds of the schedule (the bound's own time apart).
+`--each`: every share alone, one row each (how many jobs its LP keeps and its run meets).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from pathlib import Path
 import polars as pl
 
 from relmas import arguments
-from relmas.ceiling.admission import serve_lp_jobs
-from relmas.ceiling.bound import relaxation_bound
+from relmas.ceiling.admission import Admission, serve_lp_jobs
+from relmas.ceiling.bound import Bound, relaxation_bound
 from relmas.ceiling.instance import Instance
 from relmas.config import load_config
 from relmas.evaluate import evaluation_inputs
@@ -36,13 +37,23 @@ def _scales(text: str) -> list[float]:
     return [arguments.positive(part) for part in text.split(",")]
 
 
-def trace_row(study: Study, paths: ResultPaths, scenario: str, seed: int, scales, known) -> dict:
+def trace_rows(
+    study: Study, paths: ResultPaths, scenario: str, seed: int, tried: list[list[float]], known
+) -> list[dict]:
+    """One row per list of shares of `tried` on the trace of `scenario` and `seed`."""
     system, tables, jobs = evaluation_inputs(
         study, scenario, paths.workload(scenario, seed), paths.costs_dir
     )
     options = relaxation_options(study.config)
     bound = relaxation_bound(Instance.of(system, tables, jobs), **options)
-    served = serve_lp_jobs(system, tables, jobs, bound, scales=scales, **options)
+    rows = []
+    for scales in tried:
+        served = serve_lp_jobs(system, tables, jobs, bound, scales=scales, **options)
+        rows.append(_row(scenario, seed, bound, served, known))
+    return rows
+
+
+def _row(scenario: str, seed: int, bound: Bound, served: Admission, known) -> dict:
     before, ceiling = known[scenario, seed]
     after = max(before, served.met)
     return {
@@ -67,6 +78,8 @@ def main() -> None:
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--scenarios", default=None, help="comma-separated (default: all)")
     parser.add_argument("--scales", type=_scales, default=None, help="shares of the bandwidth")
+    parser.add_argument("--each", action="store_true", help="every share alone, a row each")
+    parser.add_argument("--seeds", type=lambda t: [int(x) for x in t.split(",")], default=None)
     args = parser.parse_args()
 
     config = load_config(args.config) | {"results": str(args.study)}
@@ -83,13 +96,15 @@ def main() -> None:
     }
     names = args.scenarios.split(",") if args.scenarios else list(config["scenarios"])
     rows = []
+    tried = [[scale] for scale in scales] if args.each else [scales]
     for scenario in names:
-        for seed in config["evaluation"]["seeds"]:
-            rows.append(trace_row(study, paths, scenario, seed, scales, known))
-            print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
+        for seed in args.seeds or config["evaluation"]["seeds"]:
+            rows += trace_rows(study, paths, scenario, seed, tried, known)
+            print(markdown_table(pl.DataFrame(rows[-len(tried) :])), flush=True)
     table = pl.DataFrame(rows)
     print(markdown_table(table))
-    means = table.group_by("scenario", maintain_order=True).agg(
+    keys = ["scenario", "share"] if args.each else ["scenario"]
+    means = table.group_by(keys, maintain_order=True).agg(
         pl.col("ceiling", "best known", "LP's jobs served").mean(),
         pl.col("width before (points)", "width after (points)").mean().round(1),
         pl.col("seconds").median().alias("seconds (median)"),
