@@ -671,6 +671,10 @@ def test_resume_after_interruption_gives_identical_weights(tmp_path):
 
     resumed = train(make_chain, TOY, tmp_path / "cut", validate=validate_chain)
     assert resumed.resumed_from == checkpoint["step"] and resumed.steps == TOY.total_steps
+    # a finished training keeps no replay buffer: nothing reads it again
+    for run in ("full", "cut"):
+        assert not list((tmp_path / run).glob("replay-*.npz"))
+        assert load_checkpoint(tmp_path / run / "last.pt")["replay_file"] is None
     for name in ("best.pt", "last.pt"):
         assert_same_weights(
             online_weights(tmp_path / "full" / name), online_weights(tmp_path / "cut" / name)
@@ -682,8 +686,12 @@ def test_resume_after_interruption_gives_identical_weights(tmp_path):
     policy = GreedyPolicy(to_numpy_weights(net))
     assert mean_return(policy, episodes=5) >= 0.0  # the env asserts every action is valid
 
+    (tmp_path / "cut" / "best.pt").unlink()  # as Snakemake does before rerunning the job
     again = train(make_chain, TOY, tmp_path / "cut", validate=validate_chain)
     assert again.resumed_from == TOY.total_steps and again.steps == TOY.total_steps
+    assert_same_weights(
+        online_weights(tmp_path / "full" / "best.pt"), online_weights(tmp_path / "cut" / "best.pt")
+    )
     changed = train(make_chain, replace(TOY, learning_rate=1e-2), tmp_path / "cut")
     assert changed.restarted_because == ["dqn.learning_rate"] and changed.resumed_from is None
     assert changed.steps == TOY.total_steps  # another experiment: trained afresh, not mixed

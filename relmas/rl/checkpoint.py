@@ -2,14 +2,17 @@
 
     best.pt                 the policy with the best validation score (what evaluation deploys)
     last.pt                 the full training state at the last checkpoint (to resume from)
-    replay-<step>.npz       the replay buffer that belongs to that last.pt
+    replay-<step>.npz       the replay buffer that belongs to that last.pt, while the training
+                            runs: the last.pt of a finished training has none (nothing reads it
+                            again, and it is the study's largest file by far)
 
 Both .pt files hold plain dicts of tensors and Python scalars/strings (no pickled classes):
 `format`, `network` (the QNetwork spec), `online` (its state dict), `step`. best.pt adds `config`
 (the DQNConfig as a dict) and `metrics` (the validation result). last.pt adds `manifest` (the run's
 settings: `dqn`, the DQNConfig, and whatever else the run depends on; a last.pt of another
 manifest is not resumed), `target`, `optimizer`, the fields of `TrainingState`, `rng` (torch's
-generator state; exploration draws depend on the step alone) and `replay_file`. Every write is
+generator state; exploration draws depend on the step alone) and `replay_file` (None once the
+training has ended: resuming it takes no step, so it needs no buffer). Every write is
 atomic, and the replay file is written under a new name before the last.pt that points to it, so
 an interruption at any moment leaves a consistent pair. A payload gives the same bytes whatever
 the file's name: two runs of one config compare by checksum. A pair that cannot be read back all
@@ -118,11 +121,18 @@ class TrainingState:
 
 
 def save_training_state(
-    out_dir: Path, manifest: Mapping[str, Any], state: TrainingState, learner: Learner
+    out_dir: Path,
+    manifest: Mapping[str, Any],
+    state: TrainingState,
+    learner: Learner,
+    *,
+    finished: bool,
 ) -> None:
-    """Write the replay buffer, then last.pt pointing to it, then drop older replay files."""
-    replay_file = f"replay-{state.step:012d}.npz"
-    learner.buffer.save(out_dir / replay_file)
+    """Write the replay buffer (not once the training has `finished`), then last.pt pointing to
+    it, then drop every other replay file."""
+    replay_file = None if finished else f"replay-{state.step:012d}.npz"
+    if replay_file is not None:
+        learner.buffer.save(out_dir / replay_file)
     saved = {f.name: getattr(state, f.name) for f in fields(TrainingState)}
     payload = {
         "manifest": _as_json(manifest),
@@ -152,7 +162,9 @@ def load_training_state(
     """The state in `out_dir`/last.pt, restored into `learner` (networks, optimizer, replay,
     generators), and [] — or (None, the manifest keys that changed) when last.pt belongs to a
     run of other settings (resuming it would mix two experiments), or (None, []) without one.
-    Raises `DamagedState` when last.pt or its replay file cannot be read back."""
+    A finished training's last.pt restores no replay (its buffer stays empty: no step is left).
+    Raises `DamagedState` when last.pt or its replay file cannot be read back, or when an
+    unfinished training's last.pt names no replay file."""
     path = out_dir / LAST
     if not path.is_file():
         return None, []
@@ -160,14 +172,18 @@ def load_training_state(
         payload = load_checkpoint(path)
     except InputError as error:
         raise DamagedState(str(error)) from None
-    changed = changed_keys(payload.get("manifest", {}), _as_json(manifest))
+    current = _as_json(manifest)
+    changed = changed_keys(payload.get("manifest", {}), current)
     if changed:
         return None, changed
-    replay = out_dir / str(payload.get("replay_file"))
-    try:
-        learner.buffer.load(replay)
-    except Exception as error:  # numpy and zipfile raise several types for cut or foreign files
-        raise DamagedState(f"{replay}: unreadable replay buffer ({_reason(error)})") from None
+    if payload.get("replay_file") is not None:
+        replay = out_dir / str(payload["replay_file"])
+        try:
+            learner.buffer.load(replay)
+        except Exception as error:  # numpy and zipfile raise several types for cut or foreign files
+            raise DamagedState(f"{replay}: unreadable replay buffer ({_reason(error)})") from None
+    elif payload.get("step", 0) < current["dqn"]["total_steps"]:
+        raise DamagedState(f"{path}: an unfinished training without its replay buffer")
     try:
         learner.online.load_state_dict(payload["online"])
         learner.target.load_state_dict(payload["target"])

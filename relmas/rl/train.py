@@ -8,7 +8,9 @@ weights on the same machine (CPU kernels may differ across instruction sets).
 
 Resuming: last.pt is written at episode boundaries (the first one after every `checkpoint_every`
 steps, and at the end), so it holds no half-finished episode: restarting from it replays exactly the
-steps an uninterrupted run would take, and gives identical weights. A last.pt or replay file that
+steps an uninterrupted run would take, and gives identical weights. The replay buffer is saved
+beside it while the training runs and deleted once it has ended (the last.pt of a finished training
+needs none: a rerun takes no step). A last.pt or replay file that
 cannot be read back (cut short, deleted by hand) is named on one line of the log and the run trains
 afresh, which gives those weights too. last.pt also holds the learning curve so far, written beside
 it as curve.parquet (`relmas.rl.curve`) at every checkpoint and at the end, so the file is a copy
@@ -183,7 +185,8 @@ def _train(
         period = state.step // config.checkpoint_every
         if period > checkpoint_step // config.checkpoint_every or state.step >= config.total_steps:
             write_curve(run.out_dir / CURVE, state.curve)
-            save_training_state(run.out_dir, run.manifest, state, learner)
+            finished = state.step >= config.total_steps
+            save_training_state(run.out_dir, run.manifest, state, learner, finished=finished)
             checkpoint_step = state.step
 
     if validate is None:
