@@ -214,9 +214,10 @@ class SummaryRows(dy.Schema):
     seed = dy.Int64(primary_key=True, min=0)
     jobs = dy.Int64(min=1)
     sla_rate = _rate()
-    antt = dy.Float64(min=0, max=MAX_SLOWDOWN)
+    # over the finished jobs: null where none finished (every job dropped past a firm deadline)
+    antt = dy.Float64(nullable=True, min=0, max=MAX_SLOWDOWN)
     stp = dy.Float64(min=0, max=MAX_SLOWDOWN)
-    fairness = _rate()
+    fairness = _rate(nullable=True)
     utilization = _rate()
     energy_j = dy.Float64(min=0, max=MAX_RUN_J)
     makespan_s = dy.Float64(min=0, max=MAX_RESULT_S)
@@ -234,6 +235,13 @@ class SummaryRows(dy.Schema):
     def dropped__at_most_jobs(cls) -> pl.Expr:
         """at most the run's jobs"""
         return pl.col("dropped") <= pl.col("jobs")
+
+    @dy.rule()
+    def antt__null_where_no_job_finished(cls) -> pl.Expr:
+        """antt and fairness null exactly where no job finished (every one dropped)"""
+        none_finished = pl.col("dropped") == pl.col("jobs")
+        undefined = [pl.col(name).is_null() == none_finished for name in ("antt", "fairness")]
+        return pl.all_horizontal(undefined)
 
     @dy.rule()
     def targets_met__at_most_targets(cls) -> pl.Expr:

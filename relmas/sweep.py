@@ -48,11 +48,10 @@ from relmas.schemas import SummaryRows, nullable
 from relmas.sim.times import MAX_TIME_S
 from relmas.study import Study, policy_options, relaxation_options, sweep_policies, sweep_scenario
 
-# The metrics of a policy's run that a ceiling row has not (it has a seed, jobs and SLA rate).
+# The metrics of a policy's run that a ceiling row has not (it has a seed, jobs and SLA rate);
+# antt and fairness too, but a run in which no job finished has none (SummaryRows' rule).
 RUN_METRICS = (
-    "antt",
     "stp",
-    "fairness",
     "utilization",
     "energy_j",
     "makespan_s",
@@ -84,10 +83,19 @@ class SweepRows(SummaryRows):
 
     @dy.rule()
     def policy__metrics_unless_ceiling(cls) -> pl.Expr:
-        """every run metric (antt, stp, fairness, utilization, energy_j, makespan_s, decision_us,
-        dropped) on a policy's row: nulls only on a ceiling row"""
+        """every run metric (stp, utilization, energy_j, makespan_s, decision_us, dropped) on a
+        policy's row: nulls only on a ceiling row"""
         present = pl.all_horizontal(pl.col(name).is_not_null() for name in RUN_METRICS)
         return present | (pl.col("kind") == CEILING)
+
+    @dy.rule()
+    def antt__null_where_no_job_finished(cls) -> pl.Expr:
+        """antt and fairness null exactly where no job finished (every one dropped), and on a
+        ceiling row"""
+        ceiling = pl.col("kind") == CEILING
+        none_finished = ceiling | (pl.col("dropped") == pl.col("jobs"))
+        undefined = [pl.col(name).is_null() == none_finished for name in ("antt", "fairness")]
+        return pl.all_horizontal(undefined)
 
 
 def point_config(

@@ -24,7 +24,10 @@ def markdown_table(frame: pl.DataFrame, digits: int = 3) -> str:
 
 
 def mean_text(mean: float, half: float, digits: int = 3) -> str:
-    """A mean as a table prints it: with its 95% interval, or alone where there is none (n = 1)."""
+    """A mean as a table prints it: with its 95% interval, or alone where there is none (n = 1);
+    n/a without one (a metric no run defined, such as the ANTT where no job finished)."""
+    if math.isnan(mean):
+        return "n/a"
     if math.isnan(half):
         return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} ± {half:.{digits}f}"

@@ -44,8 +44,13 @@ def in_report_order(frame: pl.DataFrame, *keys: str) -> pl.DataFrame:
 
 def mean_ci(values: np.ndarray) -> tuple[float, float]:
     """Mean and the half-width of its Student-t 95% confidence interval (NaN for one value: there
-    is no interval, and the report draws and prints none)."""
+    is no interval, and the report draws and prints none), over the values that are defined (a
+    null, as NaN here, is a metric of a run in which no job finished, such as its ANTT); NaN for
+    both without one."""
     values = np.asarray(values, dtype=float)
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return math.nan, math.nan
     mean = float(values.mean())
     if values.size < 2:
         return mean, math.nan
@@ -335,7 +340,8 @@ def resizing_table(summary: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
         for policy in roles:
             present = policy in sla.columns
             row[f"{policy}_sla_rate"] = float(sla[policy].mean()) if present else math.nan
-            row[f"{policy}_antt"] = float(antt[policy].mean()) if present else math.nan
+            antt_mean = antt[policy].mean() if present else None  # None: no job finished
+            row[f"{policy}_antt"] = math.nan if antt_mean is None else float(antt_mean)
         ours = sla[roles[0]].to_numpy()
         for policy in roles[1:]:
             ratio = (math.nan,) * 3

@@ -5,7 +5,9 @@ Definitions (docs/simulator.md):
   job dropped past its firm deadline (NaN finish) counts as missed;
 - normalised progress NP_i = isolated_i / turnaround_i (PREMA), turnaround = finish - arrival;
 - ANTT = mean(1 / NP_i); STP = sum(NP_i); fairness = min(NP) / max(NP), and the turnaround
-  percentiles: over the finished jobs only (a dropped job has no turnaround; NaN if none finished);
+  percentiles: over the finished jobs only (a dropped job has no turnaround); where no job
+  finished (every one dropped past its firm deadline) they are undefined, None (null in a
+  summary's Parquet), and STP is 0;
 - makespan = end of the run (the last task's end: the last finish, or later if the last tasks
   were a dropped job's) - first arrival; utilisation of an instance = busy time / makespan, where
   busy means a task is assigned to it (possibly slowed down by bandwidth contention);
@@ -14,6 +16,8 @@ Definitions (docs/simulator.md):
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -37,24 +41,29 @@ def job_metrics(
     deadline_s: np.ndarray,
     isolated_s: np.ndarray,
     end_s: float,
-) -> dict[str, float]:
+) -> dict[str, float | None]:
     """SLA rate over all jobs, dropped ones (NaN finish) missed; ANTT, STP, fairness and
-    turnaround percentiles over the finished ones; makespan to the run's end `end_s`."""
+    turnaround percentiles over the finished ones (None where none finished: a NaN would be
+    refused by the summary's contract one stage later); makespan to the run's end `end_s`."""
     finished = ~np.isnan(finish_s)
     turnaround = finish_s[finished] - arrival_s[finished]
     progress = isolated_s[finished] / turnaround
     some = turnaround.size > 0
+
+    def over_finished(value: Callable[[], float]) -> float | None:
+        return float(value()) if some else None
+
     return {
         "jobs": float(arrival_s.size),
         "sla_rate": float(np.mean(deadline_met(finish_s, deadline_s))),
-        "antt": float(np.mean(1.0 / progress)) if some else np.nan,
+        "antt": over_finished(lambda: np.mean(1.0 / progress)),
         "stp": float(np.sum(progress)),
-        "fairness": float(progress.min() / progress.max()) if some else np.nan,
+        "fairness": over_finished(lambda: progress.min() / progress.max()),
         "makespan_s": float(end_s - arrival_s.min()),
-        "turnaround_mean_s": float(turnaround.mean()) if some else np.nan,
-        "turnaround_p50_s": float(np.percentile(turnaround, 50)) if some else np.nan,
-        "turnaround_p95_s": float(np.percentile(turnaround, 95)) if some else np.nan,
-        "turnaround_p99_s": float(np.percentile(turnaround, 99)) if some else np.nan,
+        "turnaround_mean_s": over_finished(turnaround.mean),
+        "turnaround_p50_s": over_finished(lambda: np.percentile(turnaround, 50)),
+        "turnaround_p95_s": over_finished(lambda: np.percentile(turnaround, 95)),
+        "turnaround_p99_s": over_finished(lambda: np.percentile(turnaround, 99)),
     }
 
 
