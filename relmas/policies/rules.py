@@ -69,6 +69,7 @@ RANK_SJF, RANK_EDF = 0, 1  # the rule's order among feasible jobs: remaining wor
 # the token threshold, or the tenants below their targets alike.
 BY_RULE, BY_DEFICIT, BY_TARGET, BY_TOKENS, BY_BELOW = 0, 1, 2, 3, 4
 TOKEN_LEVELS = 3.0  # a job is a token candidate with at least 1 / this of the most tokens
+UNKNOWN = -2  # a layer row's instance not yet asked (-1: held back)
 
 
 @njit(cache=True)
@@ -178,12 +179,15 @@ def _may_wait(
         return False
     now, capacity = access.now(S), access.bandwidth_capacity(S)
     best_type_idle, fits = False, False
+    # a candidate's answer depends on its layer row alone, and the ready jobs share few rows
+    seen = np.zeros(T.latency.shape[0], dtype=np.bool_)
     for i in range(access.ready_count(S)):
         job = access.ready_job(S, i)
         row = access.job_next_row(S, job)
         deadline = access.job_deadline(S, job)
-        if job != hopeless and not feasible(now, T.remaining_work[row], deadline):
+        if seen[row] or (job != hopeless and not feasible(now, T.remaining_work[row], deadline)):
             continue
+        seen[row] = True
         kind = access.accelerator_type(S, fastest_idle(T, S, row, allowed))
         best_type_idle = best_type_idle or T.latency[row, kind] <= T.best_latency[row]
         fits = fits or not oversubscribes(running_demand, T.demand[row, kind], capacity)
@@ -256,16 +260,22 @@ def choose(
                 target = _target(T, S, job, *args)
                 if target >= 0:
                     return job, target
-        # the other feasible jobs, by precedence class then least remaining work
+        # the other feasible jobs, by precedence class then least remaining work; where a job
+        # would start depends on its layer row alone (`targets`: UNKNOWN until asked), and the
+        # ready jobs share few rows
+        targets = np.full(T.latency.shape[0], UNKNOWN, dtype=np.int64)
         other, other_level, other_work, other_target = -1, np.inf, np.inf, -1
         for i in range(access.ready_count(S)):
             job = access.ready_job(S, i)
-            remaining = T.remaining_work[access.job_next_row(S, job)]
+            row = access.job_next_row(S, job)
+            remaining = T.remaining_work[row]
             if not feasible(now, remaining, access.job_deadline(S, job)):
                 continue
             level = _precedence(S, job, by, now, threshold, rates)
             if _ahead(level, remaining, job, other_level, other_work, other):
-                target = _target(T, S, job, *args)
+                if targets[row] == UNKNOWN:
+                    targets[row] = _target(T, S, job, *args)
+                target = targets[row]
                 if target >= 0:
                     other, other_level, other_work, other_target = job, level, remaining, target
         if other < 0 and hopeless >= 0:
