@@ -304,34 +304,53 @@ def _score(T: Tables, S: State, job: int, code: int, alpha: float, time: float) 
 
 
 @njit(cache=True)
-def _prema_threshold(S: State, P: Planner, time: float) -> float:
-    """The highest PREMA threshold the most tokens of an unplanned ready job reach."""
+def _prema(T: Tables, S: State, P: Planner) -> int:
+    """PREMA's pick: of the unplanned ready jobs whose tokens reach the highest threshold that the
+    most tokens reach (all of them below the lowest), the one with the least remaining work. One
+    pass: the best job at or above each threshold is kept, and the threshold chosen at the end."""
+    time = now(S)
+    levels = len(PREMA_THRESHOLDS)
+    best = np.full(levels + 1, -1, dtype=np.int64)  # at or above each threshold, then any
+    best_score = np.full(levels + 1, -np.inf)
     most = -np.inf
     for k in range(ready_count(S)):
         job = ready_job(S, k)
-        if not P.planned[job]:
-            most = max(most, _prema_tokens(S, job, time))
-    for level in PREMA_THRESHOLDS:
-        if most >= level:
-            return level
-    return -np.inf
+        if P.planned[job]:
+            continue
+        tokens = _prema_tokens(S, job, time)
+        most = max(most, tokens)
+        score = _score(T, S, job, CODE_PREMA, 0.0, time)
+        for level in range(levels + 1):
+            if level < levels and tokens < PREMA_THRESHOLDS[level]:
+                continue
+            if _better(score, job, best_score[level], best[level]):
+                best[level], best_score[level] = job, score
+    for level in range(levels):
+        if most >= PREMA_THRESHOLDS[level]:
+            return best[level]
+    return best[levels]
+
+
+@njit(cache=True)
+def _better(score: float, job: int, best_score: float, best: int) -> bool:
+    """A higher score first, ties to the earlier arrival (the lower job index)."""
+    return best < 0 or score > best_score or (score == best_score and job < best)
 
 
 @njit(cache=True)
 def _scan(T: Tables, S: State, P: Planner, code: int, alpha: float) -> int:
     """The unplanned ready job with the highest score (prema: among those at the threshold)."""
+    if code == CODE_PREMA:
+        return _prema(T, S, P)
     time = now(S)
-    threshold = _prema_threshold(S, P, time) if code == CODE_PREMA else -np.inf
     best = -1
     best_score = -np.inf
     for k in range(ready_count(S)):
         job = ready_job(S, k)
         if P.planned[job]:
             continue
-        if code == CODE_PREMA and _prema_tokens(S, job, time) < threshold:
-            continue
         score = _score(T, S, job, code, alpha, time)
-        if best < 0 or score > best_score or (score == best_score and job < best):
+        if _better(score, job, best_score, best):
             best, best_score = job, score
     return best
 
@@ -356,11 +375,18 @@ def _herald(T: Tables, S: State, P: Planner) -> tuple[int, int]:
         else:
             load[a] = busy_left(S, a)
     best_job, best_acc = -1, -1
+    # the target depends on the job's layer row alone, and the ready jobs share few rows
+    targets = np.full(T.latency.shape[0], -1, dtype=np.int64)
     for k in range(ready_count(S)):
         job = ready_job(S, k)
         if P.planned[job] or (best_job >= 0 and job > best_job):
             continue
-        latency = T.latency[job_next_row(S, job)]
+        row = job_next_row(S, job)
+        if targets[row] >= 0:
+            if _free(S, P, targets[row]):
+                best_job, best_acc = job, targets[row]
+            continue
+        latency = T.latency[row]
         p, q = 0, 0
         for a in range(1, load.shape[0]):
             lat = latency[accelerator_type(S, a)]
@@ -373,6 +399,7 @@ def _herald(T: Tables, S: State, P: Planner) -> tuple[int, int]:
         lat_p = latency[accelerator_type(S, p)]
         lat_q = latency[accelerator_type(S, q)]
         target = q if q != p and lat_q < 2.0 * lat_p else p
+        targets[row] = target
         if _free(S, P, target):
             best_job, best_acc = job, target
     return best_job, best_acc
