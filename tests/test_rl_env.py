@@ -6,6 +6,8 @@ import copy
 import hashlib
 import shutil
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -23,8 +25,15 @@ from relmas.errors import InputError
 from relmas.evaluate import evaluate_scenario, simulate
 from relmas.io import write_parquet
 from relmas.policies import make_policy
+from relmas.rl import train as train_module
 from relmas.rl.agent import read_agent_info, write_agent_info
-from relmas.rl.checkpoint import load_checkpoint, load_network, load_policy, save_checkpoint
+from relmas.rl.checkpoint import (
+    load_checkpoint,
+    load_network,
+    load_policy,
+    save_checkpoint,
+    save_training_state,
+)
 from relmas.rl.collect import FusedSteps, episode_steps
 from relmas.rl.dqn import Learner
 from relmas.rl.env import SchedulingEnv
@@ -604,21 +613,42 @@ def test_resume_after_interruption_gives_the_same_agent(quick, trained):
     assert other_problem.restarted_because == ["scenario.tenants"]
 
 
+class Killed(BaseException):
+    """A training killed where the test says (no handler of the command line catches it)."""
+
+
+def save_and_die(*args: Any, **kwargs: Any) -> None:
+    """The training's first checkpoint, then its death."""
+    save_training_state(*args, **kwargs)
+    raise Killed
+
+
 @pytest.mark.parametrize("damaged", ["replay", "last.pt"])
 def test_train_over_a_damaged_resume_file_trains_afresh(quick, tmp_path, capsys, damaged):
-    """`relmas train` on an agent directory whose replay-*.npz or last.pt was cut short: one line
-    names the file, the run trains afresh (the agent of the first run again), and the next rerun
-    resumes as usual: nothing to delete by hand."""
+    """`relmas train` on an agent directory of a training killed after its first checkpoint, whose
+    replay-*.npz or last.pt was cut short: one line names the file, the run trains afresh (the
+    agent of an uninterrupted run), and the next rerun resumes as usual: nothing to delete by
+    hand."""
     config, root = quick
     config = copy.deepcopy(config)
     config["training"]["dqn"].update(total_steps=300, validation_every=150, checkpoint_every=150)
+    config["training"]["jobs"] = 3  # episodes shorter than 150 steps: a checkpoint before the end
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+
+    def argv_of(agent: Path) -> list[str]:
+        argv = ["train", "--config", str(tmp_path / "config.yaml"), "--scenario", "mixed"]
+        argv += ["--costs", str(root / "costs"), "--out", str(agent)]
+        return argv + ["--validation", str(root / "validation.parquet")]
+
+    assert cli.main(argv_of(tmp_path / "uninterrupted")) == 0
+    best = (tmp_path / "uninterrupted" / "best.pt").read_bytes()
     agent = tmp_path / "agent"
-    argv = ["train", "--config", str(tmp_path / "config.yaml"), "--scenario", "mixed"]
-    argv += ["--costs", str(root / "costs"), "--out", str(agent)]
-    argv += ["--validation", str(root / "validation.parquet")]
-    assert cli.main(argv) == 0
-    best = (agent / "best.pt").read_bytes()
+    argv = argv_of(agent)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(train_module, "save_training_state", save_and_die)
+        with pytest.raises(Killed):
+            cli.main(argv)
+    assert load_checkpoint(agent / "last.pt")["step"] < 300
     target = next(agent.glob("replay-*.npz")) if damaged == "replay" else agent / "last.pt"
     target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
     capsys.readouterr()
@@ -990,12 +1020,14 @@ def test_teacher_rollouts_give_the_pinned_observations_masks_and_rewards(tables,
 
 @pytest.mark.parametrize("case, bonus", [("whole", 0.0), ("whole", 0.3), ("resize", 0.3)])
 def test_fused_training_steps_give_the_python_loops_replay_and_weights(
-    tables, cut_tables, tmp_path, case, bonus
+    tables, cut_tables, tmp_path, monkeypatch, case, bonus
 ):
     """`collect` runs the inner steps in one jitted call; behind a plain Gymnasium wrapper the
     same environment is stepped by the Python loop, one call per step. Teacher steps, explored
     steps, n-step returns across episode ends, cut layers, the teacher's action favoured: the
-    same bytes in every file."""
+    same bytes in every file, the replay buffer of every checkpoint included (copied aside as it
+    is written: a finished training keeps none)."""
+    keep_replays(monkeypatch)
     settings = RESIZE if case == "resize" else ENV_SETTINGS["observation"]
     costs = cut_tables if case == "resize" else tables
 
@@ -1020,5 +1052,27 @@ def test_fused_training_steps_give_the_python_loops_replay_and_weights(
     stepped = train(lambda seed: gym.Wrapper(make(seed)), config, tmp_path / "python", teacher=rule)
     assert fused == replace(stepped, best_path=fused.best_path, last_path=fused.last_path)
     assert fused.episodes > 2
-    for name in ("best.pt", "last.pt", "replay-000000002500.npz"):
+    for name in ("best.pt", "last.pt"):
         assert (tmp_path / "fused" / name).read_bytes() == (tmp_path / "python" / name).read_bytes()
+    replays = sorted(path.name.removeprefix("fused-") for path in tmp_path.glob("fused-replay-*"))
+    assert (
+        len(replays) >= 2
+        and sorted(path.name.removeprefix("python-") for path in tmp_path.glob("python-replay-*"))
+        == replays
+    )
+    for name in replays:
+        fused_replay, stepped_replay = tmp_path / f"fused-{name}", tmp_path / f"python-{name}"
+        assert fused_replay.read_bytes() == stepped_replay.read_bytes()
+
+
+def keep_replays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Copy every replay buffer a training writes to `<dir>-<name>` beside its directory, where
+    it stays after the training deleted it."""
+    save_training_state = train_module.save_training_state
+
+    def save_and_keep(out_dir: Path, *args: Any, **kwargs: Any) -> None:
+        save_training_state(out_dir, *args, **kwargs)
+        for replay in out_dir.glob("replay-*.npz"):
+            shutil.copy2(replay, out_dir.parent / f"{out_dir.name}-{replay.name}")
+
+    monkeypatch.setattr(train_module, "save_training_state", save_and_keep)
