@@ -890,6 +890,12 @@ def cmd_recover(args: argparse.Namespace) -> None:
         return
     lock_note = "removed the stale Snakemake lock" if done.unlocked else "no Snakemake lock"
     print(f"recover: {lock_note}, swept {len(done.swept)} stale temporary file(s) in {results}")
+    replay_bytes = sum(path.stat().st_size for path in done.replay_buffers)
+    print(
+        f"recover: {results} holds {done.on_disk / 1e6:.1f} MB, of which "
+        f"{len(done.replay_buffers)} replay buffer(s) of unfinished trainings "
+        f"{replay_bytes / 1e6:.1f} MB (a training deletes its own once it has ended)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,6 +24,9 @@ CONFIG_SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "
 PIECES_SUFFIX = ".pieces.parquet"
 SUMMARY_SUFFIX = ".summary.parquet"
 GROUPS_SUFFIX = ".groups.parquet"
+# an agent directory's replay buffer, replay-<step>.npz (relmas.rl.checkpoint), kept only while its
+# training runs
+REPLAY_FILE = re.compile(r"^replay-\d{12}\.npz$")
 
 
 def check_name(name: Any, source: str | Path | None, key: str) -> None:

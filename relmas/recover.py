@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from relmas.io import TEMP_NAME, remove_if_unheld
+from relmas.paths import REPLAY_FILE
 
 LOCKS = Path(".snakemake") / "locks"
 DEFAULT_CONFIG = Path("config") / "config.yaml"  # the Snakefile's when no --configfile is given
@@ -34,8 +35,12 @@ DEFAULT_CONFIG = Path("config") / "config.yaml"  # the Snakefile's when no --con
 @dataclass
 class Recovery:
     busy: list[int] = field(default_factory=list)  # pids of other instances (then nothing done)
-    unlocked: bool = False
+    unlocked: bool = False  # lock files were removed
     swept: list[Path] = field(default_factory=list)
+    on_disk: int = 0  # bytes of the files under the results directories, once swept
+    # the replay buffers among them: each belongs to a training that has not ended (a finished
+    # training deletes its own), by far the largest files of a study
+    replay_buffers: list[Path] = field(default_factory=list)
 
 
 def recover(root: str | Path, results: Iterable[str | Path]) -> Recovery:
@@ -47,10 +52,28 @@ def recover(root: str | Path, results: Iterable[str | Path]) -> Recovery:
     if busy:
         return Recovery(busy=busy)
     locks = root / LOCKS
-    unlocked = locks.is_dir()
+    # a finished run leaves the directory empty: only lock files in it are a lock
+    unlocked = locks.is_dir() and any(locks.iterdir())
     if unlocked:
         shutil.rmtree(locks)  # what `snakemake --unlock` does
-    return Recovery(unlocked=unlocked, swept=sweep_temp_files(root / d for d in results))
+    directories = [root / d for d in results]
+    swept = sweep_temp_files(directories)
+    on_disk, replay_buffers = disk_use(directories)
+    return Recovery(unlocked=unlocked, swept=swept, on_disk=on_disk, replay_buffers=replay_buffers)
+
+
+def disk_use(directories: Iterable[Path]) -> tuple[int, list[Path]]:
+    """(bytes of the files under `directories`, the replay buffers among them): what a study
+    leaves on disk, said after every recovery so that a user sees it before a run adds to it."""
+    total, replay_buffers = 0, []
+    for top in directories:
+        for directory, _, files in os.walk(top):
+            for name in files:
+                path = Path(directory) / name
+                total += path.lstat().st_size
+                if REPLAY_FILE.match(name):
+                    replay_buffers.append(path)
+    return total, sorted(replay_buffers)
 
 
 def sweep_temp_files(directories: Iterable[Path]) -> list[Path]:

@@ -125,11 +125,36 @@ def test_recover_sweeps_only_its_own_temporary_files_under_the_results(
     for path in killed:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"PAR1")
+    replay = tmp_path / "results/quick/agents/mixed/relmas/replay-000000000150.npz"
+    replay.write_bytes(bytes(2_000_000))  # an unfinished training's buffer
     code, out, err = run_main(["recover", "--dir", str(tmp_path)], capsys)  # config/config.yaml
     assert code == 0 and not err, err
-    assert out == "recover: no Snakemake lock, swept 2 stale temporary file(s) in results/quick\n"
+    on_disk = sum(path.stat().st_size for path in (tmp_path / "results").rglob("*"))
+    assert out.splitlines() == [
+        "recover: no Snakemake lock, swept 2 stale temporary file(s) in results/quick",
+        f"recover: results/quick holds {on_disk / 1e6:.1f} MB, of which 1 replay buffer(s) of "
+        "unfinished trainings 2.0 MB (a training deletes its own once it has ended)",
+    ]
     assert not any(path.exists() for path in killed)
     assert_intact(planted)
+
+
+def test_recover_says_it_unlocked_only_when_it_removed_a_lock(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 48, item 5a: Snakemake leaves `.snakemake/locks` empty after every finished run,
+    which recover called "the stale Snakemake lock"."""
+    (tmp_path / "config").mkdir()
+    shutil.copy2(ROOT / "config" / "quick.yaml", tmp_path / "config" / "config.yaml")
+    locks = tmp_path / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    code, out, err = run_main(["recover", "--dir", str(tmp_path)], capsys)
+    assert code == 0 and not err, err
+    assert out.startswith("recover: no Snakemake lock, ") and locks.is_dir()
+    (locks / "0.input.lock").write_text("x\n")
+    code, out, err = run_main(["recover", "--dir", str(tmp_path)], capsys)
+    assert code == 0 and out.startswith("recover: removed the stale Snakemake lock, ")
+    assert not locks.exists()
 
 
 def test_recover_refuses_a_missing_directory_in_one_line(

@@ -130,7 +130,7 @@ def save_training_state(
 ) -> None:
     """Write the replay buffer (not once the training has `finished`), then last.pt pointing to
     it, then drop every other replay file."""
-    replay_file = None if finished else f"replay-{state.step:012d}.npz"
+    replay_file = None if finished else f"replay-{state.step:012d}.npz"  # paths.REPLAY_FILE
     if replay_file is not None:
         learner.buffer.save(out_dir / replay_file)
     saved = {f.name: getattr(state, f.name) for f in fields(TrainingState)}
