@@ -198,6 +198,7 @@ def stage_run(
     all_tags.update({k: str(v) for k, v in (tags or {}).items()})
     all_tags.update(_process_tags())
     with _store_errors():
+        _check_store()
         _use_store()
         experiment_id = _ensure_experiment(experiment)
         close_dead_runs(experiment_id)
@@ -229,6 +230,31 @@ def _use_store() -> None:
 
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
     mlflow.set_tracking_uri(tracking_uri())
+
+
+def _check_store() -> None:
+    """Refuse a damaged SQLite store before anything is written to it: SQLite reads only the pages
+    a statement needs, so MLflow writes into a file with a corrupt page elsewhere, and the damage
+    surfaces later, in another run. `PRAGMA quick_check` reads every page (about 2 ms per MB).
+    Opened for writing (not created): a transaction that a killed job left half done is rolled
+    back first, as MLflow's own connection would, where a read-only one refuses the store.
+    A store that does not exist yet is MLflow's to create; one that cannot be opened or read
+    (permissions, a directory) is an error of the store (`_store_errors`)."""
+    db = _sqlite_path()
+    if db is None or not db.is_file():
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(db.as_uri() + "?mode=rw", uri=True)) as connection:
+            rows = _retry(lambda: connection.execute("PRAGMA quick_check").fetchall())
+    except sqlite3.DatabaseError as exc:  # a page too damaged to list problems, or no SQLite file
+        name = exc.sqlite_errorname or ""
+        if not (name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB"):
+            raise
+        rows = [(str(exc),)]
+    if rows != [("ok",)]:  # the problems, after a `*** in database main ***` heading
+        found = [line for (text,) in rows for line in text.splitlines() if line[:3] != "***"]
+        expected = "an undamaged MLflow store (SQLite PRAGMA quick_check: ok)"
+        raise InputError(db, "MLFLOW_TRACKING_URI", expected, found[0])
 
 
 def close_dead_runs(experiment_id: str) -> list[str]:
@@ -295,6 +321,7 @@ def start_pipeline_run(config: Mapping[str, Any]) -> str:
     import mlflow
 
     with _store_errors():
+        _check_store()
         _use_store()
         experiment_id = _ensure_experiment(config.get("experiment", "relmas"))
         close_dead_runs(experiment_id)
