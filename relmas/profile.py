@@ -29,18 +29,17 @@ from relmas.hashing import config_hash
 from relmas.hw.common import OBJECTIVES
 from relmas.hw.problem import MACS, R, S, problem_array
 from relmas.hw.search import describe_mapping, search_layers
-from relmas.hw.spec import EyerissSpec, Spec, parse_spec, spec_hash, spec_json
+from relmas.hw.spec import META_SPEC_JSON, EyerissSpec, Spec, parse_spec, spec_hash, spec_json
 from relmas.io import read_metadata, read_parquet, write_parquet
 from relmas.paths import cost_table
 from relmas.progress import progress
-from relmas.schemas import COST_SCHEMA, LAYER_SCHEMA, CostTable, LayerTable
-from relmas.sim.costs import PIECE_SCHEMA, SPLIT_DIMS
+from relmas.schemas import COST_SCHEMA, LAYER_SCHEMA, LayerTable
+from relmas.sim.costs import PIECE_SCHEMA, SPLIT_DIMS, read_cost_file
 
 # Bump whenever a change to relmas.hw can change a cost: older tables are then rejected.
 COST_MODEL_VERSION = "1"
 
 META_SPEC_NAME = "relmas.spec_name"
-META_SPEC_JSON = "relmas.spec_json"
 META_SPEC_HASH = "relmas.spec_hash"
 META_VERSION = "relmas.cost_model_version"
 META_OBJECTIVE = "relmas.objective"
@@ -278,7 +277,7 @@ def read_cost_table(
     if objective is not None:
         expected[META_OBJECTIVE] = objective
     _check_metadata(path, read_metadata(path), expected)
-    return read_parquet(path, CostTable)
+    return read_cost_file(path)
 
 
 def check_cost_tables(
@@ -331,10 +330,13 @@ def _check_metadata(
     for key, value in expected.items():
         stored = metadata.get(key)
         if stored != value:
+            # an entry left out is no sign of other inputs: a table written by hand records none
+            missing = "lacks the provenance metadata relmas profile writes"
+            why = f"was {_STALE[key]}" if stored is not None else missing
             raise InputError(
                 path,
                 f"metadata.{key}",
-                f"{_short(value)} (the table was {_STALE[key]}: re-run relmas profile)",
+                f"{_short(value)} (the table {why}: re-run relmas profile)",
                 _short(stored) if stored is not None else "missing",
             )
 

@@ -229,6 +229,10 @@ def parse_spec(
     return spec
 
 
+# The key of a cost table's metadata that holds the `spec_json` of its accelerator (relmas.profile).
+META_SPEC_JSON = "relmas.spec_json"
+
+
 def spec_json(spec: Spec) -> str:
     """Canonical JSON of every field, defaults included (what a cost table's metadata stores)."""
     data = {f.name: getattr(spec, f.name) for f in fields(spec)}

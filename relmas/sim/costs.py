@@ -32,12 +32,19 @@ import numpy as np
 import polars as pl
 
 from relmas.errors import InputError
-from relmas.io import read_metadata, read_parquet
+from relmas.hw.spec import META_SPEC_JSON, spec_from_json
+from relmas.io import ROW, read_metadata, read_parquet
 from relmas.paths import cost_table, piece_table
 from relmas.schemas import COST_SCHEMA, MAX_LAYER_MACS, CostTable, column_types
 from relmas.sim.system import System
 
 SPLIT_DIMS = ("K", "Y")
+
+# How far latency_s may be from cycles / clock, relative: relmas.profile divides in float64 (its
+# tables are within 1.2e-16); one part in a million also passes latencies written out with seven
+# significant digits, and is far finer than the cost models' agreement with silicon (percents,
+# docs/costmodel.md).
+CLOCK_TOLERANCE = 1e-6
 
 
 class PieceTable(CostTable):
@@ -293,12 +300,37 @@ def _estimates(
     return best, remaining
 
 
+def read_cost_file(path: str | Path, contract: type[CostTable] = CostTable) -> pl.DataFrame:
+    """A cost or piece table checked against its `contract`, and its latencies against its cycles
+    at the clock of the spec it records (relmas.profile's metadata): an edited column, or a table
+    profiled at another clock, would be simulated as quietly wrong latencies. A table without a
+    recorded spec (written by hand, examples/handwritten) has no clock to hold them to."""
+    frame = read_parquet(path, contract)
+    recorded = read_metadata(path).get(META_SPEC_JSON)
+    if recorded is None:
+        return frame
+    clock_ghz = spec_from_json(recorded, path).clock_ghz
+    cycles = pl.col("cycles")
+    off = (pl.col("latency_s") * (clock_ghz * 1e9) - cycles).abs() > CLOCK_TOLERANCE * cycles
+    wrong = frame.with_row_index(ROW).filter(off)
+    if wrong.height:
+        row = wrong.row(0, named=True)
+        keys = "".join(f", {key} {row[key]}" for key in contract.primary_key())
+        expected = (
+            f"cycles / ({clock_ghz:g} GHz x 1e9) within {CLOCK_TOLERANCE:g} of it "
+            f"(the clock of the spec in metadata.{META_SPEC_JSON})"
+        )
+        got = f"{row['latency_s']} (row {row[ROW]}{keys}, cycles {row['cycles']})"
+        raise InputError(path, "latency_s", expected, got)
+    return frame
+
+
 def read_cost_tables(directory: str | Path, accelerators: Sequence[str]) -> pl.DataFrame:
     """Concatenate `{directory}/{name}.parquet` of each accelerator, checking the name column."""
     frames = []
     for name in dict.fromkeys(accelerators):
         path = cost_table(directory, name)
-        frame = read_parquet(path, CostTable)
+        frame = read_cost_file(path)
         wrong = frame.filter(pl.col("accelerator") != name)
         if wrong.height:
             raise InputError(path, "accelerator", f"{name!r} in every row", wrong["accelerator"][0])
@@ -351,7 +383,7 @@ def read_piece_tables(directory: str | Path, accelerators: Sequence[str]) -> pl.
             if own.get(key) != value:
                 expected = f"{value[:12]} as in {name}.parquet (re-run relmas profile --pieces)"
                 raise InputError(path, f"metadata.{key}", expected, own.get(key, "missing"))
-        frame = read_parquet(path, PieceTable)
+        frame = read_cost_file(path, PieceTable)
         wrong = frame.filter(pl.col("accelerator") != name)
         if wrong.height:
             raise InputError(path, "accelerator", f"{name!r} in every row", wrong["accelerator"][0])
