@@ -272,6 +272,42 @@ def test_the_sla_figure_draws_the_best_of_each_kind_chosen_on_validation() -> No
     assert policy_colours(fig) == {p: {palette.colour(p)} for p in shown["mixed"]}
 
 
+def test_each_sla_panel_has_its_own_rows_and_rates_within_0_and_1() -> None:
+    """Issue 48, item 7: the SLA rate figure kept an empty target-aware and ga_offline row in the
+    panels of scenarios that evaluated neither, and vision_light's axis ran past a rate of 1 (the
+    interval of a mean near 1 reaches beyond it)."""
+    rates = {
+        "services": {"sjf_feasible": 0.8, "sjf_feasible_deficit": 0.85, "ga_offline": 0.9},
+        "vision_light": {"sjf": 0.97, "sjf_feasible": 0.985, "relmas": 0.99},
+    }
+    rows = [
+        {"scenario": s, "policy": p, "seed": seed, "sla_rate": min(1.0, rate + (seed - 2) / 100)}
+        for s, of_scenario in rates.items()
+        for p, rate in of_scenario.items()
+        for seed in (1, 2, 3)
+    ]
+    summary = pl.DataFrame(rows).with_columns(
+        [pl.lit(1.0).alias(m) for m in METRICS if m != "sla_rate"]
+    )
+    aggregated = aggregate(summary)
+    assert aggregated.filter(pl.col("policy") == "relmas")["sla_rate_ci95"][0] > 0.01  # past 1
+    shown = {scenario: list(of_scenario) for scenario, of_scenario in rates.items()}
+    fig = plot_best_by_kind(aggregated, shown, {"services": 0.95, "vision_light": 1.0})
+    panels = {ax.get_title(): ax for ax in fig.axes}
+    kinds = {
+        scenario: [t.get_text() for t in ax.get_yticklabels()] for scenario, ax in panels.items()
+    }
+    assert kinds == {
+        "services": ["rule", "target-aware", "ga_offline"],
+        "vision_light": ["heuristic", "rule", "relmas"],
+    }
+    for ax in panels.values():
+        assert 0.0 <= ax.get_xlim()[0] < ax.get_xlim()[1] <= 1.0, ax.get_xlim()
+        bars = [c.lines[2][0] for c in ax.containers if isinstance(c, ErrorbarContainer)]
+        ends = [x for bar in bars for segment in bar.get_segments() for x in segment[:, 0]]
+        assert len(bars) == 3 and min(ends) >= 0.0 and max(ends) <= 1.0, ends
+
+
 def per_job(met: list[bool]) -> pl.DataFrame:
     return pl.DataFrame(
         {"job_id": range(len(met)), "arrival_s": [0.1 * i for i in range(len(met))], "met": met}

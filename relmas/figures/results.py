@@ -88,13 +88,14 @@ def plot_best_by_kind(
     """One panel per scenario of `shown` (scenario -> its policies, one per row: the best of each
     kind, the offline bound, each learned policy): each policy's mean SLA rate as a dot in its
     colour, named beside it, with its 95% CI (two seeds or more), and the scenario's proven
-    ceiling (`ceilings`, mean over its traces) as a dashed mark. Each panel's axis spans its own
-    values: the dots are compared within a scenario, not across."""
-    rows: list[str] = []
-    for policies in shown.values():
-        rows += [r for r in map(_row_of, policies) if r not in rows]
+    ceiling (`ceilings`, mean over its traces) as a dashed mark. Each panel has the rows of its
+    own scenario only (a kind evaluated elsewhere would be an empty row) and its axis spans its
+    own values, within [0, 1]: the dots are compared within a scenario, not across."""
     order = [*KIND_ROWS.values(), *catalog.names()]
-    rows.sort(key=order.index)
+    panels = {
+        scenario: sorted({_row_of(policy) for policy in policies}, key=order.index)
+        for scenario, policies in shown.items()
+    }
     scenarios = list(shown)
     if not scenarios:  # only the floor was evaluated: nothing to rank
         fig, ax = plt.subplots(figsize=(6, 2))
@@ -103,14 +104,15 @@ def plot_best_by_kind(
         return fig
     cols = min(len(scenarios), 3)
     lines = math.ceil(len(scenarios) / cols)
+    most = max(len(rows) for rows in panels.values())
     fig, axes = plt.subplots(
         lines,
         cols,
-        figsize=(4.4 * cols + 1.2, 0.42 * len(rows) * lines + 1.1 * lines + 0.6),
+        figsize=(5.4 * cols + 0.2, 0.42 * most * lines + 1.1 * lines + 0.6),
         squeeze=False,
-        sharey=True,
     )
     for ax, scenario in zip(axes.flat, scenarios, strict=False):
+        rows = panels[scenario]
         values = []
         for policy in shown[scenario]:
             (row,) = aggregated.filter(
@@ -119,8 +121,11 @@ def plot_best_by_kind(
             y, mean, half = rows.index(_row_of(policy)), row["sla_rate"], row["sla_rate_ci95"]
             colour = palette.colour(policy)
             if not math.isnan(half):
-                ax.errorbar(mean, y, xerr=half, color=colour, capsize=3, linewidth=1.5)
-                values += [mean - half, mean + half]
+                # a rate lies in [0, 1]: so does its interval
+                left, right = max(0.0, mean - half), min(1.0, mean + half)
+                xerr = [[mean - left], [right - mean]]
+                ax.errorbar(mean, y, xerr=xerr, color=colour, capsize=3, linewidth=1.5)
+                values += [left, right]
             ax.plot(
                 mean,
                 y,
@@ -129,6 +134,7 @@ def plot_best_by_kind(
                 markersize=7,
                 label=policy,
                 markeredgecolor="black" if palette.prominent(policy) else colour,
+                clip_on=False,  # a rate of 1 sits on the axis' end, whole
             )
             ax.annotate(
                 policy,
@@ -146,13 +152,12 @@ def plot_best_by_kind(
             values.append(ceilings[scenario])
         low, high = min(values), max(values)
         margin = max(0.02, 0.12 * (high - low))
-        ax.set_xlim(max(0.0, low - margin), min(1.0, high) + margin)
+        ax.set_xlim(max(0.0, low - margin), min(1.0, high + margin))
+        ax.set_yticks(range(len(rows)), rows)
+        ax.set_ylim(len(rows) - 0.4, -0.8)
         ax.set_title(scenario, fontsize="medium")
-        ax.grid(axis="x", alpha=0.3)
-    axes[0, 0].set_yticks(range(len(rows)), rows)
-    axes[0, 0].set_ylim(len(rows) - 0.4, -0.8)
-    for ax in list(axes.flat)[: len(scenarios)]:
         ax.set_xlabel(f"SLA rate ({interval_label(_seeds(aggregated))})", fontsize="small")
+        ax.grid(axis="x", alpha=0.3)
     for ax in list(axes.flat)[len(scenarios) :]:
         ax.set_visible(False)
     if ceilings:

@@ -25,7 +25,6 @@ from relmas.figures.results import (  # noqa: E402
     plot_sweep,
     plot_tenant_sla,
 )
-from relmas.io import read_parquet  # noqa: E402
 from relmas.paths import agent_dir, cost_table, workload_file  # noqa: E402
 from relmas.report.stats import aggregate, ceiling_means  # noqa: E402
 from relmas.study import Study  # noqa: E402
@@ -53,7 +52,7 @@ def draw_figures(
     schedules are drawn; `dirs`: the workloads, costs and agents directories."""
     from relmas.io import atomic_path
 
-    figures_dir.mkdir(parents=True, exist_ok=True)
+    # figures_dir is made by atomic_path, which records it: a failed report removes it too
     figures: dict[str, Path] = {}
 
     def save(fig: plt.Figure, name: str) -> None:
@@ -111,12 +110,9 @@ def _base_value(config: Mapping[str, Any], spec: Mapping[str, Any]) -> float | N
 def _cost_figures(config: Mapping[str, Any], costs_dir: Path, figures_dir: Path) -> dict[str, Path]:
     from relmas.figures.costs import plot_layer_costs
     from relmas.io import atomic_path
-    from relmas.schemas import CostTable
+    from relmas.sim.costs import read_cost_file
 
-    tables = {
-        name: read_parquet(cost_table(costs_dir, name), CostTable)
-        for name in config["accelerators"]
-    }
+    tables = {name: read_cost_file(cost_table(costs_dir, name)) for name in config["accelerators"]}
     made = {}
     for model in config["models"]:
         fig = plot_layer_costs(tables, model)

@@ -186,6 +186,7 @@ def write_report(
     bounds_dir = bounds_dir or paths.bounds_dir
     bounds = in_report_order(read_bounds(bounds_dir, scenarios, seeds))
     references = reference_rows(summary, bounds, bounds_dir)
+    verdicts = targets_bound_table(summary, bounds, bounds_dir)
     results = {r: in_report_order(read_parquet(p, JobResults), "job_id") for r, p in base.items()}
     targeted = target_scenarios_of(summary)
     groups = read_groups({r: groups_of(p) for r, p in base.items() if r[0] in targeted}, summary)
@@ -222,11 +223,7 @@ def write_report(
 
     service = service_table(own, baselines)
     targets = service_markdown(
-        service,
-        service_headline(service, validation),
-        targets_bound_table(summary, bounds, bounds_dir),
-        figures,
-        out_dir,
+        service, service_headline(service, validation), verdicts, figures, out_dir
     )
     ceiling = ceiling_markdown(ceiling_table(summary, references, baselines), bounds)
     top = headline_markdown(config, headline, targeted) + targets + ceiling
