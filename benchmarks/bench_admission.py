@@ -16,9 +16,11 @@ scenario the means, and the median seconds of the schedule (the bound's own time
 
 from __future__ import annotations
 
-import argparse
 import statistics
+import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -27,14 +29,11 @@ from relmas.ceiling.admission import Admission, serve_lp_jobs
 from relmas.ceiling.bound import Bound, relaxation_bound
 from relmas.ceiling.instance import Instance
 from relmas.config import load_config
+from relmas.errors import InputError
 from relmas.evaluate import evaluation_inputs
 from relmas.paths import ResultPaths
 from relmas.report import markdown_table
 from relmas.study import Study, relaxation_options
-
-
-def _scales(text: str) -> list[float]:
-    return [arguments.positive(part) for part in text.split(",")]
 
 
 def trace_rows(
@@ -72,20 +71,26 @@ def _row(scenario: str, seed: int, bound: Bound, served: Admission, known) -> di
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--study", type=Path, required=True)
-    parser.add_argument("--config", default="config/config.yaml")
-    parser.add_argument("--scenarios", default=None, help="comma-separated (default: all)")
-    parser.add_argument("--scales", type=_scales, default=None, help="shares of the bandwidth")
-    parser.add_argument("--each", action="store_true", help="every share alone, a row each")
-    parser.add_argument("--seeds", type=lambda t: [int(x) for x in t.split(",")], default=None)
-    args = parser.parse_args()
+def evaluation_seeds(chosen: list[int] | None, config: Mapping[str, Any], source: str) -> list[int]:
+    """`--seeds` (default: all), each an evaluation seed of the study: the report has rows of
+    those traces only."""
+    seeds = config["evaluation"]["seeds"]
+    for seed in chosen or []:
+        if seed not in seeds:
+            raise InputError(source, "--seeds", f"one of the evaluation seeds {seeds}", seed)
+    return chosen or seeds
 
-    config = load_config(args.config) | {"results": str(args.study)}
-    study, paths = Study(config, args.config), ResultPaths.of(config)
-    scales = args.scales or config["evaluation"]["ceiling"]["admission_bandwidth"]
-    summary = pl.read_parquet(paths.report_dir / "summary.parquet")
+
+def reported(
+    paths: ResultPaths, traces: list[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """Per trace of `traces` (scenario, seed), the deadlines met by the best known schedule and
+    the ceiling, from the study's report/summary.parquet: `--study` is a finished study of the
+    config, refused before any trace is run."""
+    path = paths.report_dir / "summary.parquet"
+    if not path.is_file():
+        raise InputError(path, "--study", "a finished study's results directory (its report)")
+    summary = pl.read_parquet(path)
     refs = summary.filter(pl.col("kind").is_in(["best_known", "ceiling"])).with_columns(
         met=(pl.col("sla_rate") * pl.col("jobs")).round().cast(pl.Int64)
     )
@@ -94,13 +99,50 @@ def main() -> None:
         for (scenario, seed), rows in refs.group_by("scenario", "seed")
         for met in [dict(zip(rows["kind"], rows["met"], strict=True))]
     }
-    names = args.scenarios.split(",") if args.scenarios else list(config["scenarios"])
-    rows = []
-    tried = [[scale] for scale in scales] if args.each else [scales]
-    for scenario in names:
-        for seed in args.seeds or config["evaluation"]["seeds"]:
+    for scenario, seed in traces:
+        if (scenario, seed) not in known:
+            expected = f"the ceiling and best_known rows of {scenario}, seed {seed}"
+            raise InputError(path, "--study", expected)
+    return known
+
+
+def main() -> int:
+    parser = arguments.Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", type=Path, required=True)
+    parser.add_argument("--config", default="config/config.yaml")
+    parser.add_argument("--scenarios", default=None, help="comma-separated (default: all)")
+    parser.add_argument(
+        "--scales",
+        type=arguments.listed(arguments.share),
+        default=None,
+        help="shares of the bandwidth, comma-separated",
+    )
+    parser.add_argument("--each", action="store_true", help="every share alone, a row each")
+    parser.add_argument(
+        "--seeds",
+        type=arguments.listed(arguments.seed),
+        default=None,
+        help="evaluation seeds, comma-separated (default: all)",
+    )
+    args = parser.parse_args()
+    try:
+        config = load_config(args.config) | {"results": str(args.study)}
+        study, paths = Study(config, args.config), ResultPaths.of(config)
+        names = args.scenarios.split(",") if args.scenarios else list(config["scenarios"])
+        seeds = evaluation_seeds(args.seeds, config, args.config)
+        traces = [
+            (study.check_scenario(name, "--scenarios"), seed) for name in names for seed in seeds
+        ]
+        known = reported(paths, traces)
+        scales = args.scales or config["evaluation"]["ceiling"]["admission_bandwidth"]
+        tried = [[scale] for scale in scales] if args.each else [scales]
+        rows = []
+        for scenario, seed in traces:
             rows += trace_rows(study, paths, scenario, seed, tried, known)
             print(markdown_table(pl.DataFrame(rows[-len(tried) :])), flush=True)
+    except InputError as error:
+        print(error, file=sys.stderr)
+        return 2
     table = pl.DataFrame(rows)
     print(markdown_table(table))
     keys = ["scenario", "share"] if args.each else ["scenario"]
@@ -111,7 +153,8 @@ def main() -> None:
     )
     print(markdown_table(means))
     print(f"median seconds over all traces: {statistics.median(table['seconds'].to_list()):.1f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -310,14 +310,11 @@ def targets(args: argparse.Namespace, study: Study, scenario: str) -> list[dict]
 
 
 def _rates(text: str) -> dict[str, float]:
-    """`--targets`: tenant=rate,... ."""
+    """`--targets`: tenant=rate,... (a rate that is no number in [0, 1] is its usage line)."""
     pairs = [item.split("=") for item in text.split(",")]
     if any(len(pair) != 2 for pair in pairs):
         raise argparse.ArgumentTypeError(f"expected tenant=rate,..., got {text!r}")
-    rates = {name: float(rate) for name, rate in pairs}
-    if not all(0 <= rate <= 1 for rate in rates.values()):  # nan too
-        raise argparse.ArgumentTypeError(f"expected rates in [0, 1], got {text!r}")
-    return rates
+    return {name: arguments.rate(rate) for name, rate in pairs}
 
 
 def main() -> int:

@@ -181,6 +181,7 @@ def _schema_error(error: jsonschema.ValidationError, source: str | Path | None) 
         "minimum": lambda: f"a value >= {value}",
         "maximum": lambda: f"a value <= {value}",
         "minItems": lambda: f"at least {value} item(s)",
+        "uniqueItems": lambda: "distinct values",
         "minProperties": lambda: f"at least {value} entry(ies)",
         "minLength": lambda: "a non-empty string",
         "pattern": lambda: schema.get("description", f"a string matching {value}"),

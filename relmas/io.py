@@ -325,18 +325,20 @@ def describe(column: dy.Column) -> str:
     bounds = [getattr(column, key, None) for key in keys]
     low, low_open, high, high_open = bounds
     if any(bound is not None for bound in bounds):
-        left = f"[{_number(low)}" if low is not None else "(" + _number(low_open)
-        right = f"{_number(high)}]" if high is not None else _number(high_open) + ")"
+        left = f"[{_number(low)}" if low is not None else f"({_number(low_open, -math.inf)}"
+        right = f"{_number(high)}]" if high is not None else f"{_number(high_open)})"
         text += f" in {left}, {right}"
     if getattr(column, "is_in", None) is not None:
         text += f" of {list(column.is_in)}"
     return text + (", or null" if column.nullable else ", not null")
 
 
-def _number(value: float | None) -> str:
-    """A bound as written in relmas.schemas: a power of two as one (2^32), others as %g."""
-    if value is None:
-        return "inf"
+def _number(value: float | None, unbounded: float = math.inf) -> str:
+    """A bound as written in relmas.schemas: a power of two as one (2^32), others as %g; None is
+    no bound, `unbounded` (-inf on the left of a range)."""
+    value = unbounded if value is None else value
+    if math.isinf(value):
+        return f"{value:g}"
     exponent = math.log2(abs(value)) if value else 0.0
     if abs(exponent) >= 10 and exponent == int(exponent):
         return f"{'-' if value < 0 else ''}2^{int(exponent)}"
