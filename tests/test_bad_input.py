@@ -8,9 +8,12 @@ in-process (the code path of `python -m relmas`, without an interpreter start pe
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
+import math
 import os
+import random
 import re
 import shutil
 import sqlite3
@@ -26,9 +29,13 @@ import yaml
 
 from relmas import cli, io
 from relmas.config import config_hash, load_config
+from relmas.errors import InputError
 from relmas.hw.spec import parse_spec
 from relmas.paths import cost_table
 from relmas.profile import write_cost_table
+from relmas.report.load import collect_summaries
+from relmas.report.markdown import mean_text
+from relmas.report.stats import aggregate
 from relmas.study import Study
 from relmas.workload import Arrivals
 from relmas.yaml_load import MAX_BYTES
@@ -66,14 +73,17 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def quick_costs(directory: Path, config: dict[str, Any]) -> None:
     """Cost tables of the quick config's accelerators for its models, with the provenance that
-    `relmas profile` records (spec, cost model, objective, the `models:` config's hash)."""
+    `relmas profile` records (spec, cost model, objective, the `models:` config's hash), and its
+    latencies: whole cycles at the spec's clock."""
     layers = {"mobilenet_v2": 6, "alexnet": 4, "bert_base": 5}
     table = synthetic_costs(layers, list(config["accelerators"]), mean_latency_s=1e-3)
     models = config_hash(config["models"])
     for name, raw in config["accelerators"].items():
+        spec = parse_spec(name, raw, None)
         rows = table.filter(pl.col("accelerator") == name)
+        rows = rows.with_columns(latency_s=pl.col("cycles") / (spec.clock_ghz * 1e9))
         path = cost_table(directory, name)
-        write_cost_table(rows, path, name, parse_spec(name, raw, None), "-", models_hash=models)
+        write_cost_table(rows, path, name, spec, "-", models_hash=models)
 
 
 def one_layer_table() -> pl.DataFrame:
@@ -283,6 +293,47 @@ CONFIG_CASES = {
         "scenarios.mixed.deadline.firm",
     ),
     "experiment with a command": (edit("experiment", "$(touch PWNED)"), "experiment"),
+    # issue 48, item 6a: valid in type, absurd in value; each training number has a maximum
+    "a teacher bonus of 1e300": (
+        edit("training.dqn.teacher_bonus", 1e300),
+        "training.dqn.teacher_bonus: expected a value <= 1000, got 1e+300",
+    ),
+    "a learning rate of 2": (
+        edit("training.dqn.learning_rate", 2.0),
+        "training.dqn.learning_rate: expected a value <= 1",
+    ),
+    "ten billion training steps": (
+        edit("training.dqn.total_steps", 10**10),
+        "training.dqn.total_steps: expected a value <= 1000000000",
+    ),
+    "a replay of a trillion transitions": (
+        edit("training.dqn.buffer_size", 10**12),
+        "training.dqn.buffer_size: expected a value <= 10000000",
+    ),
+    "a layer of a million units": (
+        edit("training.dqn.hidden", [16, 10**6]),
+        "training.dqn.hidden[1]: expected a value <= 1024",
+    ),
+    "a miss penalty of 1e300": (
+        edit("training.reward", {"missed": 1e300}),
+        "training.reward.missed: expected a value <= 1000",
+    ),
+    "a priority exponent of 100": (
+        edit("training.reward", {"priority_exponent": 100}),
+        "training.reward.priority_exponent: expected a value <= 7",
+    ),
+    "a thousand candidates": (
+        edit("training.observation", {"candidates": 1000}),
+        "training.observation.candidates: expected a value <= 64",
+    ),
+    "a training seed of 2^32": (
+        edit("training.seeds", [2**32]),
+        "training.seeds[0]: expected a value <= 4294967295",
+    ),
+    "a share of the bandwidth twice": (  # issue 48, item 5c: was "expected [1.0, 1.0] has ..."
+        edit("evaluation.ceiling", {"admission_bandwidth": [1.0, 1.0]}),
+        "evaluation.ceiling.admission_bandwidth: expected distinct values, got [1.0, 1.0]",
+    ),
     **NAME_CASES,
 }
 
@@ -421,6 +472,10 @@ TRACE_CASES = {
         "model_target",
     ),
     "firm unknown": (lambda f: f.with_columns(firm=pl.lit(None, pl.Boolean)), "firm"),
+    "a deadline beyond 2^32 s": (  # issue 48, item 5b: its range was printed as (inf, 2^32]
+        lambda f: f.with_columns(deadline_s=pl.lit(2.0**33)),
+        "deadline_s: expected finite Float64 values in (-inf, 2^32], not null",
+    ),
 }
 
 
@@ -627,6 +682,12 @@ USAGE_CASES = {
     "sweep value inf": (["sweep", "--sweep", "load", "--value", "inf"], "--value"),
     "unknown objective": (profile_argv("layers.parquet") + ["--objective", "speed"], "--objective"),
     "unknown command": (["fly"], "fly"),
+    # issue 48, item 5f: argparse said "the following arguments are required: command"
+    "unknown option": (["--versio"], "relmas: error: unrecognized option --versio"),
+    "unknown option of a command": (
+        ["zoo", "--config", "config.yaml", "--ot", "l.parquet"],
+        "relmas zoo: error: unrecognized option --ot",
+    ),
 }
 
 
@@ -655,6 +716,14 @@ BENCHMARK_CASES = {
     "a trace of 0 jobs": ("bench_ga.py", ["--sizes", "10", "0"]),
     "a negative seed": ("bench_gacer.py", ["--costs", "c", "--seeds", "-1"]),
     "a horizon of nan": ("bench_headroom.py", ["rollout", "--horizon", "nan"]),
+    # issue 48, item 5e: argparse named its type function ("invalid _rates value")
+    "a target as text": ("bench_ceiling.py", ["targets", "--targets", "camera=high"]),
+    # issue 48, item 3: a traceback or argparse's four-line usage ("invalid <lambda> value")
+    "a share of the bandwidth above 1": ("bench_admission.py", ["--scales", "1,1.5"]),
+    "a share of the bandwidth of 0": ("bench_admission.py", ["--scales", "0"]),
+    "a share of the bandwidth of nan": ("bench_admission.py", ["--scales", "nan"]),
+    "a seed as text": ("bench_admission.py", ["--seeds", "abc"]),
+    "a negative admission seed": ("bench_admission.py", ["--seeds", "1000,-1"]),
 }
 
 
@@ -674,6 +743,52 @@ def test_bad_benchmark_options(
     assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1, err
     option = [word for word in argv if word.startswith("--")][-1]
     assert err.startswith(script) and f": error: argument {option}: expected" in err
+
+
+STUDY = ["--study", "."]  # the checks below come before its report is read
+ADMISSION_CASES = {
+    "no study": ([], ["bench_admission.py: error: the following arguments are required: --study"]),
+    "a missing study": (["--study", "nope"], ["summary.parquet", "--study"]),
+    "a missing config": ([*STUDY, "--config", "no.yaml"], ["no.yaml", "an existing YAML file"]),
+    "an unknown scenario": ([*STUDY, "--scenarios", "mixed,nope"], ["config.yaml", "--scenarios"]),
+    "a seed of no evaluation": ([*STUDY, "--seeds", "5"], ["config.yaml", "--seeds", "got 5"]),
+    "a config with a target of nan": ([*STUDY, "--config", "nan.yaml"], ["nan.yaml", "finite"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ADMISSION_CASES))
+def test_bench_admission_refuses_in_one_line(
+    case: str, work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48, item 3: each was a traceback (FileNotFoundError, InputError) or argparse's
+    four-line usage; the options are checked before any trace is run."""
+    import runpy
+
+    config = yaml.safe_load((work / "config.yaml").read_text())
+    config["scenarios"]["mixed"]["tenants"][0]["target"] = float("nan")
+    (work / "nan.yaml").write_text(yaml.safe_dump(config))
+    given, names = ADMISSION_CASES[case]
+    argv = ["bench_admission.py", "--config", "config.yaml", *given]
+    monkeypatch.setattr(sys, "argv", argv)
+    before = files(work)
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(ROOT / "benchmarks" / "bench_admission.py"), run_name="__main__")
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert exit_.value.code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert all(name in lines[0] for name in names), (names, lines[0])
+    assert files(work) == before
+
+
+def test_a_cost_table_without_provenance_is_called_so(
+    work: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 48, item 5d: a table written by hand, with no metadata at all, was said to be
+    "profiled by another cost model"."""
+    rewrite_cost_table(cost_table(work / "qcosts", "eyeriss_168"), [], keep_metadata=False)
+    argv = evaluate_argv("--jobs", "trace.parquet", "--out", "r.parquet")
+    line = assert_refused(argv, work, capsys, "eyeriss_168.parquet", "lacks the provenance")
+    assert "another cost model" not in line, line
 
 
 def test_unknown_names_in_options(work: Path, capsys: pytest.CaptureFixture) -> None:
@@ -802,6 +917,48 @@ def test_a_read_only_store(
     assert "ro/mlflow.db: MLFLOW_TRACKING_URI: expected a readable and writable MLflow store" in err
     assert "attempt to write a readonly database" in err
     assert {p for p in files(work) - before if p.relative_to(work).parts[0] != "ro"} == set()
+
+
+def metrics_leaf(db: Path) -> tuple[int, int]:
+    """(page number, page size) of a leaf page in the middle of the store's `metrics` table: from
+    its root, the middle cell's child down to a leaf (SQLite's b-tree pages: type byte, cell count
+    at 3, cell pointers from 12, an interior cell starting with its child's page number)."""
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        query = "SELECT rootpage FROM sqlite_master WHERE name = 'metrics'"
+        (page,) = connection.execute(query).fetchone()
+        (size,) = connection.execute("PRAGMA page_size").fetchone()
+    data = db.read_bytes()
+    while data[(page - 1) * size] == 0x05:  # an interior page of a table
+        start = (page - 1) * size
+        middle = start + 12 + 2 * (int.from_bytes(data[start + 3 : start + 5]) // 2)
+        cell = start + int.from_bytes(data[middle : middle + 2])
+        page = int.from_bytes(data[cell : cell + 4])
+    assert data[(page - 1) * size] == 0x0D, "not a leaf page of a table"
+    return page, size
+
+
+def test_a_store_damaged_in_its_middle_is_refused_and_left_as_it_is(
+    work: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48, item 4: random bytes over a page of the metrics table, which the next run's
+    writes do not touch; the store is checked whole before a stage writes to it."""
+    from relmas import tracking
+
+    store = work / "mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store}")
+    with tracking.stage_run("train", {"experiment": "damaged"}) as run:
+        for step in range(5):
+            run.log_metrics({f"loss.{k}": step / (k + 1) for k in range(100)}, step=step)
+    page, size = metrics_leaf(store)
+    with open(store, "r+b") as handle:
+        handle.seek((page - 1) * size)
+        handle.write(random.Random(48).randbytes(size))
+    damaged = store.read_bytes()
+    argv = ["zoo", "--config", "config.yaml", "--out", "l.parquet"]
+    line = assert_refused(argv, work, capsys, "mlflow.db", "MLFLOW_TRACKING_URI", "quick_check")
+    # SQLite names the page, or (as 3.40 does for this one) gives up on the whole file
+    assert re.search(r"expected an undamaged .* got '(Page \d+|database disk image)", line), line
+    assert store.read_bytes() == damaged
 
 
 # ----------------------------------------------------------------------------- issue 32
@@ -934,6 +1091,42 @@ def test_a_replayed_arrival_too_far_from_zero(work: Path, capsys: pytest.Capture
     assert "finite Float64 values in [0, 2^32]" in line
 
 
+def test_a_trace_whose_every_job_is_dropped(work: Path, capsys: pytest.CaptureFixture) -> None:
+    """Firm deadlines that no job can meet: validate and evaluate write the metrics of the
+    finished jobs (ANTT, fairness) as null, undefined, never NaN; the pipeline's next readers
+    take their files (evaluate's placements, the report's contract and means)."""
+    config = yaml.safe_load((work / "config.yaml").read_text())
+    scenario = config["scenarios"]["mixed"]
+    scenario["deadline"] = {"firm": True}
+    for tenant in scenario["tenants"]:
+        tenant["slack"] = 1e-6
+    config["evaluation"].update(policies=["fcfs", "edf_feasible"], placements=["bandwidth"])
+    config["training"] = {"validation_seeds": [100]}
+    (work / "hopeless.yaml").write_text(yaml.safe_dump(config))
+    common = ["--config", "hopeless.yaml", "--scenario", "mixed", "--costs", "qcosts"]
+    code, err = run_main(["validate", *common, "--out", "v.parquet"], capsys)
+    assert code == 0, err
+    code, err = run_main(["workload", *common, "--seed", "1", "--out", "h.parquet"], capsys)
+    assert code == 0, err
+    argv = ["evaluate", *common, "--policy", "edf_feasible", "--policy", "fcfs", "--seed", "1"]
+    argv += ["--jobs", "h.parquet", "--placements", "v.parquet", "--out", "{policy}.parquet"]
+    code, err = run_main(argv, capsys)
+    assert code == 0, err
+    paths = ["v.parquet", "edf_feasible.summary.parquet", "fcfs.summary.parquet"]
+    rows = collect_summaries([work / path for path in paths])
+    assert rows.height > 2 and (rows["dropped"] == rows["jobs"]).all()
+    assert rows["antt"].is_null().all() and rows["fairness"].is_null().all()
+    assert (rows["sla_rate"] == 0).all() and (rows["stp"] == 0).all()
+    means = aggregate(rows)
+    assert means["antt"].is_nan().all() and mean_text(means["antt"][0], math.nan) == "n/a"
+    assert not means["sla_rate"].is_nan().any()
+    # a null where a job finished is no run's: the contract still refuses it
+    edited = rows.with_columns(dropped=pl.lit(0, pl.Int64))
+    edited.write_parquet(work / "edited.parquet")
+    with pytest.raises(InputError, match=r"edited\.parquet.*antt"):
+        collect_summaries([work / "edited.parquet"])
+
+
 # ----------------------------------------------------------------------------- issue 39
 
 
@@ -1030,6 +1223,21 @@ def test_a_layer_latency_of_1e300_is_refused(work: Path, capsys: pytest.CaptureF
     line = assert_refused(argv, work, capsys, "simba_chiplet.parquet", "latency_s", "1e+300")
     assert "row 0" in line
     assert_refused(bound_argv(), work, capsys, "simba_chiplet.parquet", "latency_s", "1e+300")
+
+
+def test_a_latency_that_is_not_its_cycles_at_the_clock_is_refused(
+    work: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 48, item 6b: a cost table records the spec it was profiled for, and so its clock; a
+    latency edited away from its cycles at that clock (doubled, in row 3) is refused wherever the
+    table is read. Tables without a recorded spec (examples/handwritten) have no clock to check."""
+    path = cost_table(work / "qcosts", "simba_chiplet")
+    third = pl.int_range(pl.len()) == 3
+    rewrite_cost_table(path, pl.when(third).then(pl.col("latency_s") * 2).otherwise("latency_s"))
+    argv = evaluate_argv("--jobs", "trace.parquet", "--out", "r.parquet")
+    for command in (argv, bound_argv()):
+        line = assert_refused(command, work, capsys, "simba_chiplet.parquet", "latency_s", "row 3")
+        assert "expected cycles / (1 GHz x 1e9) within 1e-06 of it" in line, line
 
 
 def test_bound_refuses_a_cost_table_without_provenance_as_evaluate_does(

@@ -458,8 +458,9 @@ KEYS = "scenario mixed, policy edf, seed 1001"
     [
         ("sla_rate", math.nan, RATE),
         ("sla_rate", 1.5, RATE),
-        ("fairness", -0.1, RATE),
-        ("antt", -1.0, "finite Float64 values in [0, 2^65], not null"),
+        ("fairness", -0.1, "finite Float64 values in [0, 1], or null"),
+        ("antt", -1.0, "finite Float64 values in [0, 2^65], or null"),
+        ("antt", None, "antt and fairness null exactly where no job finished (every one dropped)"),
         ("energy_j", math.inf, "finite Float64 values in [0, 2^57], not null"),
         ("jobs", 0, "Int64 values in [1, inf), not null"),
         ("seed", -3, "Int64 values in [0, inf), not null"),
@@ -574,6 +575,39 @@ def test_relmas_report_refuses_a_wrong_bounds_file_in_one_line_naming_it(tmp_pat
     assert lines[0].startswith(f"relmas report: error: {bad}: ceiling_met: expected at least the ")
     assert lines[0].endswith("(a ceiling below a schedule's count is a wrong bound), got 1")
     assert not paths.report_dir.exists()
+
+
+def test_relmas_report_refuses_a_wrong_targets_bound_and_leaves_no_directory(
+    tmp_path, capsys
+) -> None:
+    """Issue 48, item 5g: a `--bounds` file whose proven least shortfall is above a policy's was
+    refused after the report had drawn its figures, and left report/ and report/figures/ behind
+    (empty)."""
+    import shutil
+
+    from relmas.cli import main
+    from relmas.paths import bound_file
+    from tests.test_report_golden import golden_config, write_inputs
+
+    config = golden_config() | {"results": str(tmp_path / "results")}
+    paths = write_inputs(config, tmp_path / "results")
+    edf = summary_of(evaluation_file(paths.eval_dir, "mixed", "edf", 1001))
+    write_parquet(pl.read_parquet(edf).with_columns(shortfall=pl.lit(0.01)), edf)
+    given = tmp_path / "given"
+    shutil.copytree(paths.bounds_dir, given)
+    bad = bound_file(given, "mixed", 1001)
+    unreachable = pl.read_parquet(bad).with_columns(
+        shortfall_lower=pl.lit(0.5),  # edf's shortfall is 0.01
+        targets_reachable=pl.lit("unreachable"),
+        targets_status=pl.lit("converged"),
+    )
+    write_parquet(unreachable, bad)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    before = set(paths.root.rglob("*"))
+    assert main(["report", "--config", str(tmp_path / "config.yaml"), "--bounds", str(given)]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("relmas")]
+    assert len(lines) == 1 and f"{bad}: shortfall_lower: expected at most" in lines[0], lines
+    assert set(paths.root.rglob("*")) == before
 
 
 @pytest.mark.parametrize(
