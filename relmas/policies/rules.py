@@ -170,22 +170,28 @@ def _target(
 
 @njit(cache=True)
 def _may_wait(
-    T: Tables, S: State, hopeless: int, running_demand: float, allowed: np.ndarray
+    T: Tables,
+    S: State,
+    candidates: np.ndarray,
+    hopeless: int,
+    running_demand: float,
+    allowed: np.ndarray,
 ) -> bool:
-    """The agent's wait mask over the candidates (the feasible jobs and `hopeless`): waiting is
-    allowed, and no candidate could start on an instance of its fastest type or none would start
-    without oversubscribing the bandwidth."""
+    """The agent's wait mask over the candidates (the feasible jobs, `candidates`, and
+    `hopeless`): waiting is allowed, and no candidate could start on an instance of its fastest
+    type or none would start without oversubscribing the bandwidth."""
     if not access.can_wait(S):
         return False
-    now, capacity = access.now(S), access.bandwidth_capacity(S)
+    capacity = access.bandwidth_capacity(S)
     best_type_idle, fits = False, False
     # a candidate's answer depends on its layer row alone, and the ready jobs share few rows
     seen = np.zeros(T.latency.shape[0], dtype=np.bool_)
-    for i in range(access.ready_count(S)):
-        job = access.ready_job(S, i)
+    for i in range(candidates.shape[0] + 1):
+        job = candidates[i] if i < candidates.shape[0] else hopeless
+        if job < 0:
+            continue
         row = access.job_next_row(S, job)
-        deadline = access.job_deadline(S, job)
-        if seen[row] or (job != hopeless and not feasible(now, T.remaining_work[row], deadline)):
+        if seen[row]:
             continue
         seen[row] = True
         kind = access.accelerator_type(S, fastest_idle(T, S, row, allowed))
@@ -230,6 +236,10 @@ def choose(
     first, first_level, first_key = -1, np.inf, np.inf  # the rule's pick among the feasible jobs
     reference, reference_work = -1, np.inf  # SJF's pick among all ready jobs
     hopeless, hopeless_work = -1, np.inf  # the hopeless job with the least remaining work
+    # the feasible ready jobs in ready order: the holding forms scan them again, and under
+    # overload most ready jobs are hopeless
+    feasible_jobs = np.empty(access.ready_count(S), dtype=np.int64)
+    feasible_count = 0
     for i in range(access.ready_count(S)):
         job = access.ready_job(S, i)
         remaining = T.remaining_work[access.job_next_row(S, job)]
@@ -237,6 +247,8 @@ def choose(
         if _before(remaining, job, reference_work, reference):
             reference, reference_work = job, remaining
         if feasible(now, remaining, deadline):
+            feasible_jobs[feasible_count] = job
+            feasible_count += 1
             key = remaining if rank == RANK_SJF else deadline
             level = _precedence(S, job, by, now, threshold, rates)
             if _ahead(level, key, job, first_level, first_key, first):
@@ -248,10 +260,11 @@ def choose(
         running_demand, busy_left, _ = scan_instances(S)
         # the bandwidth placement waits wherever waiting is possible; the gated forms where the
         # agent's mask lets them
+        candidates = feasible_jobs[:feasible_count]
         may_wait = (
             access.can_wait(S)
             if bandwidth and not gated
-            else _may_wait(T, S, hopeless, running_demand, allowed)
+            else _may_wait(T, S, candidates, hopeless, running_demand, allowed)
         )
         gated = gated and not (ordered and not may_wait)
         args = (patient, gated, running_demand, busy_left, allowed, bandwidth)
@@ -265,12 +278,9 @@ def choose(
         # ready jobs share few rows
         targets = np.full(T.latency.shape[0], UNKNOWN, dtype=np.int64)
         other, other_level, other_work, other_target = -1, np.inf, np.inf, -1
-        for i in range(access.ready_count(S)):
-            job = access.ready_job(S, i)
+        for job in candidates:
             row = access.job_next_row(S, job)
             remaining = T.remaining_work[row]
-            if not feasible(now, remaining, access.job_deadline(S, job)):
-                continue
             level = _precedence(S, job, by, now, threshold, rates)
             if _ahead(level, remaining, job, other_level, other_work, other):
                 if targets[row] == UNKNOWN:
