@@ -724,6 +724,7 @@ BENCHMARK_CASES = {
     "a share of the bandwidth of nan": ("bench_admission.py", ["--scales", "nan"]),
     "a seed as text": ("bench_admission.py", ["--seeds", "abc"]),
     "a negative admission seed": ("bench_admission.py", ["--seeds", "1000,-1"]),
+    "no repeat": ("bench_policy_time.py", ["--study", ".", "--repeats", "0"]),
 }
 
 
