@@ -687,7 +687,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     from relmas.io import write_parquet
     from relmas.progress import progress
     from relmas.study import Study, point_label, relaxation_options, sweep_policies
-    from relmas.sweep import point_config, run_sweep_point
+    from relmas.sweep import point_config, require_base_value, run_sweep_point
 
     config = load_configs(args.config)
     source = ", ".join(args.config)
@@ -698,12 +698,22 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     agents += [
         path for agent in agents for p in catalog.learned() for path in _directory_inputs(agent / p)
     ]
+    base_runs = None
+    if (args.evaluations is None) != (args.bounds is None):
+        missing = "--bounds" if args.bounds is None else "--evaluations"
+        expected = "a directory (--evaluations and --bounds go together)"
+        raise InputError(None, missing, expected, "none given")
+    if args.evaluations is not None:
+        require_base_value(config, args.sweep, args.value, source)
+        base_runs = (args.evaluations, args.bounds)
     check_distinct_outputs(
         {
             "--config": args.config,
             "--costs": _cost_inputs(args.costs, system.accelerator_types),
             "--agents": agents,
             "--placements": [args.placements] if args.placements else [],
+            "--evaluations": _directory_inputs(args.evaluations),
+            "--bounds": _directory_inputs(args.bounds),
         },
         {"--out": [args.out]},
     )
@@ -747,6 +757,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
             static_w=static_w,
             source=source,
             progress=simulated,
+            base_runs=base_runs,
         )
         bar.close()
         write_parquet(frame, args.out)
@@ -1122,6 +1133,15 @@ def _add_run_commands(sub: Any) -> None:
         "--agents", type=Path, help="the base scenario's agents: one directory per learned policy"
     )
     sweep.add_argument("--placements", type=Path, help=PLACEMENTS_HELP)
+    sweep.add_argument(
+        "--evaluations",
+        type=Path,
+        help="at the base scenario's own value only, with --bounds: the evaluations dir whose "
+        "summaries of the base scenario are the point's rows (not run again)",
+    )
+    sweep.add_argument(
+        "--bounds", type=Path, help="with --evaluations: the bounds dir of the point's ceilings"
+    )
     sweep.add_argument("--out", required=True, type=Path, help="summary rows Parquet to write")
 
     report = _command(

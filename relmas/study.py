@@ -253,6 +253,18 @@ def sweep_scenario(config: Mapping[str, Any], sweep: str, source: str | Path | N
     return scenario
 
 
+def base_value(
+    config: Mapping[str, Any], sweep: str, source: str | Path | None = None
+) -> float | None:
+    """The swept parameter's value in the base scenario itself (None: unset, e.g. an unlimited
+    bandwidth): the point at this value has the base scenario's traces on its system."""
+    base = sweep_scenario(config, sweep, source)
+    if config["sweeps"][sweep]["parameter"] == "load":
+        load = config["scenarios"][base]["arrival"].get("load")
+        return None if load is None else float(load)
+    return Study(config, source).system(base).dram_gbps
+
+
 def point_label(value: float) -> str:
     """A sweep value as it appears in file names (`0.4`, `16`)."""
     return f"{value:g}"

@@ -14,11 +14,13 @@ changed, and its traces are the base scenario's with that one change:
 A point runs every evaluated policy except the offline bound (`ga_offline`) on the evaluation
 seeds, in one process, and proves the ceiling of each of those traces (the relaxation bound of
 relmas.ceiling.bound, with `evaluation.ceiling`'s time limit and threads), so that a sweep's figure
-shows how much any schedule could still win at every point. Learned policies deploy the agent
-trained on the base scenario, without retraining per point: the agent sees bandwidth only as shares
-of the system's capacity and load only through its queue, so it runs at any point of a system with
-the same instances, and every point other than the training one measures how well it holds up off
-its training distribution.
+shows how much any schedule could still win at every point. The point at the base scenario's own
+value (`base_value`) is the base scenario itself: its rows are the evaluation's summaries and the
+bound stage's relaxations of the same traces (`base_point_rows`), not the same runs again.
+Learned policies deploy the agent trained on the base scenario, without retraining per point:
+the agent sees bandwidth only as shares of the system's capacity and load only through its queue,
+so it runs at any point of a system with the same instances, and every point other than the
+training one measures how well it holds up off its training distribution.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from relmas import catalog
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.rows import CEILING, best_under, with_kinds
+from relmas.ceiling.stage import BoundRows
 from relmas.errors import InputError
 from relmas.evaluate import (
     agent_scenario,
@@ -43,10 +46,19 @@ from relmas.evaluate import (
     simulate,
     summary_row,
 )
+from relmas.io import read_parquet
+from relmas.paths import bound_file, evaluation_file, summary_of
 from relmas.policies import make_policy
 from relmas.schemas import SummaryRows, nullable
 from relmas.sim.times import MAX_TIME_S
-from relmas.study import Study, policy_options, relaxation_options, sweep_policies, sweep_scenario
+from relmas.study import (
+    Study,
+    base_value,
+    policy_options,
+    relaxation_options,
+    sweep_policies,
+    sweep_scenario,
+)
 
 # The metrics of a policy's run that a ceiling row has not (it has a seed, jobs and SLA rate);
 # antt and fairness too, but a run in which no job finished has none (SummaryRows' rule).
@@ -129,6 +141,75 @@ def point_traces(
     return Study(workload, source).traces(base, config["evaluation"]["seeds"], costs_dir)
 
 
+def require_base_value(
+    config: Mapping[str, Any], sweep: str, value: float, source: str | Path | None = None
+) -> None:
+    """Refuse to read a point's rows from the base scenario's runs (`--evaluations`) at a value
+    other than its own: they are another point's."""
+    base = base_value(config, sweep, source)
+    if value != base:
+        raise InputError(
+            source, "--evaluations", f"only at the base scenario's own value {base}", value
+        )
+
+
+def base_point_rows(
+    config: Mapping[str, Any],
+    sweep: str,
+    eval_dir: str | Path,
+    bounds_dir: str | Path,
+    source: str | Path | None = None,
+) -> tuple[list[pl.DataFrame], list[dict[str, Any]]]:
+    """The policy rows and ceilings of the point at `base_value`, read from the base scenario's
+    evaluation summaries (`eval_dir`, relmas evaluate) and bound rows (`bounds_dir`, relmas bound:
+    the same relaxation with the same options as a point's) of the same traces."""
+    base = sweep_scenario(config, sweep, source)
+    rows, ceilings = [], []
+    for seed in config["evaluation"]["seeds"]:
+        runs = []
+        for policy in sweep_policies(config, sweep):
+            summary = summary_of(evaluation_file(eval_dir, base, policy, seed))
+            runs.append(read_parquet(summary, SummaryRows, first=_of(summary, base, policy, seed)))
+        path = bound_file(bounds_dir, base, seed)
+        bound = read_parquet(path, BoundRows, max_rows=1, first=_of(path, base, None, seed))
+        met, jobs = bound["relaxation_met"].item(), bound["jobs"].item()
+        best_under(pl.concat(runs, how="diagonal_relaxed"), met, f"{base}, seed {seed}", path)
+        rows += runs
+        status, seconds = bound["relaxation_status"].item(), bound["relaxation_s"].item()
+        ceilings.append(_ceiling_row(base, seed, jobs, met, status, seconds))
+    return rows, ceilings
+
+
+def _of(path: Path, scenario: str, policy: str | None, seed: int) -> Callable[[pl.DataFrame], None]:
+    """A check that the rows of `path` are `scenario`'s (and `policy`'s) on trace `seed`: a file
+    of another run under the expected name is refused, not reused."""
+    expected = {"scenario": scenario, "seed": seed} | ({} if policy is None else {"policy": policy})
+
+    def check(frame: pl.DataFrame) -> None:
+        for key, value in expected.items():
+            found = frame[key].unique().to_list()
+            if found != [value]:
+                raise InputError(path, key, f"only {value!r} (the sweep's base point)", found)
+
+    return check
+
+
+def _ceiling_row(
+    scenario: str, seed: int, jobs: int, met: int, status: str, seconds: float
+) -> dict[str, Any]:
+    """The `ceiling` row of one trace: the relaxation's proven count of `jobs`."""
+    return {
+        "scenario": scenario,
+        "policy": CEILING,
+        "seed": seed,
+        "jobs": jobs,
+        "sla_rate": met / jobs,
+        "kind": CEILING,
+        "ceiling_status": status,
+        "ceiling_s": seconds,
+    }
+
+
 def run_sweep_point(
     config: Mapping[str, Any],
     sweep: str,
@@ -141,6 +222,7 @@ def run_sweep_point(
     static_w: Mapping[str, float] | None = None,
     source: str | Path | None = None,
     progress: Callable[[str, int, float], None] | None = None,
+    base_runs: tuple[str | Path, str | Path] | None = None,
 ) -> pl.DataFrame:
     """Summary rows (SweepRows) of every sweep policy on every evaluation seed at one
     point, then one `ceiling` row per seed: the proven bound of that trace, refused if a policy
@@ -148,7 +230,15 @@ def run_sweep_point(
     rule and target-aware baselines take the base scenario's `placements` (`read_placements` of
     `placements_source`; none: the whole system).
     `progress(policy, seed, sla_rate)` is called after each simulation and each bound (policy
-    `ceiling`)."""
+    `ceiling`). `base_runs` = (evaluation dir, bounds dir): the point is at `base_value`, and
+    its rows are read from there (`base_point_rows`) instead of run again."""
+    if base_runs is not None:
+        require_base_value(config, sweep, value, source)
+        rows, ceilings = base_point_rows(config, sweep, *base_runs, source)
+        if progress is not None:
+            for row in (*pl.concat(rows, how="diagonal_relaxed").iter_rows(named=True), *ceilings):
+                progress(row["policy"], row["seed"], row["sla_rate"])
+        return _point_frame(config, sweep, value, rows, ceilings)
     point = Study(point_config(config, sweep, value, source), source)
     base = config["sweeps"][sweep]["scenario"]
     system = point.system(base)
@@ -179,19 +269,21 @@ def run_sweep_point(
         best_under(pl.concat(runs, how="diagonal_relaxed"), bound.met, trace)
         rows += runs
         ceilings.append(
-            {
-                "scenario": base,
-                "policy": CEILING,
-                "seed": seed,
-                "jobs": bound.jobs,
-                "sla_rate": bound.met / bound.jobs,
-                "kind": CEILING,
-                "ceiling_status": bound.status,
-                "ceiling_s": bound.seconds,
-            }
+            _ceiling_row(base, seed, bound.jobs, bound.met, bound.status, bound.seconds)
         )
         if progress is not None:
             progress(CEILING, seed, bound.met / bound.jobs)
+    return _point_frame(config, sweep, value, rows, ceilings)
+
+
+def _point_frame(
+    config: Mapping[str, Any],
+    sweep: str,
+    value: float,
+    rows: list[pl.DataFrame],
+    ceilings: list[dict[str, Any]],
+) -> pl.DataFrame:
+    """The point's SweepRows from its policy `rows` and `ceilings`."""
     spec = config["sweeps"][sweep]
     summary = pl.concat(rows, how="diagonal_relaxed")
     return with_kinds(summary, pl.DataFrame(ceilings)).with_columns(

@@ -680,6 +680,14 @@ USAGE_CASES = {
     "huge seed": (["workload", "--seed", str(2**40)], "--seed"),
     "sweep value nan": (["sweep", "--sweep", "load", "--value", "nan"], "--value"),
     "sweep value inf": (["sweep", "--sweep", "load", "--value", "inf"], "--value"),
+    "sweep evaluations without bounds": (
+        ["sweep", "--sweep", "load", "--value", "0.8", "--evaluations", "ev"],
+        "--bounds: expected a directory (--evaluations and --bounds go together)",
+    ),
+    "sweep evaluations of another point": (
+        ["sweep", "--sweep", "load", "--value", "0.5", "--evaluations", "ev", "--bounds", "b"],
+        "--evaluations: expected only at the base scenario's own value 0.8, got 0.5",
+    ),
     "unknown objective": (profile_argv("layers.parquet") + ["--objective", "speed"], "--objective"),
     "unknown command": (["fly"], "fly"),
     # issue 48, item 5f: argparse said "the following arguments are required: command"

@@ -83,3 +83,27 @@ def test_a_deleted_agent_directory_is_retrained(planned: Path) -> None:
 )
 def test_every_deleted_result_is_rebuilt(planned: Path, deleted: str, rule: str) -> None:
     assert plan_without(planned, deleted)[rule] == 1
+
+
+def test_the_sweep_point_at_the_base_value_reads_the_base_evaluation(tmp_path: Path) -> None:
+    """On the default study, the load point at mixed_overload's own load (1.3) reads that
+    scenario's evaluation summaries and bounds instead of running them again; another point
+    runs its own."""
+    project = copy_project(tmp_path)
+    env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{project / 'mlflow.db'}")
+    plans = {}
+    for value in ("1.3", "0.4"):
+        target = f"results/default/sweeps/load/{value}.parquet"
+        proc = subprocess.run(
+            [str(SNAKEMAKE), "--configfile", "config/config.yaml", "-n", "-p", target],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        plans[value] = proc.stdout
+    base, other = plans["1.3"], plans["0.4"]
+    assert "--evaluations results/default/eval --bounds results/default/bounds" in base
+    assert job_stats(base)["bound"] == 1 and job_stats(base)["evaluate_baselines"] == 1
+    assert "--evaluations" not in other and "bound" not in job_stats(other)

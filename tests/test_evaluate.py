@@ -17,8 +17,9 @@ from relmas import catalog
 from relmas.ceiling.bound import Bound, relaxation_bound
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.rows import met_counts, policy_rows
+from relmas.ceiling.stage import trace_ceiling
 from relmas.cli import main
-from relmas.config import load_config
+from relmas.config import load_config, schema_defaults
 from relmas.errors import InputError
 from relmas.evaluate import (
     SUMMARY_EXTRA,
@@ -30,18 +31,21 @@ from relmas.evaluate import (
     simulate_files,
     summary_row,
     validation_summaries,
+    write_results,
 )
 from relmas.figures.gantt import plot_gantt
 from relmas.io import read_metadata, read_parquet, write_parquet
+from relmas.paths import bound_file, evaluation_file, summary_of
 from relmas.policies import make_policy
 from relmas.rl.network import QNetwork
 from relmas.rl.observation import Layout
-from relmas.schemas import JOB_SCHEMA, SUMMARY_SCHEMA
+from relmas.schemas import JOB_SCHEMA, SUMMARY_SCHEMA, SummaryRows
 from relmas.sim import load_system
 from relmas.sim.costs import load_costs
 from relmas.sim.result import JobResults
 from relmas.study import (
     Study,
+    base_value,
     baseline_policies,
     evaluation_runs,
     generalisation_runs,
@@ -585,6 +589,47 @@ def test_a_sweep_point_refuses_a_ceiling_below_a_policy(study, monkeypatch):
     monkeypatch.setattr("relmas.sweep.relaxation_bound", lambda *args, **kwargs: wrong)
     with pytest.raises(RuntimeError, match=r"on small, seed 1 at bandwidth 8, above the ceiling 0"):
         run_sweep_point(config, "bandwidth", 8.0, tmp_path / "costs", agents)
+
+
+def test_the_base_point_of_a_sweep_is_read_from_the_evaluation_and_bounds(study):
+    """The point at the base scenario's own bandwidth is its evaluation (the same traces): read
+    from the evaluate and bound stages' files, its rows are those a point run computes, but for
+    timing; a file of another run under an expected name, or another value, is refused."""
+    config, tmp_path, agents = study
+    costs = tmp_path / "costs"
+    assert base_value(config, "bandwidth") == 4.0 and base_value(config, "load") == 0.9
+    evals, bounds = tmp_path / "eval", tmp_path / "bounds"
+    for seed, jobs in point_traces(config, "bandwidth", 4.0, costs).items():
+        trace = tmp_path / f"seed{seed}.parquet"
+        write_parquet(jobs, trace)
+        for policy in sweep_policies(config, "bandwidth"):
+            agent = agents / policy if policy in catalog.learned() else None
+            options = {"agent": str(agent)} if agent else {}
+            result = evaluate_scenario(
+                config, "small", policy, seed, trace, costs, policy_options=options
+            )
+            out = evaluation_file(evals, "small", policy, seed)
+            extra = policy_extra(policy, agent, result)
+            trained_on = agent_scenario(policy, agent)
+            write_results(
+                result, out, summary_of(out), scenario="small", seed=seed, extra=extra,
+                agent_scenario=trained_on,
+            )  # fmt: skip
+        # the bound stage's row (with the schema's defaults, as `relmas bound` reads the config)
+        ceiling = schema_defaults("evaluation.ceiling") | config["evaluation"]["ceiling"]
+        filled = config | {"evaluation": config["evaluation"] | {"ceiling": ceiling}}
+        row = trace_ceiling(filled, "small", seed, trace, costs)
+        write_parquet(row, bound_file(bounds, "small", seed))
+    timing = ["decision_us", "decision_time_ratio", "ceiling_s"]
+    computed = run_sweep_point(config, "bandwidth", 4.0, costs, agents)
+    read = run_sweep_point(config, "bandwidth", 4.0, costs, agents, base_runs=(evals, bounds))
+    assert read.drop(timing).equals(computed.drop(timing))
+    with pytest.raises(InputError, match=r"--evaluations: expected only at the base scenario's"):
+        run_sweep_point(config, "bandwidth", 8.0, costs, agents, base_runs=(evals, bounds))
+    summary = summary_of(evaluation_file(evals, "small", "sjf", 2))
+    write_parquet(read_parquet(summary, SummaryRows).with_columns(seed=pl.lit(1)), summary)
+    with pytest.raises(InputError, match=r"sjf/seed2\.summary\.parquet: seed: expected only 2"):
+        run_sweep_point(config, "bandwidth", 4.0, costs, agents, base_runs=(evals, bounds))
 
 
 def test_target_aware_baselines_run_only_where_tenants_have_targets():

@@ -11,6 +11,7 @@ from relmas.config import config_hash
 from relmas.figures.contents import report_figures
 from relmas.paths import ResultPaths, groups_of, summary_of
 from relmas.study import (
+    base_value,
     EVALUATION_BATCHES,
     baseline_policies,
     batch_policies,
@@ -161,6 +162,20 @@ def batch_costs(policies):
 def sweep_costs(wildcards):
     """Cost tables a sweep point needs: those of its base scenario for every swept policy."""
     return policies_costs(sweep_base(wildcards), sweep_policies(CONFIG, wildcards.sweep))
+
+
+def sweep_base_runs(wildcards):
+    """At the base scenario's own value: the base scenario's evaluation summaries and bound rows,
+    which are that point's rows (relmas.sweep.base_point_rows); elsewhere nothing."""
+    if float(wildcards.value) != base_value(CONFIG, wildcards.sweep):
+        return []
+    base, policies = sweep_base(wildcards), sweep_policies(CONFIG, wildcards.sweep)
+    summaries = [
+        str(summary_of(PATHS.evaluation(base, policy, seed)))
+        for policy in policies
+        for seed in EVAL_SEEDS
+    ]
+    return summaries + [str(PATHS.bound(base, seed)) for seed in EVAL_SEEDS]
 
 
 def sweep_agents(wildcards):

@@ -3,12 +3,15 @@ rule sweep:
     policy but ga_offline on the evaluation seeds in one process and one MLflow run (a job's
     start-up costs more than the point's simulations), and each trace's proven ceiling (the
     relaxation bound, `evaluation.ceiling`); learned policies use the base scenario's agents.
-    Traces are generated in the job, from the same generator as `relmas workload`."""
+    Traces are generated in the job, from the same generator as `relmas workload`. The point at
+    the base scenario's own value reads the base scenario's evaluation and bounds instead: the same
+    traces, policies and relaxation."""
     input:
         costs=sweep_costs,
         agents=sweep_agents,
         # the placement chosen for each rule and target-aware baseline on the base scenario
         placements=lambda wildcards: PATHS.validation(sweep_base(wildcards)),
+        base_runs=sweep_base_runs,
     output:
         PATHS.sweep_point("{sweep}", "{value}"),
     params:
@@ -27,6 +30,12 @@ rule sweep:
             if input.agents
             else ""
         ),
+        base_runs=lambda wildcards, input: (
+            f"--evaluations {shlex.quote(str(PATHS.eval_dir))}"
+            f" --bounds {shlex.quote(str(PATHS.bounds_dir))}"
+            if input.base_runs
+            else ""
+        ),
     priority: 5  # after the agents, before the short evaluation jobs (a point takes minutes)
     log:
         PATHS.log("sweep", "{sweep}", "{value}"),
@@ -35,4 +44,4 @@ rule sweep:
     shell:
         "{RELMAS} sweep {CONFIG_ARGS} --sweep {wildcards.sweep:q} --value {wildcards.value}"
         " --costs {params.costs:q} {params.agents} --placements {input.placements:q}"
-        " --out {output:q} > {log:q} 2>&1"
+        " {params.base_runs} --out {output:q} > {log:q} 2>&1"
