@@ -140,7 +140,7 @@ def _window(T: Tables, P: Pieces, S: State, jobs: np.ndarray) -> _Window:
     )
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _decode(
     P: Pieces, W: _Window, order: np.ndarray, variant: np.ndarray, out: np.ndarray
 ) -> tuple[int, float, int]:
@@ -176,7 +176,7 @@ def _decode(
     return misses, total, now_count
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _better(a: tuple[int, float, int], b: tuple[int, float, int]) -> bool:
     """Plan cost a below b: fewer estimated misses, then a lower sum of finishes."""
     return a[0] < b[0] or (a[0] == b[0] and a[1] < b[1])

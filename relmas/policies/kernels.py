@@ -261,7 +261,7 @@ def _random_job(S: State, P: Planner, planned: int) -> int:
             return job
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def token_growth(S: State, job: int, time: float) -> float:
     """1 + time the job spent waiting ready / its isolated latency: what PREMA's tokens are per
     unit of priority, accrued continuously (the sum of the per-decision increments waited /
@@ -270,13 +270,13 @@ def token_growth(S: State, job: int, time: float) -> float:
     return 1.0 + waited / job_isolated(S, job)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _prema_tokens(S: State, job: int, time: float) -> float:
     """priority x token_growth: PREMA's tokens."""
     return job_priority(S, job) * token_growth(S, job, time)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _score(T: Tables, S: State, job: int, code: int, alpha: float, time: float) -> float:
     """Higher is served first, for the scanning rules."""
     row = job_next_row(S, job)

@@ -91,7 +91,7 @@ class Placement:
         return Tables(tables.latency_s, tables.demand_bps, tables.energy_j, best, remaining)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cost(T: Tables, row: int, kind: int, left: float) -> float:
     """How long layer `row` takes on type `kind` with the bandwidth the running layers leave
     (`left`, B/s; the fluid model: its full-speed demand beyond that slows it): max(latency,

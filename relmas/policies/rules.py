@@ -89,7 +89,7 @@ def _ahead(
     return _before(key, job, best_key, best)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _deficit(S: State, job: int, rates: np.ndarray) -> float:
     """The job's target minus its tenant's rate so far (`rates`, `triage.service_rates`');
     -inf for a job without a target."""
@@ -99,7 +99,7 @@ def _deficit(S: State, job: int, rates: np.ndarray) -> float:
     return target - rates[access.job_tenant(S, job)]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _tokens(S: State, job: int, now: float, rates: np.ndarray) -> float:
     """The token rule's tokens: the deficit above 0 x PREMA's growth with waiting
     (`kernels.token_growth`); 0 for a tenant at or above its target, or a job without one."""
@@ -118,7 +118,7 @@ def _token_threshold(T: Tables, S: State, now: float, rates: np.ndarray) -> floa
     return most / TOKEN_LEVELS
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _precedence(
     S: State, job: int, by: int, now: float, threshold: float, rates: np.ndarray
 ) -> float:

@@ -39,7 +39,7 @@ def feasible(now: float, remaining: float, deadline: float) -> bool:
     return now + remaining <= deadline + MISS_TOLERANCE * max(1.0, abs(deadline))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def fastest_idle(T: Tables, S: State, row: int, allowed: np.ndarray) -> int:
     """The idle instance of an `allowed` type (bool[types]) with the lowest latency for layer
     `row` (ties: lowest index), -1 if none: where a chosen job goes."""
@@ -78,7 +78,7 @@ def scan_instances(S: State) -> tuple[float, np.ndarray, np.ndarray]:
     return running_demand, busy_left, idle_types[:idle]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def earliest_finish(
     T: Tables, S: State, row: int, busy_left: np.ndarray, allowed: np.ndarray
 ) -> float:
@@ -92,20 +92,20 @@ def earliest_finish(
     return best
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def busy_gain(latency: float, earliest: float) -> float:
     """log(latency on the target instance / the earliest finish on any instance): above 0 when a
     busy instance would end the layer sooner."""
     return np.log(latency / earliest)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def waits_for_busy(gain: float) -> bool:
     """*patient*: hold the start back for a busy instance (`gain` from `busy_gain`)."""
     return gain > HOLD_TOLERANCE
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def oversubscribes(running: float, demand: float, capacity: float) -> bool:
     """*gated*: starting a layer demanding `demand` beside the running layers' full-speed demand
     `running` would exceed `capacity` (any common unit; never while nothing runs)."""

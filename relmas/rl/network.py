@@ -201,16 +201,19 @@ def _dense(params, row, features, out, relu):
     """out[:width] = the layer `row` of `features` (ReLU if `relu`); `out` is a scratch buffer
     (a decision scores tens of rows: allocating per row would cost more than the arithmetic)."""
     n_out = row[3]
+    # axpy order (one input at a time over all outputs) vectorises without reassociation; the
+    # weights are read through slices, whose indices (a range) cannot be negative: an offset
+    # index would be tested for Python's negative indexing element by element
+    bias = params[row[1] : row[1] + n_out]
     for j in range(n_out):
-        out[j] = params[row[1] + j]
-    # axpy order (one input at a time over all outputs) vectorises without reassociation
+        out[j] = bias[j]
     for i in range(row[2]):
         value = features[i]
-        at = row[0] + i * n_out
+        weights = params[row[0] + i * n_out : row[0] + (i + 1) * n_out]
         for j in range(n_out):
-            out[j] += value * params[at + j]
+            out[j] += value * weights[j]
     if relu:
-        for j in range(row[3]):
+        for j in range(n_out):
             out[j] = max(out[j], np.float32(0.0))
 
 
@@ -222,8 +225,9 @@ def _project(params, first, blocks, part, padded, out):
     for i in range(width):
         value = padded[part[1 + i]]
         at = first[0] + (start + i) * n_out
+        weights = params[at : at + n_out]
         for j in range(n_out):
-            out[j] += value * params[at + j]
+            out[j] += value * weights[j]
 
 
 @njit(cache=True)
@@ -248,13 +252,14 @@ def _row_scores(params, layout, n_heads, blocks, parts, row_parts, n_actions, ob
     summed = np.zeros(width, dtype=np.float32)
     widest = layout[:, 3].max()
     features, other = np.empty(widest, np.float32), np.empty(widest, np.float32)
+    bias = params[first[1] : first[1] + first[3]]  # slices: see `_dense`
     count = 0
     for r in range(row_parts.shape[0]):
         if not scored[r]:
             continue
         count += 1
         for j in range(first[3]):
-            features[j] = params[first[1] + j]
+            features[j] = bias[j]
         for b in range(blocks.shape[0]):
             p = row_parts[r, b]
             if p < 0:

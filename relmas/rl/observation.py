@@ -178,21 +178,21 @@ SERVICE_FEATURES = len(ServiceFeature)
 SERVICE_GLOBAL_FEATURES = len(ServiceGlobalFeature)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def slot_width(variants: int, service: bool) -> int:
     """Features per slot: the base ones, with split variants the share of pieces left, with
     `service` the service-level ones."""
     return SLOT_BASE_FEATURES + (1 if variants > 1 else 0) + (SERVICE_FEATURES if service else 0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def pair_width(variants: int) -> int:
     """Features per (slot, type) pair: the base ones, then (finish, extra traffic) per variant
     >= 1."""
     return PAIR_BASE_FEATURES + 2 * (variants - 1)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def deficit(S: State, job: int, rates: np.ndarray) -> float:
     """The job's target minus its tenant's rate so far (`rates`, `service_rates`'), negative
     above the target, NaN without a target: how far the tenant is below what the job counts
@@ -366,25 +366,25 @@ class Layout:
 # Jitted readers of an observation laid out by `sizes` (`Layout.sizes`).
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def type_index(sizes: np.ndarray, kind: int, feature: int) -> int:
     """Index of type `kind`'s `feature`, after every slot's."""
     return sizes[0] * sizes[2] + kind * TYPE_FEATURES + feature
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def pair_index(sizes: np.ndarray, slot: int, kind: int, feature: int) -> int:
     """Index of the (`slot`, `kind`) pair's `feature`, after every type's."""
     return type_index(sizes, sizes[3], 0) + (slot * sizes[3] + kind) * sizes[5] + feature
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def global_index(sizes: np.ndarray, feature: int) -> int:
     """Index of the global `feature`, after every pair's."""
     return pair_index(sizes, sizes[0], 0, 0) + feature
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def cut_finish_index(sizes: np.ndarray, slot: int, kind: int, variant: int) -> int:
     """Index of the pair's log finish of its layer cut by `variant` >= 1."""
     return pair_index(sizes, slot, kind, PAIR_BASE_FEATURES + 2 * variant - 2)
@@ -459,7 +459,7 @@ def reference_baseline(engine: Engine, settings: ObservationSettings) -> Referen
     return Reference(view, rule, allowed, np.array([where.bandwidth]))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _signed_log(x: float) -> float:
     return np.log1p(x) if x >= 0.0 else -np.log1p(-x)
 
@@ -476,7 +476,7 @@ def _before(
     return job < other
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")  # a call would count references of its three arrays
 def _insert(
     keys: np.ndarray, ties: np.ndarray, jobs: np.ndarray, key: float, tie: float, job: int
 ) -> None:
@@ -498,7 +498,7 @@ def _insert(
     jobs[i] = job
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _share(value: float, capacity: float) -> float:
     """value / capacity, 0 with unlimited bandwidth."""
     return 0.0 if capacity == np.inf else value / capacity
@@ -743,7 +743,7 @@ def _write_pairs(
             _write_cuts(T, P, row, kind, variants, finishes, obs, at + PAIR_BASE_FEATURES)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cut_finishes(
     P: Pieces,
     S: State,
