@@ -82,22 +82,45 @@ class _Window(NamedTuple):
 def _window_jobs(T: Tables, S: State, size: int) -> np.ndarray:
     """The `size` most urgent ready jobs: those that can still meet their deadline (laxity =
     deadline - now - remaining work >= 0) by least laxity, then the late ones by least remaining
-    work (ties: lower index)."""
+    work (ties: lower index). Kept as two ranked lists of at most `size` (most ready jobs are
+    neither: sorting them all cost more than the rest of a decision)."""
     time = now(S)
     n = ready_count(S)
-    jobs = np.empty(n, dtype=np.int64)
+    m = min(size, n)
+    first_key, first_job = np.empty(m), np.full(m, -1, dtype=np.int64)
+    late_key, late_job = np.empty(m), np.full(m, -1, dtype=np.int64)
+    firsts, lates = 0, 0
     for k in range(n):
-        jobs[k] = ready_job(S, k)
-    jobs = np.sort(jobs)
-    remaining = np.empty(n)
-    laxity = np.empty(n)
-    for k in range(n):
-        remaining[k] = T.remaining_work[job_next_row(S, jobs[k])]
-        laxity[k] = job_deadline(S, jobs[k]) - time - remaining[k]
-    feasible = laxity >= 0.0
-    first = jobs[feasible][np.argsort(laxity[feasible], kind="mergesort")]
-    late = jobs[~feasible][np.argsort(remaining[~feasible], kind="mergesort")]
-    return np.concatenate((first, late))[: min(size, n)]
+        job = ready_job(S, k)
+        remaining = T.remaining_work[job_next_row(S, job)]
+        laxity = job_deadline(S, job) - time - remaining
+        if laxity >= 0.0:
+            firsts = _ranked_insert(first_key, first_job, firsts, laxity, job)
+        else:
+            lates = _ranked_insert(late_key, late_job, lates, remaining, job)
+    taken = min(firsts, m)
+    return np.concatenate((first_job[:taken], late_job[: min(lates, m - taken)]))
+
+
+@njit(cache=True, inline="always")
+def _ranked_insert(keys: np.ndarray, jobs: np.ndarray, count: int, key: float, job: int) -> int:
+    """Insert (key, job) into the ascending list `keys`/`jobs` of `count` entries, capacity
+    len(keys), if it ranks (ties: lower job first); returns the new count."""
+    capacity = keys.shape[0]
+    if capacity == 0:
+        return count
+    if count == capacity and not (
+        key < keys[count - 1] or (key == keys[count - 1] and job < jobs[count - 1])
+    ):
+        return count
+    i = min(count, capacity - 1)
+    while i > 0 and (key < keys[i - 1] or (key == keys[i - 1] and job < jobs[i - 1])):
+        keys[i] = keys[i - 1]
+        jobs[i] = jobs[i - 1]
+        i -= 1
+    keys[i] = key
+    jobs[i] = job
+    return min(count + 1, capacity)
 
 
 @njit(cache=True)

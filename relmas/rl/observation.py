@@ -598,8 +598,7 @@ def _pick_candidates(
     short_job = np.full(k, -1, dtype=np.int64)
     early_key, early_tie = np.full(k, np.inf), np.zeros(k)
     early_job = np.full(k, -1, dtype=np.int64)
-    hopeless_key, hopeless_tie = np.full(1, np.inf), np.zeros(1)
-    hopeless_job = np.full(1, -1, dtype=np.int64)
+    hopeless_key, hopeless_job = np.inf, -1  # the top 1: no arrays to insert into
     k_deficit = k if service else 0
     deficit_key, deficit_tie = np.full(k_deficit, np.inf), np.zeros(k_deficit)
     deficit_job = np.full(k_deficit, -1, dtype=np.int64)
@@ -619,12 +618,12 @@ def _pick_candidates(
                 gap = deficit(S, job, rates)  # furthest below first; no target (NaN) after all
                 key = -gap if gap == gap else np.inf
                 _insert(deficit_key, deficit_tie, deficit_job, key, remaining, job)
-        else:
-            _insert(hopeless_key, hopeless_tie, hopeless_job, remaining, 0.0, job)
+        elif hopeless_job < 0 or _before(remaining, 0.0, job, hopeless_key, 0.0, hopeless_job):
+            hopeless_key, hopeless_job = remaining, job
     slots[0] = reference
     slots[1 : 1 + k] = short_job
     slots[1 + k : 1 + 2 * k] = early_job
-    slots[1 + 2 * k] = hopeless_job[0]
+    slots[1 + 2 * k] = hopeless_job
     slots[2 + 2 * k : 2 + 2 * k + k_deficit] = deficit_job
     return queue, feasible_jobs, feasible_work
 
