@@ -4,7 +4,8 @@
         [--config config/config.yaml] [--scenarios vision_heavy,mixed_overload] [--seed 1000] \
         [--policies prema,herald,sjf_feasible_patient] [--repeats 3]
 
-Each policy (default: every evaluated heuristic, rule and target-aware baseline) runs on the
+Each policy (default: every evaluated online one: the heuristics, rule and target-aware baselines,
+GACER and the learned policies, these with the study's agent of the scenario) runs on the
 scenario's evaluation trace `--seed` of the study (its workloads/ and costs/), on the whole system
 and, for a rule or target-aware baseline, with the bandwidth-aware placement; the row gives the
 median CPU seconds of `--repeats` runs (after a warm-up on the first jobs: the Numba cache's
@@ -32,7 +33,7 @@ from relmas.policies.placement import ALL, BANDWIDTH
 from relmas.report import markdown_table
 from relmas.study import Study, policy_options
 
-KINDS = ("heuristic", "rule", "target")
+KINDS = ("heuristic", "rule", "target", "search", "learned")
 
 
 def comma_list(text: str) -> list[str]:
@@ -99,6 +100,8 @@ def main() -> None:
                     options = policy_options(config, policy)
                     if placement is not None:
                         options["placement"] = placement
+                    if policy in catalog.learned():
+                        options["agent"] = str(paths.agent(scenario, policy))
                     row = timed(system, tables, trace, policy, options, args.repeats)
                     rows.append({"scenario": scenario, "policy": policy, "placement": placement})
                     rows[-1] |= row

@@ -687,7 +687,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     from relmas.io import write_parquet
     from relmas.progress import progress
     from relmas.study import Study, point_label, relaxation_options, sweep_policies
-    from relmas.sweep import point_config, require_base_value, run_sweep_point
+    from relmas.sweep import point_config, run_sweep_point
 
     config = load_configs(args.config)
     source = ", ".join(args.config)
@@ -698,14 +698,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     agents += [
         path for agent in agents for p in catalog.learned() for path in _directory_inputs(agent / p)
     ]
-    base_runs = None
-    if (args.evaluations is None) != (args.bounds is None):
-        missing = "--bounds" if args.bounds is None else "--evaluations"
-        expected = "a directory (--evaluations and --bounds go together)"
-        raise InputError(None, missing, expected, "none given")
-    if args.evaluations is not None:
-        require_base_value(config, args.sweep, args.value, source)
-        base_runs = (args.evaluations, args.bounds)
+    base_runs = _base_runs(args, config, source)
     check_distinct_outputs(
         {
             "--config": args.config,
@@ -761,26 +754,51 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         )
         bar.close()
         write_parquet(frame, args.out)
-        numeric = [
-            name for name, dtype in frame.schema.items() if dtype.is_numeric() and shared(name)
-        ]
-        bounds = frame.filter(pl.col("kind") == CEILING)
-        run.log_metrics(
-            {"ceiling_sla_rate": bounds["sla_rate"].mean(), "ceiling_s": bounds["ceiling_s"].mean()}
-        )
-        means = policy_rows(frame).group_by("policy", "placement", maintain_order=True)
-        means = means.agg(pl.col(numeric).mean())
-        for row in means.iter_rows(named=True):
-            placed = {"placement": row["placement"]} if row["placement"] else {}
-            run.log_child(
-                f"sweep-{args.sweep}-{label}-{row['policy']}",
-                tags={"policy": row["policy"]},
-                params={"policy": row["policy"]} | placed,
-                metrics={name: row[name] for name in numeric},
-            )
+        _log_sweep_point(run, frame, f"sweep-{args.sweep}-{label}")
         run.log_artifact(args.out)
     runs = policy_rows(frame).height
-    print(f"sweep {args.sweep} at {label}: {runs} runs, {bounds.height} ceilings -> {args.out}")
+    ceilings = frame.filter(pl.col("kind") == CEILING).height
+    print(f"sweep {args.sweep} at {label}: {runs} runs, {ceilings} ceilings -> {args.out}")
+
+
+def _log_sweep_point(run: Any, frame: Any, name: str) -> None:
+    """A sweep point's MLflow run: the ceiling's mean SLA rate and seconds, and one child run
+    `name`-{policy} per policy with its means over the seeds (docs/tracking.md)."""
+    import polars as pl
+
+    from relmas.ceiling.rows import CEILING, policy_rows
+
+    numeric = [name for name, dtype in frame.schema.items() if dtype.is_numeric() and shared(name)]
+    bounds = frame.filter(pl.col("kind") == CEILING)
+    run.log_metrics(
+        {"ceiling_sla_rate": bounds["sla_rate"].mean(), "ceiling_s": bounds["ceiling_s"].mean()}
+    )
+    means = policy_rows(frame).group_by("policy", "placement", maintain_order=True)
+    means = means.agg(pl.col(numeric).mean())
+    for row in means.iter_rows(named=True):
+        placed = {"placement": row["placement"]} if row["placement"] else {}
+        run.log_child(
+            f"{name}-{row['policy']}",
+            tags={"policy": row["policy"]},
+            params={"policy": row["policy"]} | placed,
+            metrics={key: row[key] for key in numeric},
+        )
+
+
+def _base_runs(
+    args: argparse.Namespace, config: Mapping[str, Any], source: str
+) -> tuple[Path, Path] | None:
+    """`relmas sweep`'s (--evaluations, --bounds), given together and only at the base value."""
+    from relmas.sweep import require_base_value
+
+    if (args.evaluations is None) != (args.bounds is None):
+        missing = "--bounds" if args.bounds is None else "--evaluations"
+        expected = "a directory (--evaluations and --bounds go together)"
+        raise InputError(None, missing, expected, "none given")
+    if args.evaluations is None:
+        return None
+    require_base_value(config, args.sweep, args.value, source)
+    return args.evaluations, args.bounds
 
 
 def cmd_simulate(args: argparse.Namespace) -> None:
