@@ -41,6 +41,7 @@ class PolicyEntry:
     floor: bool = False  # a sanity floor (random): a reference in the report, not a competitor
     named_baseline: bool = False  # a baseline the seed papers name (FCFS, SJF): compared by name
     base: str | None = None  # the policy this one extends (the same agent without resizing)
+    rule: RuleParts | None = None  # a rule baseline's parts (`RuleParts`), None for the others
 
     @property
     def needs_agent(self) -> bool:
@@ -49,6 +50,78 @@ class PolicyEntry:
 
 _HEURISTICS = "relmas.policies.heuristics"
 _RULES = "relmas.policies.rules"
+
+Rank = Literal["work", "deadline"]
+Precedence = Literal["rule", "deficit", "target", "tokens", "below"]
+RANKS: tuple[Rank, ...] = ("work", "deadline")  # the rule kernel's codes of each part, in order
+RANK_NAMES = {"work": "sjf", "deadline": "edf"}  # least remaining work or earliest deadline first
+PRECEDENCES: tuple[Precedence, ...] = ("rule", "deficit", "target", "tokens", "below")
+GATES = ("patient", "gated", "ordered")  # each needs the one before it
+
+
+@dataclass(frozen=True)
+class RuleParts:
+    """A rule baseline declared by its parts (docs/simulator.md, "Rule baselines"); its name, kind
+    and catalog entry are derived from them here and nowhere else.
+
+    rank: its order among the jobs that can still meet their deadline (least remaining `work`
+    first, SJF, or the earliest `deadline`, EDF); patient: it holds a start back for a busy
+    instance that would end the layer sooner; gated: also a start that would oversubscribe the
+    bandwidth; ordered: gated only where it may wait; by: which feasible jobs go before the
+    rule's order (`rule`: none; a precedence class of the target-aware baselines). Where it
+    starts layers (its placement) is not a part of its name: a parameter chosen per scenario on
+    validation, as for every rule.
+    """
+
+    rank: Rank
+    patient: bool = False
+    gated: bool = False
+    ordered: bool = False
+    by: Precedence = "rule"
+
+    def __post_init__(self) -> None:
+        if self.rank not in RANKS or self.by not in PRECEDENCES:
+            raise ValueError(f"a rank of {RANKS} and a precedence of {PRECEDENCES}: {self}")
+        gates = (self.patient, self.gated, self.ordered)
+        if any(later and not earlier for earlier, later in zip(gates, gates[1:], strict=False)):
+            raise ValueError(f"each of the gates {GATES} needs the one before it: {self}")
+
+    @property
+    def name(self) -> str:
+        """The contract name: `sjf_feasible` or `edf_feasible`, then its gates, then its precedence
+        (`sjf_feasible_patient_gated_below`; the precedence `target` reads `by_target`)."""
+        on = (self.patient, self.gated, self.ordered)
+        gates = [gate for gate, held in zip(GATES, on, strict=True) if held]
+        precedence = {"rule": [], "target": ["by_target"]}.get(self.by, [self.by])
+        return "_".join([RANK_NAMES[self.rank], "feasible", *gates, *precedence])
+
+    @property
+    def entry(self) -> PolicyEntry:
+        """Its catalog entry: a rule baseline, target-aware when a precedence goes first."""
+        return PolicyEntry(self.name, "rule" if self.by == "rule" else "target", _RULES, rule=self)
+
+
+# The holding forms, each adding a gate to the one before.
+PLAIN: dict[str, bool] = {}
+PATIENT = {"patient": True}
+GATED = {**PATIENT, "gated": True}
+ORDERED = {**GATED, "ordered": True}
+# The rule baselines in contract order: SJF and EDF with their holding forms, then the
+# target-aware ones (each precedence over the plain, gated and ordered forms), then the token
+# rule and static priority.
+RULES: tuple[RuleParts, ...] = (
+    *(RuleParts(rank, **PLAIN) for rank in RANKS),
+    *(RuleParts(rank, **holding) for rank in RANKS for holding in (PATIENT, GATED)),
+    *(RuleParts(rank, **ORDERED) for rank in RANKS),
+    *(
+        RuleParts(rank, **holding, by=by)
+        for by in ("deficit", "below")
+        for holding in (PLAIN, GATED, ORDERED)
+        for rank in RANKS
+    ),
+    RuleParts("work", by="tokens"),
+    RuleParts("work", by="target"),
+)
 
 CATALOG: tuple[PolicyEntry, ...] = (
     PolicyEntry("fcfs", "heuristic", _HEURISTICS, named_baseline=True),
@@ -60,28 +133,7 @@ CATALOG: tuple[PolicyEntry, ...] = (
     PolicyEntry("herald", "heuristic", _HEURISTICS),
     PolicyEntry("planaria", "heuristic", _HEURISTICS),
     PolicyEntry("random", "heuristic", _HEURISTICS, floor=True),
-    PolicyEntry("sjf_feasible", "rule", _RULES),
-    PolicyEntry("edf_feasible", "rule", _RULES),
-    PolicyEntry("sjf_feasible_patient", "rule", _RULES),
-    PolicyEntry("sjf_feasible_patient_gated", "rule", _RULES),
-    PolicyEntry("edf_feasible_patient", "rule", _RULES),
-    PolicyEntry("edf_feasible_patient_gated", "rule", _RULES),
-    PolicyEntry("sjf_feasible_patient_gated_ordered", "rule", _RULES),
-    PolicyEntry("edf_feasible_patient_gated_ordered", "rule", _RULES),
-    PolicyEntry("sjf_feasible_deficit", "target", _RULES),
-    PolicyEntry("edf_feasible_deficit", "target", _RULES),
-    PolicyEntry("sjf_feasible_patient_gated_deficit", "target", _RULES),
-    PolicyEntry("edf_feasible_patient_gated_deficit", "target", _RULES),
-    PolicyEntry("sjf_feasible_patient_gated_ordered_deficit", "target", _RULES),
-    PolicyEntry("edf_feasible_patient_gated_ordered_deficit", "target", _RULES),
-    PolicyEntry("sjf_feasible_below", "target", _RULES),
-    PolicyEntry("edf_feasible_below", "target", _RULES),
-    PolicyEntry("sjf_feasible_patient_gated_below", "target", _RULES),
-    PolicyEntry("edf_feasible_patient_gated_below", "target", _RULES),
-    PolicyEntry("sjf_feasible_patient_gated_ordered_below", "target", _RULES),
-    PolicyEntry("edf_feasible_patient_gated_ordered_below", "target", _RULES),
-    PolicyEntry("sjf_feasible_tokens", "target", _RULES),
-    PolicyEntry("sjf_feasible_by_target", "target", _RULES),
+    *(parts.entry for parts in RULES),
     PolicyEntry("ga_offline", "offline", "relmas.policies.ga_offline", options="ga"),
     PolicyEntry("gacer", "search", "relmas.policies.gacer", options="gacer", resizing=True),
     PolicyEntry("relmas", "learned", "relmas.rl.policy"),
@@ -118,6 +170,17 @@ def of_kind(*kinds: Kind) -> tuple[str, ...]:
 def learned() -> tuple[str, ...]:
     """Policies that deploy a trained agent (`--agent`); their summary rows name its scenario."""
     return of_kind("learned")
+
+
+def rule(name: str) -> RuleParts | None:
+    """The parts of the rule baseline `name` (None for another policy or an unknown name)."""
+    found = entry(name)
+    return found.rule if found else None
+
+
+def rules() -> tuple[RuleParts, ...]:
+    """Every rule baseline's parts, in contract order (the rule kernel registers each)."""
+    return tuple(e.rule for e in entries() if e.rule is not None)
 
 
 def offline() -> tuple[str, ...]:

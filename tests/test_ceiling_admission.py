@@ -35,8 +35,8 @@ def _served(system, tables, jobs, scales=(1.0,)):
 def test_the_rules_are_the_rule_baselines_ranked_by_deadline():
     rules = deadline_rules()
     assert len(rules) == 4 and set(rules) <= set(catalog.of_kind("rule"))
-    edf, sjf = make_policy("edf_feasible").rank, make_policy("sjf_feasible").rank
-    assert edf != sjf and all(make_policy(rule).rank == edf for rule in rules)
+    edf, sjf = catalog.rule("edf_feasible").rank, catalog.rule("sjf_feasible").rank
+    assert edf != sjf and all(catalog.rule(rule).rank == edf for rule in rules)
 
 
 def test_serving_the_lp_s_jobs_beats_every_rule_where_the_future_matters():

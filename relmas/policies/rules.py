@@ -3,6 +3,9 @@ them on validation is the agent's reference slot and teacher, run by this module
 inside the agent's observation kernel (docs/simulator.md, "Rule baselines"; docs/relmas.md, "The
 decision").
 
+Each rule is declared once, by its parts, in `relmas.catalog.RULES` (`RuleParts`: its name is
+derived from them); this module registers one `RuleBaseline` per declaration, all run by `choose`.
+
 `sjf_feasible` starts the feasible job with the least remaining work, `edf_feasible` the one with
 the earliest deadline; when no job is feasible both start the reference, SJF's pick over all ready
 jobs. Feasible, patient and gated are `relmas.policies.triage`'s.
@@ -36,11 +39,13 @@ O(ready x instances).
 from __future__ import annotations
 
 import sys
-from typing import ClassVar
+from functools import partial
 
 import numpy as np
 from numba import njit
 
+from relmas import catalog
+from relmas.catalog import PRECEDENCES, RANKS, RuleParts
 from relmas.hw import jit_cache
 from relmas.policies import kernels as policy_kernels
 from relmas.policies import placement, triage
@@ -63,11 +68,15 @@ from relmas.sim.costs import CostTables
 from relmas.sim.engine import DecisionView, Engine
 from relmas.sim.kernels import STATUS_DECISION, State, Tables, advance, apply_decision
 
-RANK_SJF, RANK_EDF = 0, 1  # the rule's order among feasible jobs: remaining work, deadline
+# The kernel's codes of a rule's parts (`catalog.RuleParts`). Its order among feasible jobs:
+# remaining work, deadline.
+RANK_SJF, RANK_EDF = RANKS.index("work"), RANKS.index("deadline")
 # Which feasible jobs go before the rule's order (docs/simulator.md, "Target-aware baselines"):
 # none (the rule itself), the tenant furthest below its target, the highest target, the jobs at
 # the token threshold, or the tenants below their targets alike.
-BY_RULE, BY_DEFICIT, BY_TARGET, BY_TOKENS, BY_BELOW = 0, 1, 2, 3, 4
+BY_RULE, BY_DEFICIT, BY_TARGET, BY_TOKENS, BY_BELOW = (
+    PRECEDENCES.index(by) for by in ("rule", "deficit", "target", "tokens", "below")
+)
 TOKEN_LEVELS = 3.0  # a job is a token candidate with at least 1 / this of the most tokens
 UNKNOWN = -2  # a layer row's instance not yet asked (-1: held back)
 
@@ -334,17 +343,13 @@ jit_cache.refresh(
 
 
 class RuleBaseline(Policy):
-    """A rule baseline: its ranking among feasible jobs (`rank`), the precedence before it
-    (`by`), what it holds back and where it starts layers (`placement`, `Placement.parse`'s
-    forms: a parameter of the kernel, not a policy of its own)."""
+    """A rule baseline: its parts (`catalog.RuleParts`: its ranking among feasible jobs, what it
+    holds back, the precedence before its order) and where it starts layers (`placement`,
+    `Placement.parse`'s forms: a parameter of the kernel, not a policy of its own)."""
 
-    rank: ClassVar[int]
-    patient: ClassVar[bool] = False
-    gated: ClassVar[bool] = False
-    ordered: ClassVar[bool] = False  # gated only where it may wait
-    by: ClassVar[int] = BY_RULE
-
-    def __init__(self, seed: int = 0, placement: str | Placement = ALL) -> None:
+    def __init__(self, parts: RuleParts, seed: int = 0, placement: str | Placement = ALL) -> None:
+        self.parts = parts
+        self.name = parts.name
         self.seed = seed  # deterministic: accepted like every policy's
         self.placement = Placement.parse(placement)
 
@@ -366,7 +371,9 @@ class RuleBaseline(Policy):
     def parameters(self) -> tuple[int, bool, bool, bool, int]:
         """(rank, patient, gated, ordered, by): `choose`'s arguments after the engine's arrays
         and before the placement's."""
-        return self.rank, self.patient, self.gated, self.ordered, self.by
+        parts = self.parts
+        rank, by = RANKS.index(parts.rank), PRECEDENCES.index(parts.by)
+        return rank, parts.patient, parts.gated, parts.ordered, by
 
     def decide(self, view: DecisionView) -> list[tuple[int, int]]:
         job, accelerator = self._choose(
@@ -379,181 +386,11 @@ class RuleBaseline(Policy):
         return True
 
 
-@register("sjf_feasible")
-class SJFFeasible(RuleBaseline):
-    """SJF among the jobs that can still meet their deadline (the reference when none can)."""
+def register_rule(parts: RuleParts) -> None:
+    """Make the rule baseline of `parts` available under its derived name (it must be in the
+    catalog: `catalog.RULES` declares every rule once)."""
+    register(parts.name)(partial(RuleBaseline, parts))
 
-    name = "sjf_feasible"
-    rank = RANK_SJF
 
-
-@register("edf_feasible")
-class EDFFeasible(RuleBaseline):
-    """EDF among the jobs that can still meet their deadline (the reference when none can)."""
-
-    name = "edf_feasible"
-    rank = RANK_EDF
-
-
-@register("sjf_feasible_patient")
-class SJFFeasiblePatient(SJFFeasible):
-    """`sjf_feasible` holding a start back for a busy instance that would end it sooner."""
-
-    name = "sjf_feasible_patient"
-    patient = True
-
-
-@register("sjf_feasible_patient_gated")
-class SJFFeasiblePatientGated(SJFFeasiblePatient):
-    """`sjf_feasible_patient` also holding back a start that would oversubscribe the bandwidth."""
-
-    name = "sjf_feasible_patient_gated"
-    gated = True
-
-
-@register("edf_feasible_patient")
-class EDFFeasiblePatient(EDFFeasible):
-    """`edf_feasible` holding a start back for a busy instance that would end it sooner."""
-
-    name = "edf_feasible_patient"
-    patient = True
-
-
-@register("edf_feasible_patient_gated")
-class EDFFeasiblePatientGated(EDFFeasiblePatient):
-    """`edf_feasible_patient` also holding back a start that would oversubscribe the bandwidth."""
-
-    name = "edf_feasible_patient_gated"
-    gated = True
-
-
-@register("sjf_feasible_patient_gated_ordered")
-class SJFFeasiblePatientGatedOrdered(SJFFeasiblePatientGated):
-    """`sjf_feasible_patient_gated` holding back for the bandwidth only where it may wait."""
-
-    name = "sjf_feasible_patient_gated_ordered"
-    ordered = True
-
-
-@register("edf_feasible_patient_gated_ordered")
-class EDFFeasiblePatientGatedOrdered(EDFFeasiblePatientGated):
-    """`edf_feasible_patient_gated` holding back for the bandwidth only where it may wait."""
-
-    name = "edf_feasible_patient_gated_ordered"
-    ordered = True
-
-
-# Target-aware baselines (catalog kind `target`): a precedence class before the rule's order.
-
-
-@register("sjf_feasible_deficit")
-class SJFFeasibleDeficit(SJFFeasible):
-    """`sjf_feasible` serving the tenant furthest below its target first."""
-
-    name = "sjf_feasible_deficit"
-    by = BY_DEFICIT
-
-
-@register("edf_feasible_deficit")
-class EDFFeasibleDeficit(EDFFeasible):
-    """`edf_feasible` serving the tenant furthest below its target first."""
-
-    name = "edf_feasible_deficit"
-    by = BY_DEFICIT
-
-
-@register("sjf_feasible_patient_gated_deficit")
-class SJFFeasiblePatientGatedDeficit(SJFFeasiblePatientGated):
-    """`sjf_feasible_patient_gated` serving the tenant furthest below its target first."""
-
-    name = "sjf_feasible_patient_gated_deficit"
-    by = BY_DEFICIT
-
-
-@register("edf_feasible_patient_gated_deficit")
-class EDFFeasiblePatientGatedDeficit(EDFFeasiblePatientGated):
-    """`edf_feasible_patient_gated` serving the tenant furthest below its target first."""
-
-    name = "edf_feasible_patient_gated_deficit"
-    by = BY_DEFICIT
-
-
-@register("sjf_feasible_patient_gated_ordered_deficit")
-class SJFFeasiblePatientGatedOrderedDeficit(SJFFeasiblePatientGatedOrdered):
-    """`sjf_feasible_patient_gated_ordered` serving the tenant furthest below its target first."""
-
-    name = "sjf_feasible_patient_gated_ordered_deficit"
-    by = BY_DEFICIT
-
-
-@register("edf_feasible_patient_gated_ordered_deficit")
-class EDFFeasiblePatientGatedOrderedDeficit(EDFFeasiblePatientGatedOrdered):
-    """`edf_feasible_patient_gated_ordered` serving the tenant furthest below its target first."""
-
-    name = "edf_feasible_patient_gated_ordered_deficit"
-    by = BY_DEFICIT
-
-
-@register("sjf_feasible_below")
-class SJFFeasibleBelow(SJFFeasible):
-    """`sjf_feasible` serving the tenants below their targets first."""
-
-    name = "sjf_feasible_below"
-    by = BY_BELOW
-
-
-@register("edf_feasible_below")
-class EDFFeasibleBelow(EDFFeasible):
-    """`edf_feasible` serving the tenants below their targets first."""
-
-    name = "edf_feasible_below"
-    by = BY_BELOW
-
-
-@register("sjf_feasible_patient_gated_below")
-class SJFFeasiblePatientGatedBelow(SJFFeasiblePatientGated):
-    """`sjf_feasible_patient_gated` serving the tenants below their targets first."""
-
-    name = "sjf_feasible_patient_gated_below"
-    by = BY_BELOW
-
-
-@register("edf_feasible_patient_gated_below")
-class EDFFeasiblePatientGatedBelow(EDFFeasiblePatientGated):
-    """`edf_feasible_patient_gated` serving the tenants below their targets first."""
-
-    name = "edf_feasible_patient_gated_below"
-    by = BY_BELOW
-
-
-@register("sjf_feasible_patient_gated_ordered_below")
-class SJFFeasiblePatientGatedOrderedBelow(SJFFeasiblePatientGatedOrdered):
-    """`sjf_feasible_patient_gated_ordered` serving the tenants below their targets first."""
-
-    name = "sjf_feasible_patient_gated_ordered_below"
-    by = BY_BELOW
-
-
-@register("edf_feasible_patient_gated_ordered_below")
-class EDFFeasiblePatientGatedOrderedBelow(EDFFeasiblePatientGatedOrdered):
-    """`edf_feasible_patient_gated_ordered` serving the tenants below their targets first."""
-
-    name = "edf_feasible_patient_gated_ordered_below"
-    by = BY_BELOW
-
-
-@register("sjf_feasible_tokens")
-class SJFFeasibleTokens(SJFFeasible):
-    """PREMA's token rule with each tenant's deficit in place of the priority: the shortest of
-    the feasible jobs at the token threshold."""
-
-    name = "sjf_feasible_tokens"
-    by = BY_TOKENS
-
-
-@register("sjf_feasible_by_target")
-class SJFFeasibleByTarget(SJFFeasible):
-    """Static priority: the feasible jobs of the highest target first, then `sjf_feasible`."""
-
-    name = "sjf_feasible_by_target"
-    by = BY_TARGET
+for _parts in catalog.rules():
+    register_rule(_parts)
