@@ -16,10 +16,11 @@ without its count rows).
 `subsets`: the evaluation traces drawn again (cost tables from `--costs`, default the study's): per
 trace the strongest rule on the whole system and, for every proper subset of its accelerator types,
 on the system with only those types' instances: a schedule of the whole system that leaves the
-other instances idle. The best of them is replayed on the whole system (relmas.ceiling.replay, a
-timed plan of its run) to show that the engine meets its count there; beside it the relaxation's
-bound. On a scenario with service targets, also the least shortfall of the rule and target-aware
-baselines on the whole system and on the subsets, the latter replayed the same way. `--types`
+other instances idle. The best of them is replayed on the whole system
+(relmas.ceiling.plan_replay, a timed plan of its run) to show that the engine meets its count
+there; beside it the relaxation's bound. On a scenario with service targets, also the least
+shortfall of the rule and target-aware baselines on the whole system and on the subsets, the
+latter replayed the same way. `--types`
 tries one subset instead of all.
 
 `targets`: the evaluation traces drawn again with service targets given to the scenarios' tenants
@@ -52,7 +53,7 @@ from relmas import arguments, catalog
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.exact import Plan, solve_exact
 from relmas.ceiling.instance import Instance
-from relmas.ceiling.replay import PlanReplay
+from relmas.ceiling.plan_replay import PlanReplay
 from relmas.ceiling.targets import shortfall_bound
 from relmas.config import load_config
 from relmas.errors import InputError

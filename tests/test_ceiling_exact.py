@@ -13,7 +13,7 @@ from relmas import catalog
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.exact import Plan, default_seed_policies, relaxation_upper, solve_exact
 from relmas.ceiling.instance import Instance
-from relmas.ceiling.replay import PlanReplay, replay
+from relmas.ceiling.plan_replay import PlanReplay, replay
 from relmas.errors import InputError
 from relmas.policies import make_policy
 from relmas.schemas import JOB_SCHEMA

@@ -4,8 +4,8 @@ The rules give up a job online, once it can no longer meet its deadline; by then
 instance time and bandwidth that other jobs needed. The LP (relmas.ceiling.bound) chooses the jobs
 to meet knowing the whole trace. This schedule runs a rule baseline ordered by deadline on the jobs
 the LP counts as met (x_j above one half) alone, and never starts the others; its run is replayed
-on the whole trace (relmas.ceiling.replay: the jobs left out start only once every task of the run
-has ended), so the count is the engine's own on the trace. It knows the future, like the exact
+on the whole trace (relmas.ceiling.plan_replay: the jobs left out start only once every task of the
+run has ended), so the count is the engine's own on the trace. It knows the future, like the exact
 search's schedule: it is a lower side of the ceiling's sandwich, not a policy (docs/ceiling.md,
 "The LP's jobs, served").
 
@@ -27,10 +27,9 @@ from relmas import catalog
 from relmas.ceiling.bound import Bound, relaxation_bound
 from relmas.ceiling.exact import Plan
 from relmas.ceiling.instance import Instance
-from relmas.ceiling.replay import replay
+from relmas.ceiling.plan_replay import replay
 from relmas.policies import make_policy
 from relmas.policies.placement import ALL, BANDWIDTH
-from relmas.policies.rules import RANK_EDF
 from relmas.sim import Engine
 from relmas.sim.costs import CostTables
 from relmas.sim.system import System
@@ -40,7 +39,9 @@ ADMITTED = 0.5  # a job the LP counts as met by more than this is served
 
 def deadline_rules() -> tuple[str, ...]:
     """The rule baselines that rank by deadline: every job served is meant to meet its own."""
-    return tuple(name for name in catalog.of_kind("rule") if make_policy(name).rank == RANK_EDF)
+    return tuple(
+        parts.name for parts in catalog.rules() if parts.by == "rule" and parts.rank == "deadline"
+    )
 
 
 @dataclass(frozen=True)
@@ -144,8 +145,8 @@ def replayed(
     system: System, tables: CostTables, jobs: pl.DataFrame, whole: Instance, run: Run
 ) -> int:
     """Deadlines met on the whole trace `jobs` (`whole`, its instance) when the engine replays
-    `run` there (relmas.ceiling.replay): its jobs at the run's times, the others once every task
-    of the run has ended."""
+    `run` there (relmas.ceiling.plan_replay): its jobs at the run's times, the others once every
+    task of the run has ended."""
     if run.rule is None:
         return 0
     engine = Engine(system, tables, run.part, record=True)

@@ -12,7 +12,7 @@ CP-SAT needs integer times, so the problem is solved twice on a grid of `tick_s`
   upper bound on the engine's count;
 - the *restriction* (releases and durations rounded up, deadlines down, and, with a bandwidth
   limit, a cumulative constraint that the running tasks never demand more than the bandwidth): its
-  schedules, replayed in the engine by `relmas.ceiling.replay.PlanReplay`, finish every task no
+  schedules, replayed in the engine by `relmas.ceiling.plan_replay.PlanReplay`, finish every task no
   later than planned, so the replay meets at least its count.
 
 The lower bound is the count a replayed plan meets in the engine (the restriction's, or the best
@@ -34,7 +34,7 @@ from ortools.sat.python import cp_model
 
 from relmas import catalog
 from relmas.ceiling.instance import Instance
-from relmas.ceiling.replay import replay_met
+from relmas.ceiling.plan_replay import replay_met
 from relmas.errors import InputError
 from relmas.policies import make_policy
 from relmas.sim.costs import CostTables

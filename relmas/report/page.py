@@ -20,7 +20,7 @@ from relmas.report.ceiling import (
     read_bounds,
     reference_rows,
 )
-from relmas.report.figures import GanttRuns, draw_figures, shown_agent
+from relmas.report.figure_files import GanttRuns, draw_figures, shown_agent
 from relmas.report.headline import headline_markdown, headline_table, placement_of
 from relmas.report.load import collect_summaries, collect_sweeps, read_learning, read_validation
 from relmas.report.markdown import image_markdown, markdown_table, mean_column
