@@ -51,8 +51,9 @@ import polars as pl
 
 from relmas import arguments, catalog
 from relmas.ceiling.bound import relaxation_bound
-from relmas.ceiling.exact import Plan, solve_exact
+from relmas.ceiling.exact import solve_exact
 from relmas.ceiling.instance import Instance
+from relmas.ceiling.plan import Plan
 from relmas.ceiling.plan_replay import PlanReplay
 from relmas.ceiling.targets import shortfall_bound
 from relmas.config import load_config

@@ -39,8 +39,9 @@ import polars as pl
 
 from relmas import arguments, catalog
 from relmas.ceiling.bound import relaxation_bound
-from relmas.ceiling.exact import Plan, grid_ticks, solve_exact
+from relmas.ceiling.exact import grid_ticks, solve_exact
 from relmas.ceiling.instance import Instance
+from relmas.ceiling.plan import Plan
 from relmas.config import load_config
 from relmas.errors import InputError
 from relmas.evaluate import load_job_trace

@@ -11,8 +11,9 @@ import pytest
 from relmas import catalog
 from relmas.ceiling.admission import best_run, deadline_rules, on_whole, replayed, serve_lp_jobs
 from relmas.ceiling.bound import relaxation_bound
-from relmas.ceiling.exact import Plan, solve_exact
+from relmas.ceiling.exact import solve_exact
 from relmas.ceiling.instance import Instance
+from relmas.ceiling.plan import Plan
 from relmas.policies import make_policy
 from relmas.sim import CostTables, Engine, load_system
 from tests.synthetic import cost_frame, memory_bound_case

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from relmas import catalog
 from relmas.ceiling.bound import relaxation_bound
-from relmas.ceiling.exact import Plan, default_seed_policies, relaxation_upper, solve_exact
+from relmas.ceiling.exact import default_seed_policies, relaxation_upper, solve_exact
 from relmas.ceiling.instance import Instance
+from relmas.ceiling.plan import Plan
 from relmas.ceiling.plan_replay import PlanReplay, replay
 from relmas.errors import InputError
 from relmas.policies import make_policy

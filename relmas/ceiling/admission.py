@@ -25,8 +25,8 @@ import polars as pl
 
 from relmas import catalog
 from relmas.ceiling.bound import Bound, relaxation_bound
-from relmas.ceiling.exact import Plan
 from relmas.ceiling.instance import Instance
+from relmas.ceiling.plan import Plan
 from relmas.ceiling.plan_replay import replay
 from relmas.policies import make_policy
 from relmas.policies.placement import ALL, BANDWIDTH

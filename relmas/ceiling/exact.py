@@ -34,6 +34,7 @@ from ortools.sat.python import cp_model
 
 from relmas import catalog
 from relmas.ceiling.instance import Instance
+from relmas.ceiling.plan import Plan, Task
 from relmas.ceiling.plan_replay import replay_met
 from relmas.errors import InputError
 from relmas.policies import make_policy
@@ -47,59 +48,6 @@ BANDWIDTH_UNITS = 1_000_000  # the cumulative's capacity: the bandwidth in milli
 # ("least"), on the types its tasks are placed on ("placed", tighter), or not at all ("none": the
 # bandwidth only through the alone latencies). Both counts bound every engine schedule.
 BYTE_ROWS = ("least", "placed", "none")
-
-
-@dataclass(frozen=True)
-class Task:
-    """One planned task: piece `piece` of split variant `split` (0 = the whole layer) of layer
-    `op` (an Instance operation) of internal job `job`, on engine instance `instance`, planned
-    over [start_s, end_s) (on the engine's clock: seconds since its origin, relmas.sim.times)."""
-
-    job: int
-    op: int
-    split: int
-    piece: int
-    instance: int
-    start_s: float
-    end_s: float
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A schedule of the on-time jobs, tasks by start (then job, layer, piece): the restriction's,
-    or (`timed`) an engine run of a policy, every job's tasks at their recorded times."""
-
-    tasks: tuple[Task, ...]
-    on_time: np.ndarray  # bool[jobs]: jobs the plan meets the deadline of
-    job_id: np.ndarray  # int64[jobs]: the trace's ids in the engine's internal order
-    origin_s: float  # the engine's origin (absolute) that the tasks' times count from
-    source: str  # "restriction", or the policy whose run this is
-    timed: bool = False  # the replay starts no task before its start_s (an engine run's times)
-
-    @property
-    def count(self) -> int:
-        return int(self.on_time.sum())
-
-    @classmethod
-    def of_run(cls, instance: Instance, engine: Engine, policy: str) -> Plan:
-        """The finished `engine`'s run (recorded) as a timed plan of all its jobs: its timeline
-        is on the engine's clock, the plan's too."""
-        rows = (
-            engine.timeline()
-            .group_by("accelerator", "job_id", "layer", "split", "piece")
-            .agg(pl.col("start_s").min(), pl.col("end_s").max())
-            .sort("start_s", "job_id", "layer", "piece")
-        )
-        internal = {int(j): k for k, j in enumerate(instance.job_id)}
-        result = engine.result(policy).jobs
-        met = dict(zip(result["job_id"].to_list(), result["met"].to_list(), strict=True))
-        tasks = []
-        for accelerator, job_id, layer, split, piece, start, end in rows.iter_rows():
-            job = internal[job_id]
-            op = int(instance.first_op[job]) + layer
-            tasks.append(Task(job, op, split, piece, accelerator, start, end))
-        on_time = np.array([bool(met[int(j)]) for j in instance.job_id])
-        return cls(tuple(tasks), on_time, instance.job_id.copy(), engine.origin_s, policy, True)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from relmas.sim.engine import DecisionView, Engine
 from relmas.sim.kernels import TIME_TOL
 
 if TYPE_CHECKING:
-    from relmas.ceiling.exact import Plan
+    from relmas.ceiling.plan import Plan
     from relmas.sim.costs import CostTables
     from relmas.sim.system import System
 
