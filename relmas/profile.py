@@ -29,7 +29,15 @@ from relmas.hashing import config_hash
 from relmas.hw.common import OBJECTIVES
 from relmas.hw.problem import MACS, R, S, problem_array
 from relmas.hw.search import describe_mapping, search_layers
-from relmas.hw.spec import META_SPEC_JSON, EyerissSpec, Spec, parse_spec, spec_hash, spec_json
+from relmas.hw.spec import (
+    META_SPEC_JSON,
+    EyerissSpec,
+    Spec,
+    parse_spec,
+    spec_from_json,
+    spec_hash,
+    spec_json,
+)
 from relmas.io import read_metadata, read_parquet, write_parquet
 from relmas.paths import cost_table
 from relmas.progress import progress
@@ -367,3 +375,33 @@ def _check_feasible(
     raise InputError(
         None, f"accelerators.{name}.{key}", f"room for {what} of {where}", getattr(spec, key)
     )
+
+
+def recorded_static_power(costs: Path, names: Sequence[str]) -> dict[str, float]:
+    """Static power per accelerator from the spec recorded in its cost table (0 if hand-written).
+
+    A missing table is left for the simulator's input checks, which name the system key.
+    """
+    power = {}
+    for name in names:
+        path = cost_table(costs, name)
+        recorded = read_metadata(path).get(META_SPEC_JSON) if path.is_file() else None
+        power[name] = spec_from_json(recorded, path).static_w if recorded else 0.0
+    return power
+
+
+def configured_static_power(
+    config: Mapping[str, Any], costs: Path, names: Sequence[str], source: str
+) -> dict[str, float]:
+    """Static power of the configured specs, after `check_profiled`."""
+    check_profiled(config, costs, names, source)
+    return {name: parse_spec(name, config["accelerators"][name], source).static_w for name in names}
+
+
+def check_profiled(
+    config: Mapping[str, Any], costs: Path, names: Sequence[str], source: str
+) -> None:
+    """Refuse a cost table not profiled from the configured spec of its accelerator, one written
+    by hand too: evaluate, bound and sweep report their results as of the configured system (its
+    static power, its accelerators)."""
+    check_cost_tables(costs, names, config, source, required=True)

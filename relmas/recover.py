@@ -19,14 +19,17 @@ next stage starts.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from relmas.command import load_configs
+from relmas.errors import InputError
 from relmas.io import TEMP_NAME, remove_if_unheld
-from relmas.paths import REPLAY_FILE
+from relmas.paths import REPLAY_FILE, ResultPaths
 
 LOCKS = Path(".snakemake") / "locks"
 DEFAULT_CONFIG = Path("config") / "config.yaml"  # the Snakefile's when no --configfile is given
@@ -128,3 +131,25 @@ def _lineage(pid: int) -> set[int]:
             break
         pid = int(stat.rsplit(")", 1)[1].split()[1])
     return lineage
+
+
+def recover_command(args: argparse.Namespace) -> None:
+    """Unlock the workflow and sweep the stale temporary files of the study's results after a
+    kill, unless another instance runs. Loading the config first also checks it in one line before
+    Snakemake reads it (`make run` and `make quick` call this first)."""
+    if not args.dir.is_dir():
+        raise InputError(args.dir, "--dir", "an existing project directory")
+    results = ResultPaths.of(load_configs(args.config or [str(args.dir / DEFAULT_CONFIG)])).root
+    done = recover(args.dir, [results])
+    if done.busy:
+        pids = ", ".join(map(str, done.busy))
+        print(f"recover: another instance works in {args.dir} (pid {pids}): nothing touched")
+        return
+    lock_note = "removed the stale Snakemake lock" if done.unlocked else "no Snakemake lock"
+    print(f"recover: {lock_note}, swept {len(done.swept)} stale temporary file(s) in {results}")
+    replay_bytes = sum(path.stat().st_size for path in done.replay_buffers)
+    print(
+        f"recover: {results} holds {done.on_disk / 1e6:.1f} MB, of which "
+        f"{len(done.replay_buffers)} replay buffer(s) of unfinished trainings "
+        f"{replay_bytes / 1e6:.1f} MB (a training deletes its own once it has ended)"
+    )

@@ -25,6 +25,7 @@ training one measures how well it holds up off its training distribution.
 
 from __future__ import annotations
 
+import argparse
 import copy
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -36,24 +37,29 @@ import polars as pl
 from relmas import catalog
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.instance import Instance
-from relmas.ceiling.rows import CEILING, best_under, with_kinds
+from relmas.ceiling.rows import CEILING, best_under, policy_rows, with_kinds
 from relmas.ceiling.stage import BoundRows
+from relmas.command import check_distinct_outputs, cost_inputs, directory_inputs, load_configs
 from relmas.errors import InputError
 from relmas.evaluate import (
     agent_scenario,
     placement_option,
     policy_extra,
+    read_placements,
     simulate,
     summary_row,
 )
-from relmas.io import read_parquet
+from relmas.evaluate_stage import shared
+from relmas.io import read_parquet, write_parquet
 from relmas.paths import bound_file, evaluation_file, summary_of
 from relmas.policies import make_policy
+from relmas.profile import configured_static_power
 from relmas.schemas import SummaryRows, nullable
 from relmas.sim.times import MAX_TIME_S
 from relmas.study import (
     Study,
     base_value,
+    point_label,
     policy_options,
     relaxation_options,
     sweep_policies,
@@ -291,3 +297,120 @@ def _point_frame(
         pl.lit(spec["parameter"], pl.String()).alias("parameter"),
         pl.lit(float(value), pl.Float64()).alias("value"),
     )
+
+
+def sweep_command(args: argparse.Namespace) -> None:
+    """One point of a sweep: every policy but ga_offline on the evaluation seeds, one MLflow run.
+
+    One process and one run per point, not per policy: a job's start-up (imports, MLflow) costs
+    more than the point's simulations. Each policy's means over the seeds go to a child run of the
+    point's run, with the same metric names as an evaluate run (docs/tracking.md); the ceiling's
+    mean SLA rate and seconds are the point's own metrics (`ceiling_sla_rate`, `ceiling_s`).
+    """
+    from relmas import tracking
+    from relmas.progress import progress
+
+    config = load_configs(args.config)
+    source = ", ".join(args.config)
+    changed = point_config(config, args.sweep, args.value, source)
+    spec = config["sweeps"][args.sweep]
+    system = Study(changed, source).system(spec["scenario"])
+    agents = [] if args.agents is None else [args.agents]
+    agents += [
+        path for agent in agents for p in catalog.learned() for path in directory_inputs(agent / p)
+    ]
+    base_runs = _base_runs(args, config, source)
+    check_distinct_outputs(
+        {
+            "--config": args.config,
+            "--costs": cost_inputs(args.costs, system.accelerator_types),
+            "--agents": agents,
+            "--placements": [args.placements] if args.placements else [],
+            "--evaluations": directory_inputs(args.evaluations),
+            "--bounds": directory_inputs(args.bounds),
+        },
+        {"--out": [args.out]},
+    )
+    static_w = configured_static_power(config, args.costs, system.accelerator_types, source)
+    placements = None
+    if args.placements is not None:
+        placements = read_placements(args.placements, spec["scenario"], system.accelerator_types)
+    policies = sweep_policies(config, args.sweep)
+    label = point_label(args.value)
+    tags = {
+        "scenario": spec["scenario"],
+        "sweep": args.sweep,
+        "parameter": spec["parameter"],
+        "value": label,
+        "policies": ",".join(policies),
+        "seeds": ",".join(map(str, config["evaluation"]["seeds"])),
+    }
+    ceiling = {f"ceiling.{key}": value for key, value in relaxation_options(config).items()}
+    with tracking.stage_run(
+        "sweep",
+        config,
+        tags=tags,
+        params={**tags, "agents": str(args.agents), **ceiling},
+        run_name=f"sweep-{args.sweep}-{label}",
+    ) as run:
+        runs = (len(policies) + 1) * len(config["evaluation"]["seeds"])  # + each trace's bound
+        bar = progress(runs, f"sweep {args.sweep} {label}", "run")
+
+        def simulated(policy: str, seed: int, sla_rate: float) -> None:
+            print(f"{args.sweep} {label} {policy} seed {seed}: sla_rate {sla_rate:.3f}", flush=True)
+            bar.update()
+
+        frame = run_sweep_point(
+            config,
+            args.sweep,
+            args.value,
+            args.costs,
+            args.agents,
+            placements=placements,
+            placements_source=args.placements,
+            static_w=static_w,
+            source=source,
+            progress=simulated,
+            base_runs=base_runs,
+        )
+        bar.close()
+        write_parquet(frame, args.out)
+        _log_sweep_point(run, frame, f"sweep-{args.sweep}-{label}")
+        run.log_artifact(args.out)
+    runs = policy_rows(frame).height
+    ceilings = frame.filter(pl.col("kind") == CEILING).height
+    print(f"sweep {args.sweep} at {label}: {runs} runs, {ceilings} ceilings -> {args.out}")
+
+
+def _log_sweep_point(run: Any, frame: Any, name: str) -> None:
+    """A sweep point's MLflow run: the ceiling's mean SLA rate and seconds, and one child run
+    `name`-{policy} per policy with its means over the seeds (docs/tracking.md)."""
+    numeric = [name for name, dtype in frame.schema.items() if dtype.is_numeric() and shared(name)]
+    bounds = frame.filter(pl.col("kind") == CEILING)
+    run.log_metrics(
+        {"ceiling_sla_rate": bounds["sla_rate"].mean(), "ceiling_s": bounds["ceiling_s"].mean()}
+    )
+    means = policy_rows(frame).group_by("policy", "placement", maintain_order=True)
+    means = means.agg(pl.col(numeric).mean())
+    for row in means.iter_rows(named=True):
+        placed = {"placement": row["placement"]} if row["placement"] else {}
+        run.log_child(
+            f"{name}-{row['policy']}",
+            tags={"policy": row["policy"]},
+            params={"policy": row["policy"]} | placed,
+            metrics={key: row[key] for key in numeric},
+        )
+
+
+def _base_runs(
+    args: argparse.Namespace, config: Mapping[str, Any], source: str
+) -> tuple[Path, Path] | None:
+    """`relmas sweep`'s (--evaluations, --bounds), given together and only at the base value."""
+    if (args.evaluations is None) != (args.bounds is None):
+        missing = "--bounds" if args.bounds is None else "--evaluations"
+        expected = "a directory (--evaluations and --bounds go together)"
+        raise InputError(None, missing, expected, "none given")
+    if args.evaluations is None:
+        return None
+    require_base_value(config, args.sweep, args.value, source)
+    return args.evaluations, args.bounds

@@ -11,6 +11,7 @@ whether the targets are proven unreachable, with a proven lower bound on the sho
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping
 from importlib.metadata import version
 from pathlib import Path
@@ -24,7 +25,15 @@ from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.exact import solve_exact
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.targets import has_targets, shortfall_bound
+from relmas.command import (
+    check_distinct_outputs,
+    check_repeated,
+    cost_inputs,
+    fill_template,
+    load_configs,
+)
 from relmas.evaluate import evaluation_inputs
+from relmas.profile import check_profiled
 from relmas.schemas import column_types
 from relmas.sim.times import MAX_TIME_S
 from relmas.study import Study, relaxation_options
@@ -182,3 +191,70 @@ def trace_ceiling(
         ceiling = min(ceiling, exact.upper)
     row |= {"ceiling_met": ceiling, "ceiling_sla": ceiling / bound.jobs}
     return pl.DataFrame([row], schema=BOUND_SCHEMA)
+
+
+def bound_command(args: argparse.Namespace) -> None:
+    """The ceiling of each given evaluation trace (relmas.ceiling): per seed one row and one
+    MLflow run, in one process (the pipeline bounds a scenario's traces in one job)."""
+    from relmas import tracking
+    from relmas.io import write_parquet
+
+    config = load_configs(args.config)
+    source = ", ".join(args.config)
+    study = Study(config, source)
+    study.check_scenario(args.scenario)
+    seeds = args.seed
+    check_repeated("--seed", seeds, "seed", {"--out": args.out, "--jobs": args.jobs})
+    jobs = {s: fill_template("--jobs", args.jobs, scenario=args.scenario, seed=s) for s in seeds}
+    outs = {s: fill_template("--out", str(args.out), seed=s) for s in seeds}
+    check_distinct_outputs(
+        {
+            "--config": args.config,
+            "--jobs": jobs.values(),
+            "--costs": cost_inputs(args.costs, study.system(args.scenario).accelerator_types),
+        },
+        {"--out": outs.values()},
+    )
+    check_profiled(config, args.costs, study.system(args.scenario).accelerator_types, source)
+    options = config["evaluation"]["ceiling"]
+    for seed in seeds:
+        tags = {"scenario": args.scenario, "seed": str(seed)}
+        with tracking.stage_run(
+            "bound",
+            config,
+            tags=tags,
+            params=tags | {f"ceiling.{key}": value for key, value in options.items()},
+            run_name=f"bound-{args.scenario}-{seed}",
+        ) as run:
+            row = trace_ceiling(config, args.scenario, seed, jobs[seed], args.costs, source=source)
+            write_parquet(row, outs[seed])
+            values = row.row(0, named=True)
+            run.log_params(
+                {"solver": values["solver"], "status": values["relaxation_status"]}
+                | {
+                    k: values[k]
+                    for k in ("targets_reachable", "targets_status", "admission_by")
+                    if values[k]
+                }
+            )
+            run.log_metrics(
+                {
+                    k: float(v)
+                    for k, v in values.items()
+                    if isinstance(v, int | float) and k != "seed"
+                }
+            )
+            run.log_artifact(outs[seed])
+        targets = (
+            f"; targets {values['targets_reachable']} (shortfall >= "
+            f"{values['shortfall_lower']:.4f}, {values['targets_status']}, "
+            f"{values['targets_s']:.1f} s)"
+            if values["targets_reachable"]
+            else ""
+        )
+        print(
+            f"bound {args.scenario} seed {seed}: at most {values['ceiling_met']} of "
+            f"{values['jobs']} deadlines ({values['relaxation_status']}, "
+            f"{values['relaxation_s']:.1f} s), the LP's jobs served meet "
+            f"{values['admission_met']} ({values['admission_s']:.1f} s){targets} -> {outs[seed]}"
+        )

@@ -19,6 +19,8 @@ best.pt alike; the observation then has the service-level slots and features unl
 
 from __future__ import annotations
 
+import argparse
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -29,6 +31,7 @@ import numpy as np
 import polars as pl
 
 from relmas import catalog
+from relmas.command import check_distinct_outputs, cost_inputs, load_configs
 from relmas.errors import InputError
 from relmas.evaluate import best_placed, read_placements
 from relmas.hw.spec import Spec
@@ -380,3 +383,89 @@ def _recorded(settings: dict[str, Any], neutral: Mapping[str, Any]) -> dict[str,
     added after other settings): a run saved before those keys existed is the same run, it
     resumes, and its checkpoint keeps its bytes."""
     return {k: v for k, v in settings.items() if k not in neutral or v != neutral[k]}
+
+
+# The validation scores of the baseline policies that train_scenario logs beside the agent's own.
+_BASELINE_METRIC = re.compile(r"val_(teacher)_([a-z0-9_]+?)_(sla_rate|shortfall)")
+
+
+def train_command(args: argparse.Namespace) -> None:
+    """Train the RELMAS agent of one scenario (`--policy relmas_resize`: one that also cuts
+    layers); one MLflow run with its learning curves."""
+    from relmas import tracking
+    from relmas.figures.results import plot_learning_curves
+    from relmas.progress import advance_to, progress
+    from relmas.rl.curve import read_curve
+
+    config = load_configs(args.config)
+    source = ", ".join(args.config)
+    study = Study(config, source)
+    system = study.system(study.check_scenario(args.scenario))
+    check_distinct_outputs(
+        {
+            "--config": args.config,
+            "--costs": cost_inputs(args.costs, system.accelerator_types),
+            "--validation": [args.validation] if args.validation else [],
+        },
+        {"--out": [args.out]},
+    )
+    settings = parse_training(config, source)
+    bar = progress(settings.dqn.total_steps, f"train {args.scenario} {args.policy}", "step")
+    with tracking.stage_run(
+        "train",
+        config,
+        tags={"scenario": args.scenario, "policy": args.policy},
+        params={"scenario": args.scenario, "policy": args.policy, "training": config["training"]},
+    ) as run:
+        baselines: dict[tuple[str, str], dict[str, Any]] = {}
+
+        def logger(metrics: Mapping[str, float], step: int) -> None:
+            own = {}
+            for name, value in metrics.items():
+                match = _BASELINE_METRIC.fullmatch(name)
+                if match:  # a baseline policy's validation score: a table row, not a metric name
+                    kind, policy, metric = match.groups()
+                    row = baselines.setdefault((kind, policy), {"policy": policy, "kind": kind})
+                    row[f"val_{metric}"] = value
+                else:
+                    own[name] = value
+            run.log_metrics(own, step=step)
+            advance_to(bar, step, own)
+
+        result = train_scenario(
+            config,
+            args.scenario,
+            args.out,
+            args.costs,
+            source=source,
+            logger=logger,
+            resume=not args.fresh,
+            policy=args.policy,
+            validation=args.validation,
+        )
+        bar.close()
+        run.log_metrics(result.metrics())
+        if baselines:
+            table = pl.from_dicts(list(baselines.values()), infer_schema_length=None)
+            run.log_table(table, "validation_baselines.json")
+        for name in ("best.pt", "agent.json", "curve.parquet"):
+            run.log_artifact(args.out / name, "agent")
+        best = (result.reference, result.teachers_validation[result.reference])
+        curve = read_curve(args.out / "curve.parquet")
+        run.log_figure(
+            plot_learning_curves(
+                {f"{args.scenario}: {args.policy}": curve},
+                {f"{args.scenario}: {args.policy}": best},
+                {f"{args.scenario}: {args.policy}": args.policy},
+            ),
+            "learning_curve.png",
+        )
+    if result.restarted_because:
+        print(
+            f"{args.out}: trained afresh (settings changed since last.pt: "
+            f"{', '.join(result.restarted_because)})"
+        )
+    print(
+        f"{args.scenario}: {result.learner.steps} steps in {result.wall_seconds:.0f} s, "
+        f"best validation {result.validation} at step {result.learner.best_step} -> {args.out}"
+    )
