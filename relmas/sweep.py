@@ -179,10 +179,10 @@ def base_point_rows(
         path = bound_file(bounds_dir, base, seed)
         bound = read_parquet(path, BoundRows, max_rows=1, first=_of(path, base, None, seed))
         met, jobs = bound["relaxation_met"].item(), bound["jobs"].item()
-        best_under(pl.concat(runs, how="diagonal_relaxed"), met, f"{base}, seed {seed}", path)
-        rows += runs
         status, seconds = bound["relaxation_status"].item(), bound["relaxation_s"].item()
-        ceilings.append(_ceiling_row(base, seed, jobs, met, status, seconds))
+        trace = f"{base}, seed {seed}"
+        ceilings.append(_ceiling_row(runs, trace, path, base, seed, jobs, met, status, seconds))
+        rows += runs
     return rows, ceilings
 
 
@@ -201,9 +201,20 @@ def _of(path: Path, scenario: str, policy: str | None, seed: int) -> Callable[[p
 
 
 def _ceiling_row(
-    scenario: str, seed: int, jobs: int, met: int, status: str, seconds: float
+    runs: list[pl.DataFrame],
+    trace: str,
+    source: Path | None,
+    scenario: str,
+    seed: int,
+    jobs: int,
+    met: int,
+    status: str,
+    seconds: float,
 ) -> dict[str, Any]:
-    """The `ceiling` row of one trace: the relaxation's proven count of `jobs`."""
+    """The `ceiling` row of one trace: the relaxation's proven count `met` of its `jobs`, refused
+    if one of the policies' `runs` on it met more (best_under: `trace` names it, `source` is the
+    bound's file when the bound was read, not computed)."""
+    best_under(pl.concat(runs, how="diagonal_relaxed"), met, trace, source)
     return {
         "scenario": scenario,
         "policy": CEILING,
@@ -272,11 +283,11 @@ def run_sweep_point(
                 progress(policy, seed, float(result.metrics["sla_rate"]))
         bound = relaxation_bound(Instance.of(system, tables, jobs), **limits)
         trace = f"{base}, seed {seed} at {sweep} {value:g}"
-        best_under(pl.concat(runs, how="diagonal_relaxed"), bound.met, trace)
-        rows += runs
+        met, status, seconds = bound.met, bound.status, bound.seconds
         ceilings.append(
-            _ceiling_row(base, seed, bound.jobs, bound.met, bound.status, bound.seconds)
+            _ceiling_row(runs, trace, None, base, seed, bound.jobs, met, status, seconds)
         )
+        rows += runs
         if progress is not None:
             progress(CEILING, seed, bound.met / bound.jobs)
     return _point_frame(config, sweep, value, rows, ceilings)

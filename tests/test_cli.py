@@ -130,16 +130,8 @@ def test_profile_with_a_spec_file(tmp_path: Path, quick_config: Path) -> None:
         for c in ("layer", "N", "K", "C", "Y", "X", "R", "S", "stride", "groups")
     )
     layers.write_parquet(tmp_path / "layers.parquet")
-    proc = relmas(
-        "profile",
-        "--layers",
-        "layers.parquet",
-        "--spec",
-        "spec.yaml",
-        "--out",
-        "c.parquet",
-        cwd=tmp_path,
-    )
+    args = ("profile", "--layers", "layers.parquet", "--spec", "spec.yaml", "--out")
+    proc = relmas(*args, "c.parquet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     table = pl.read_parquet(tmp_path / "c.parquet")
     assert dict(table.schema) == COST_SCHEMA
@@ -147,16 +139,7 @@ def test_profile_with_a_spec_file(tmp_path: Path, quick_config: Path) -> None:
 
     spec["pe_rows"] = 0
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
-    proc = relmas(
-        "profile",
-        "--layers",
-        "layers.parquet",
-        "--spec",
-        "spec.yaml",
-        "--out",
-        "d.parquet",
-        cwd=tmp_path,
-    )
+    proc = relmas(*args, "d.parquet", cwd=tmp_path)
     assert proc.returncode == 2 and "spec.yaml: pe_rows: expected" in proc.stderr
     assert not (tmp_path / "d.parquet").exists()
 
