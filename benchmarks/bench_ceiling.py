@@ -42,12 +42,12 @@ import argparse
 import copy
 import itertools
 import statistics
-import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 import polars as pl
+from command_line import print_table, run, study_scenarios  # a sibling module
 
 from relmas import arguments, catalog
 from relmas.ceiling.bound import relaxation_bound
@@ -56,7 +56,6 @@ from relmas.ceiling.instance import Instance
 from relmas.ceiling.plan import Plan
 from relmas.ceiling.plan_replay import PlanReplay
 from relmas.ceiling.targets import shortfall_bound
-from relmas.config import load_config
 from relmas.errors import InputError
 from relmas.evaluate import load_job_trace
 from relmas.policies import make_policy
@@ -359,24 +358,16 @@ def main() -> int:
         "--no-counts", action="store_true", help="traces: the bound without its count rows"
     )
     args = parser.parse_args()
-    try:
-        study = Study(load_config(args.config), args.config)
-        names = args.scenarios.split(",") if args.scenarios else list(study.config["scenarios"])
-        rows = []
-        for name in names:
-            study.check_scenario(name)
-            if args.mode == "small":
-                rows.append(small(args, study, name))
-                print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
-            else:
-                mode = {"traces": traces, "subsets": subsets, "targets": targets}[args.mode]
-                rows += mode(args, study, name)
-    except InputError as error:
-        print(error, file=sys.stderr)
-        return 2
-    print(" ".join(f"{key} {value}" for key, value in vars(args).items()))
-    table = pl.DataFrame(rows)
-    print(markdown_table(table))
+    study, names = study_scenarios(args)
+    rows = []
+    for name in names:
+        if args.mode == "small":
+            rows.append(small(args, study, name))
+            print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
+        else:
+            mode = {"traces": traces, "subsets": subsets, "targets": targets}[args.mode]
+            rows += mode(args, study, name)
+    table = print_table(args, rows)
     if args.mode == "traces":
         summary = table.group_by("scenario", maintain_order=True).agg(
             pl.col("ceiling-rule (points)").mean().round(1).alias("mean ceiling-rule (points)"),
@@ -416,4 +407,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -24,11 +24,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
+from command_line import print_table, run, study_scenarios  # a sibling module
 
 from relmas import arguments
 from relmas.ceiling.exact import solve_exact
-from relmas.config import load_config
-from relmas.errors import InputError
 from relmas.report import markdown_table
 from relmas.sim.costs import load_costs
 from relmas.study import Study
@@ -124,22 +123,15 @@ def main() -> int:
     parser.add_argument("--unlimited", action="store_true", help="the systems without a DRAM limit")
     parser.add_argument("--synthetic", action="store_true", help="the property test's traces")
     args = parser.parse_args()
-    try:
-        if args.synthetic:
-            rows = synthetic(args)
-            print(markdown_table(pl.DataFrame(rows)))
-            return 0
-        study = Study(load_config(args.config), args.config)
-        names = args.scenarios.split(",") if args.scenarios else list(study.config["scenarios"])
-        checked = [study.check_scenario(name, "--scenarios") for name in names]
-        rows = [row for name in checked for row in measure(args, study, name)]
-    except InputError as error:
-        print(error, file=sys.stderr)
-        return 2
-    print(" ".join(f"{key} {value}" for key, value in vars(args).items()))
-    print(markdown_table(pl.DataFrame(rows)))
+    if args.synthetic:
+        rows = synthetic(args)
+        print(markdown_table(pl.DataFrame(rows)))
+        return 0
+    study, names = study_scenarios(args)
+    rows = [row for name in names for row in measure(args, study, name)]
+    print_table(args, rows)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

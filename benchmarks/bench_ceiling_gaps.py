@@ -49,6 +49,7 @@ from pathlib import Path
 import highspy
 import numpy as np
 import polars as pl
+from command_line import print_table, run  # a sibling module
 
 from relmas import catalog
 from relmas.ceiling.admission import serve_lp_jobs
@@ -56,7 +57,6 @@ from relmas.ceiling.bound import Relaxation, relaxation_bound
 from relmas.ceiling.exact import relaxation_upper, solve_exact
 from relmas.ceiling.instance import Instance
 from relmas.config import load_config
-from relmas.errors import InputError
 from relmas.policies import make_policy
 from relmas.report import markdown_table
 from relmas.sim import CostTables, Engine
@@ -208,20 +208,15 @@ def main() -> int:
     if args.source == "real" and args.costs is None:
         print("--costs: expected the cost tables' directory for `real`", file=sys.stderr)
         return 2
-    try:
-        rows = []
-        for seed in range(args.first_seed, args.first_seed + args.traces):
-            rows.append(measure(seed, args))
-            print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
-    except InputError as error:
-        print(error, file=sys.stderr)
-        return 2
+    rows = []
+    for seed in range(args.first_seed, args.first_seed + args.traces):
+        rows.append(measure(seed, args))
+        print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
     total = summary(rows)
-    print(" ".join(f"{key} {value}" for key, value in vars(args).items()))
-    print(markdown_table(pl.DataFrame(rows)))
+    print_table(args, rows)
     print(markdown_table(pl.DataFrame([total])))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

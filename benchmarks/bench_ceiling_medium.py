@@ -32,10 +32,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import statistics
-import sys
 
 import numpy as np
 import polars as pl
+from command_line import print_table, run  # a sibling module
 
 from relmas import arguments, catalog
 from relmas.ceiling.bound import relaxation_bound
@@ -248,19 +248,14 @@ def main() -> int:
         "of the types, or types joined by +)",
     )
     args = parser.parse_args()
-    try:
-        study = Study(load_config(args.config), args.config)
-        rows = []
-        for name in args.scenarios.split(","):
-            rows += scenario_rows(args, study, study.check_scenario(name, "--scenarios"))
-    except InputError as error:
-        print(error, file=sys.stderr)
-        return 2
-    print(" ".join(f"{key} {value}" for key, value in vars(args).items()))
-    print(markdown_table(pl.DataFrame(rows)))
+    study = Study(load_config(args.config), args.config)
+    rows = []
+    for name in args.scenarios.split(","):
+        rows += scenario_rows(args, study, study.check_scenario(name, "--scenarios"))
+    print_table(args, rows)
     print(markdown_table(pl.DataFrame(summary(rows))))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -28,8 +28,10 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import polars as pl
+from command_line import print_table  # a sibling module
 
 from relmas import arguments, catalog
 from relmas.config import load_config
@@ -52,8 +54,22 @@ SEEDED_BY = {
     "heuristics": tuple(name for name in SEED_POLICIES if catalog.entry(name).kind == "heuristic"),
 }
 BEST = "best"  # --base: the agent's teacher
-# What one method measures on one evaluation trace with a rule and its placement: table rows.
-Method = Callable[[argparse.Namespace, System, CostTables, pl.DataFrame, str, str], list[dict]]
+
+
+@dataclass(frozen=True)
+class RuledTrace:
+    """One evaluation trace of a scenario (its system and cost tables) with the rule a method
+    measures against, and the rule's placement."""
+
+    system: System
+    tables: CostTables
+    jobs: pl.DataFrame
+    rule: str
+    placement: str
+
+
+# What one method measures on one ruled trace: table rows.
+Method = Callable[[argparse.Namespace, RuledTrace], list[dict]]
 # A method's rule and placement on a scenario (None: the scenario is skipped).
 Base = Callable[[argparse.Namespace, ResultPaths, str, System], tuple[str, str] | None]
 
@@ -81,17 +97,11 @@ def ga_base(
     return rule, ALL
 
 
-def rollout_rows(
-    args: argparse.Namespace,
-    system: System,
-    tables: CostTables,
-    jobs: pl.DataFrame,
-    rule: str,
-    placement: str,
-) -> list[dict]:
+def rollout_rows(args: argparse.Namespace, trace: RuledTrace) -> list[dict]:
     """The rule with its placement alone and improved by rollouts on the first `args.jobs`
     jobs."""
-    jobs = jobs.head(args.jobs)
+    system, tables, rule, placement = trace.system, trace.tables, trace.rule, trace.placement
+    jobs = trace.jobs.head(args.jobs)
     horizon_s = args.horizon * float(tables.isolated_s.mean())
     base = make_policy(rule, placement=placement)
     alone = Engine(system, tables, jobs).run(base).metrics["sla_rate"]
@@ -119,17 +129,11 @@ def rollout_rows(
     ]
 
 
-def ga_rows(
-    args: argparse.Namespace,
-    system: System,
-    tables: CostTables,
-    jobs: pl.DataFrame,
-    rule: str,
-    placement: str,
-) -> list[dict]:
+def ga_rows(args: argparse.Namespace, trace: RuledTrace) -> list[dict]:
     """`ga_offline` on each window of `args.jobs` jobs, against the rule (on the whole system:
-    `placement` is ALL) and the best of the search's seeds on that window (seeded by every online
+    its placement is ALL) and the best of the search's seeds on that window (seeded by every online
     policy, it never ends below either)."""
+    system, tables, jobs, rule = trace.system, trace.tables, trace.jobs, trace.rule
     rows = []
     for window in range(args.windows):
         part = jobs.slice(window * args.jobs, args.jobs)
@@ -228,13 +232,11 @@ def main() -> None:
         tables = study.costs(scenario, paths.costs_dir)
         for seed in config["evaluation"]["seeds"][: args.seeds]:
             jobs = load_job_trace(paths.workload(scenario, seed), tables)
-            for row in measure(args, system, tables, jobs, rule, placement):
+            for row in measure(args, RuledTrace(system, tables, jobs, rule, placement)):
                 named = {"scenario": scenario, "seed": seed, "rule": rule, "placement": placement}
                 rows.append(named | row)
                 print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
-    shown = {key: value for key, value in vars(args).items() if key not in ("measure", "base_of")}
-    print(" ".join(f"{key} {value}" for key, value in shown.items()))
-    print(markdown_table(pl.DataFrame(rows)))
+    print_table(args, rows, hidden=("measure", "base_of"))
 
 
 if __name__ == "__main__":

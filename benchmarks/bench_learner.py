@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
+from train_or_load import train_or_load  # a sibling module
 
 from relmas import arguments, catalog
 from relmas.config import merge_into, validate_config
@@ -38,7 +39,7 @@ from relmas.io import read_parquet
 from relmas.paths import ResultPaths, summary_of
 from relmas.policies import make_policy
 from relmas.report import best_baselines, markdown_table, read_validation
-from relmas.rl.run import train_scenario
+from relmas.rl.run import ScenarioTrainResult
 from relmas.schemas import SummaryRows
 from relmas.study import Study, generalisation_runs
 from relmas.yaml_load import load_yaml
@@ -55,39 +56,32 @@ def point_difference(ours: np.ndarray, theirs: np.ndarray, rng: np.random.Genera
     return float(diff.mean()), float(low), float(high)
 
 
-def selected_variants(
-    parser: argparse.ArgumentParser, args: argparse.Namespace
-) -> tuple[dict, list[str]]:
-    """The variants of `--variants` and the names `--only` selects (all by default); an unknown
-    name is a usage error."""
+def parse_with_variants(
+    parser: argparse.ArgumentParser, out: str
+) -> tuple[argparse.Namespace, dict, list[str]]:
+    """`parser`'s arguments with the variants' options (`--variants FILE.yaml`, `--only v,w`,
+    `--out`, default `out`), the variants and the names `--only` selects (all by default); an
+    unknown name is a usage error."""
+    parser.add_argument("--variants", type=Path, required=True)
+    parser.add_argument("--only", default=None, help="comma-separated variants (default: all)")
+    parser.add_argument("--out", type=Path, default=Path(out))
+    args = parser.parse_args()
     variants = load_yaml(args.variants)
     names = args.only.split(",") if args.only else list(variants)
     unknown = sorted(set(names) - set(variants))
     if unknown:
         parser.error(f"--only: {unknown} are not variants of {args.variants} ({list(variants)})")
-    return variants, names
+    return args, variants, names
 
 
-def agent_for(config: dict, scenario: str, agent: Path, costs: Path) -> dict[str, float]:
-    """Train the agent unless OUT has it; its training figures."""
-    done = agent / "bench_learner.json"
-    if not done.is_file():
-        trained = train_scenario(
-            config,
-            scenario,
-            agent,
-            costs,
-            resume=False,
-            validation=ResultPaths.of(config).validation(scenario),
-        )
-        figures = {
-            "cpu_s": trained.cpu_seconds,
-            "validation_sla": trained.validation["sla_rate"],
-            "teacher": trained.teacher or "",
-            "best_step": trained.learner.best_step,
-        }
-        done.write_text(json.dumps(figures))
-    return json.loads(done.read_text())
+def training_figures(trained: ScenarioTrainResult) -> dict[str, Any]:
+    """What the table keeps of an agent's training."""
+    return {
+        "cpu_s": trained.cpu_seconds,
+        "validation_sla": trained.validation["sla_rate"],
+        "teacher": trained.teacher or "",
+        "best_step": trained.learner.best_step,
+    }
 
 
 def evaluation_sla(config: dict, scenario: str, agent: Path) -> np.ndarray:
@@ -118,12 +112,8 @@ def baseline_sla(config: dict, scenario: str, policy: str) -> np.ndarray:
 def main() -> None:
     parser = arguments.Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="config/config.yaml")
-    parser.add_argument("--variants", type=Path, required=True)
     parser.add_argument("--scenarios", default=None, help="comma-separated (default: all)")
-    parser.add_argument("--only", default=None, help="comma-separated variants (default: all)")
-    parser.add_argument("--out", type=Path, default=Path("results/bench_learner"))
-    args = parser.parse_args()
-    variants, names = selected_variants(parser, args)
+    args, variants, names = parse_with_variants(parser, "results/bench_learner")
 
     raw = load_yaml(args.config)
     base = validate_config(raw, args.config)
@@ -147,7 +137,14 @@ def main() -> None:
         for scenario, target in runs:
             start = time.perf_counter()
             agent = args.out / name / scenario
-            figures = agent_for(config, scenario, agent, paths.costs_dir)
+            figures = train_or_load(
+                config,
+                scenario,
+                agent,
+                paths.costs_dir,
+                record="bench_learner.json",
+                figures=training_figures,
+            )
             ours = evaluation_sla(config, target, agent)
             best, _ = baselines[target]
             theirs = baseline_sla(base, target, best)

@@ -19,14 +19,12 @@ system. `--validation-only` stops after the validation traces (to compare varian
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import polars as pl
+from command_line import print_table, run, study_scenarios  # a sibling module
 
 from relmas import catalog
-from relmas.config import load_config
-from relmas.errors import InputError
 from relmas.evaluate import choose_placements, simulate, summary_row
 from relmas.policies import make_policy
 from relmas.policies.placement import ALL, BANDWIDTH, TYPES
@@ -124,21 +122,14 @@ def main() -> int:
         help="the placements tried besides all (default: bandwidth,types)",
     )
     args = parser.parse_args()
-    try:
-        study = Study(load_config(args.config), args.config)
-        names = args.scenarios.split(",") if args.scenarios else list(study.config["scenarios"])
-        rows = []
-        for name in names:
-            study.check_scenario(name)
-            rows += scenario_rows(args, study, name)
-            print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
-    except InputError as error:
-        print(error, file=sys.stderr)
-        return 2
-    print(" ".join(f"{key} {value}" for key, value in vars(args).items()))
-    print(markdown_table(pl.DataFrame(rows)))
+    study, names = study_scenarios(args)
+    rows = []
+    for name in names:
+        rows += scenario_rows(args, study, name)
+        print(markdown_table(pl.DataFrame(rows[-1:])), flush=True)
+    print_table(args, rows)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

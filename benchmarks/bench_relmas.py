@@ -20,22 +20,21 @@ relative to the mean layer time.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
+from train_or_load import train_or_load  # a sibling module
 
 from relmas import arguments
 from relmas.config import config_hash, load_config
 from relmas.evaluate import simulate
 from relmas.hw.spec import parse_spec
 from relmas.io import write_parquet
-from relmas.paths import ResultPaths
 from relmas.policies import make_policy
 from relmas.profile import layers_hash, profile_layers, write_cost_table
-from relmas.rl.agent import AGENT_FILE, read_agent_info
+from relmas.rl.agent import read_agent_info
 from relmas.rl.overhead import overhead_metrics
-from relmas.rl.run import train_scenario
+from relmas.rl.run import ScenarioTrainResult
 from relmas.sim.costs import load_costs
 from relmas.study import Study, evaluation_runs, policy_options
 from relmas.workload import scenario_system
@@ -58,6 +57,11 @@ def ensure_costs(config: dict, costs: Path) -> None:
         table, _ = profile_layers(layers, name, spec)
         path = costs / f"{name}.parquet"
         write_cost_table(table, path, name, spec, digest, models_hash=config_hash(config["models"]))
+
+
+def training_times(trained: ScenarioTrainResult) -> dict[str, float]:
+    """What the report keeps of an agent's training: its wall and CPU seconds."""
+    return {"wall_s": trained.wall_seconds, "cpu_s": trained.cpu_seconds}
 
 
 def ratio_interval(ours: np.ndarray, base: np.ndarray, rng: np.random.Generator) -> tuple:
@@ -111,24 +115,15 @@ def main() -> None:
 
     for scenario in scenarios:
         agent = args.out / "agents" / scenario
-        if (
-            args.retrain
-            or not (agent / AGENT_FILE).is_file()
-            or not read_agent_info(agent).validation
-        ):
-            start = time.perf_counter()
-            trained = train_scenario(
-                config,
-                scenario,
-                agent,
-                costs,
-                resume=False,
-                validation=ResultPaths.of(config).validation(scenario),
-            )
-            print(f"{scenario}: trained in {time.perf_counter() - start:.0f} s", flush=True)
-            training = {"wall_s": trained.wall_seconds, "cpu_s": trained.cpu_seconds}
-            (agent / "bench_training.json").write_text(json.dumps(training))
-        training = json.loads((agent / "bench_training.json").read_text())
+        training = train_or_load(
+            config,
+            scenario,
+            agent,
+            costs,
+            record="bench_training.json",
+            figures=training_times,
+            retrain=args.retrain,
+        )
         others = [p for s, p in evaluated if s == scenario and p not in NOT_BASELINES]
         runs = evaluate(config, scenario, costs, agent, others, seeds)
         sla = {name: np.array([r["sla_rate"] for r in rows]) for name, rows in runs.items()}

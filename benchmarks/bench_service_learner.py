@@ -22,20 +22,20 @@ the teacher, the step of best.pt and the training CPU time.
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
-from bench_learner import point_difference, selected_variants  # a sibling script
+from bench_learner import parse_with_variants, point_difference  # a sibling script
+from train_or_load import train_or_load  # a sibling module
 
 from relmas import arguments, catalog
 from relmas.config import merge_into, validate_config
 from relmas.evaluate import simulate
-from relmas.paths import ResultPaths
 from relmas.policies import make_policy
 from relmas.report import best_baselines, markdown_table
-from relmas.rl.run import train_scenario
+from relmas.rl.run import ScenarioTrainResult
 from relmas.study import Study, target_scenarios
 from relmas.yaml_load import load_yaml
 
@@ -53,26 +53,14 @@ def runs(study: Study, scenario: str, traces: dict, costs: Path, policy) -> pl.D
     return pl.DataFrame(rows)
 
 
-def agent_for(config: dict, scenario: str, agent: Path, costs: Path) -> dict:
-    """Train the agent unless OUT has it; its training figures."""
-    done = agent / "bench_service_learner.json"
-    if not done.is_file():
-        trained = train_scenario(
-            config,
-            scenario,
-            agent,
-            costs,
-            resume=False,
-            validation=ResultPaths.of(config).validation(scenario),
-        )
-        figures = {
-            "cpu_s": trained.cpu_seconds,
-            "validation_shortfall": trained.validation.get("shortfall"),
-            "teacher": trained.teacher or "",
-            "best_step": trained.learner.best_step,
-        }
-        done.write_text(json.dumps(figures))
-    return json.loads(done.read_text())
+def training_figures(trained: ScenarioTrainResult) -> dict[str, Any]:
+    """What the table keeps of an agent's training."""
+    return {
+        "cpu_s": trained.cpu_seconds,
+        "validation_shortfall": trained.validation.get("shortfall"),
+        "teacher": trained.teacher or "",
+        "best_step": trained.learner.best_step,
+    }
 
 
 def row(name: str, evaluated: pl.DataFrame, validation: float | None, **extra) -> dict:
@@ -91,12 +79,8 @@ def main() -> None:
     parser = arguments.Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True)
     parser.add_argument("--costs", type=Path, required=True, help="cost tables of the config")
-    parser.add_argument("--variants", type=Path, required=True)
     parser.add_argument("--scenarios", default=None, help="comma-separated (default: targets)")
-    parser.add_argument("--only", default=None, help="comma-separated variants (default: all)")
-    parser.add_argument("--out", type=Path, default=Path("results/bench_service_learner"))
-    args = parser.parse_args()
-    variants, names = selected_variants(parser, args)
+    args, variants, names = parse_with_variants(parser, "results/bench_service_learner")
     raw = load_yaml(args.config)
     base = validate_config(raw, args.config)
     study = Study(base, args.config)
@@ -125,7 +109,14 @@ def main() -> None:
             merge_into(variant, {"training": variants[name] or {}})
             config = validate_config(variant, f"{args.variants}: {name}")
             agent = args.out / scenario / name
-            figures = agent_for(config, scenario, agent, args.costs)
+            figures = train_or_load(
+                config,
+                scenario,
+                agent,
+                args.costs,
+                record="bench_service_learner.json",
+                figures=training_figures,
+            )
 
             def deployed(seed: int, agent: Path = agent) -> object:
                 return make_policy(catalog.learned()[0], seed=seed, agent=agent)

@@ -5,11 +5,15 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# The benchmark scripts import their sibling modules (benchmarks/command_line.py, ...) as a script
+# run from the command line finds them: its folder first on the path.
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 @pytest.fixture(autouse=True, scope="session")
