@@ -406,3 +406,18 @@ def best_placed(path: str | Path, scenario: str, types: Sequence[str]) -> tuple[
     order = validation_order(rows, "policy")
     best = min((p for p in catalog.placed() if p in order), key=order.__getitem__)
     return best, placements[best]
+
+
+# What an evaluation logs of each service group: `achieved.<group>` beside `target.<group>`.
+SERVICE_QUANTITIES = ("achieved", "target")
+
+
+def shared_metric(name: str) -> bool:
+    """Whether a summary column is an outcome every policy has (SUMMARY_SCHEMA's numbers but the
+    seed and the trace's job count, the SLA rate per tenant, and each service group's achieved
+    rate and target): the metrics of an evaluation's MLflow run, so that the compare view of a
+    scenario's runs shows `sla_rate` without scrolling, not among each policy's own diagnostics
+    (those are in per_seed.json)."""
+    numbers = {k for k, dtype in SUMMARY_SCHEMA.items() if dtype.is_numeric()} - {"seed", "jobs"}
+    prefixes = tuple(f"{quantity}." for quantity in ("sla_rate", *SERVICE_QUANTITIES))
+    return name in numbers or name.startswith(prefixes)

@@ -22,6 +22,7 @@ from relmas.command import (
     load_configs,
 )
 from relmas.errors import InputError
+from relmas.evaluate import SERVICE_QUANTITIES, shared_metric
 from relmas.paths import summary_of
 from relmas.profile import configured_static_power, recorded_static_power
 
@@ -169,13 +170,9 @@ def _evaluate_policy(
         # the quantities every policy has, as means over the seeds (a service group's over the
         # seeds whose trace has jobs of it); each seed's values and the policy's own diagnostics
         # as a table (docs/tracking.md)
-        names = dict.fromkeys(name for row in rows for name in row if shared(name))
+        names = dict.fromkeys(name for row in rows for name in row if shared_metric(name))
         run.log_metrics({k: statistics.fmean(r[k] for r in rows if k in r) for k in names})
         run.log_table(pl.DataFrame(rows), "per_seed.json")
-
-
-# What an evaluation logs of each service group: `achieved.<group>` beside `target.<group>`.
-SERVICE_QUANTITIES = ("achieved", "target")
 
 
 def _seed_values(row: Mapping[str, Any], result: Any) -> dict[str, float]:
@@ -191,19 +188,6 @@ def _seed_values(row: Mapping[str, Any], result: Any) -> dict[str, float]:
         for quantity in SERVICE_QUANTITIES:
             values[tracking.metric_name(quantity, group["group"])] = group[quantity]
     return values
-
-
-def shared(name: str) -> bool:
-    """Whether a summary column is an outcome every policy has (SUMMARY_SCHEMA's numbers but the
-    seed and the trace's job count, the SLA rate per tenant, and each service group's achieved
-    rate and target): the metrics of an evaluation's MLflow run, so that the compare view of a
-    scenario's runs shows `sla_rate` without scrolling, not among each policy's own diagnostics
-    (those are in per_seed.json)."""
-    from relmas.schemas import SUMMARY_SCHEMA
-
-    numbers = {k for k, dtype in SUMMARY_SCHEMA.items() if dtype.is_numeric()} - {"seed", "jobs"}
-    prefixes = tuple(f"{quantity}." for quantity in ("sla_rate", *SERVICE_QUANTITIES))
-    return name in numbers or name.startswith(prefixes)
 
 
 # Jobs drawn in an evaluate run's Gantt chart: the first ones of the trace (a chart of a whole

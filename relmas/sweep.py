@@ -46,10 +46,10 @@ from relmas.evaluate import (
     placement_option,
     policy_extra,
     read_placements,
+    shared_metric,
     simulate,
     summary_row,
 )
-from relmas.evaluate_stage import shared
 from relmas.io import read_parquet, write_parquet
 from relmas.paths import bound_file, evaluation_file, summary_of
 from relmas.policies import make_policy
@@ -396,7 +396,9 @@ def sweep_command(args: argparse.Namespace) -> None:
 def _log_sweep_point(run: Any, frame: Any, name: str) -> None:
     """A sweep point's MLflow run: the ceiling's mean SLA rate and seconds, and one child run
     `name`-{policy} per policy with its means over the seeds (docs/tracking.md)."""
-    numeric = [name for name, dtype in frame.schema.items() if dtype.is_numeric() and shared(name)]
+    numeric = [
+        name for name, dtype in frame.schema.items() if dtype.is_numeric() and shared_metric(name)
+    ]
     bounds = frame.filter(pl.col("kind") == CEILING)
     run.log_metrics(
         {"ceiling_sla_rate": bounds["sla_rate"].mean(), "ceiling_s": bounds["ceiling_s"].mean()}
