@@ -17,6 +17,22 @@ from relmas.sim import CostTables, System, load_system
 from relmas.sim.costs import PIECE_SCHEMA
 
 
+def job_trace(rows: list[tuple[str, float, float, int]]) -> pl.DataFrame:
+    """A hand-made trace of one tenant: (model, arrival_s, deadline_s, priority) per job, ids in
+    order."""
+    return pl.DataFrame(
+        {
+            "job_id": list(range(len(rows))),
+            "tenant": ["t"] * len(rows),
+            "model": [r[0] for r in rows],
+            "arrival_s": [float(r[1]) for r in rows],
+            "deadline_s": [float(r[2]) for r in rows],
+            "priority": [r[3] for r in rows],
+        },
+        schema_overrides=JOB_SCHEMA,
+    )
+
+
 def synthetic_costs(
     layers: Mapping[str, int],
     accelerators: Sequence[str],

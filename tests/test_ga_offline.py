@@ -13,26 +13,11 @@ from relmas.errors import InputError
 from relmas.evaluate import simulate
 from relmas.policies import Policy, ga_kernels, make_policy
 from relmas.policies.ga_offline import SEED_POLICIES, GeneLayout, _Search, build_plans
-from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
-from tests.synthetic import contended_case, cost_frame
+from tests.synthetic import contended_case, cost_frame, job_trace
 from tests.test_pipeline import results_root
 
 SMALL_BUDGET = {"population": 12, "generations": 15, "time_limit_s": None}
-
-
-def trace(rows: list[tuple[str, float, float, int]]) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "job_id": list(range(len(rows))),
-            "tenant": ["t"] * len(rows),
-            "model": [r[0] for r in rows],
-            "arrival_s": [float(r[1]) for r in rows],
-            "deadline_s": [float(r[2]) for r in rows],
-            "priority": [r[3] for r in rows],
-        },
-        schema_overrides=JOB_SCHEMA,
-    )
 
 
 def random_case(seed: int, jobs: int, sharing: str = "proportional"):
@@ -75,7 +60,7 @@ def test_waits_for_an_urgent_job_that_no_online_policy_can_foresee():
     # work-conserving policy starts the long one at 0 and the short one misses; knowing the
     # future, the instance stays idle until 1 s, runs the short job, then the long one.
     system, tables = one_instance({"long": 10.0, "short": 1.0})
-    jobs = trace([("long", 0.0, 100.0, 1), ("short", 1.0, 2.5, 1)])
+    jobs = job_trace([("long", 0.0, 100.0, 1), ("short", 1.0, 2.5, 1)])
     assert max(heuristic_met(system, tables, jobs).values()) == 1
     policy = make_policy("ga_offline", seed=0, population=8, generations=40)
     result = Engine(system, tables, jobs).run(policy)
@@ -90,7 +75,9 @@ def test_finds_the_optimum_number_of_deadlines_where_the_orders_of_the_heuristic
     # order. EDF, LLF and FCFS run A then B, which makes B and C late (2 met); SJF and PREMA run D
     # first, then B, which makes C late (2 met).
     system, tables = one_instance({"A": 4.0, "B": 3.0, "C": 3.0, "D": 2.5})
-    jobs = trace([("A", 0.0, 5.0, 1), ("B", 0.0, 6.0, 1), ("C", 0.0, 7.0, 1), ("D", 0.0, 20.0, 1)])
+    jobs = job_trace(
+        [("A", 0.0, 5.0, 1), ("B", 0.0, 6.0, 1), ("C", 0.0, 7.0, 1), ("D", 0.0, 20.0, 1)]
+    )
     heuristics = heuristic_met(system, tables, jobs)
     assert all(heuristics[name] == 2 for name in ("fcfs", "sjf", "edf", "llf", "prema"))
     result = Engine(system, tables, jobs).run(make_policy("ga_offline", seed=0, population=8))
@@ -101,7 +88,9 @@ def test_finds_the_optimum_number_of_deadlines_where_the_orders_of_the_heuristic
 def test_seeded_by_one_policy_it_searches_from_that_schedule_alone():
     # The four jobs above; from FCFS's schedule alone (2 met) the search still finds 3.
     system, tables = one_instance({"A": 4.0, "B": 3.0, "C": 3.0, "D": 2.5})
-    jobs = trace([("A", 0.0, 5.0, 1), ("B", 0.0, 6.0, 1), ("C", 0.0, 7.0, 1), ("D", 0.0, 20.0, 1)])
+    jobs = job_trace(
+        [("A", 0.0, 5.0, 1), ("B", 0.0, 6.0, 1), ("C", 0.0, 7.0, 1), ("D", 0.0, 20.0, 1)]
+    )
     policy = make_policy("ga_offline", seed=0, population=8, seed_policies=("fcfs",))
     result = Engine(system, tables, jobs).run(policy)
     assert policy.report.seed_met == {"fcfs": 2}

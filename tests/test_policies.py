@@ -10,33 +10,23 @@ import pytest
 from relmas.errors import InputError
 from relmas.policies import Policy, available_policies, make_policy, register
 from relmas.policies.rollout import improve_by_rollout
-from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
 from relmas.sim.engine import DecisionView
-from tests.synthetic import cost_frame, synthetic_costs
+from tests.synthetic import cost_frame, job_trace, synthetic_costs
 from tests.test_placement import schedule, three_types
 
 HEURISTICS = ("fcfs", "sjf", "edf", "llf", "prema", "sdrm3", "herald", "planaria", "random")
-
-
-def trace(rows: list[tuple[str, float, float, int]]) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "job_id": list(range(len(rows))),
-            "tenant": ["t"] * len(rows),
-            "model": [r[0] for r in rows],
-            "arrival_s": [float(r[1]) for r in rows],
-            "deadline_s": [float(r[2]) for r in rows],
-            "priority": [r[3] for r in rows],
-        },
-        schema_overrides=JOB_SCHEMA,
-    )
 
 
 def finish_times(result) -> dict[int, float]:
     return dict(
         zip(result.jobs["job_id"].to_list(), result.jobs["finish_s"].to_list(), strict=True)
     )
+
+
+def finishes(policy: str, system, tables: CostTables, jobs: pl.DataFrame) -> dict[int, float]:
+    """Each job's finish time when `policy` schedules `jobs`."""
+    return finish_times(Engine(system, tables, jobs).run(make_policy(policy)))
 
 
 def single_accelerator():
@@ -77,7 +67,7 @@ def contended_case(jobs: int = 300, sharing: str = "proportional"):
             strict=True,
         )
     ]
-    return system, tables, trace(rows)
+    return system, tables, job_trace(rows)
 
 
 def test_registry_has_the_heuristics_and_rejects_unknown_names():
@@ -124,25 +114,21 @@ def test_herald_balances_within_twice_the_best_latency_and_waits_beyond():
     )
     system = load_system({"instances": [{"name": "f", "count": 1}, {"name": "s", "count": 1}]})
     tables = CostTables.from_frame(costs, ["f", "s"])
-    jobs = trace([("M", 0, 9, 1), ("N", 0, 9, 1), ("M", 0, 9, 1)])
+    jobs = job_trace([("M", 0, 9, 1), ("N", 0, 9, 1), ("M", 0, 9, 1)])
     # herald: j0 -> f (p* = q = f); j1: p* = f is taken, q = s but 3 >= 2 x 1 -> waits for f;
     # j2: q = s and 1.5 < 2 -> s [0,1.5]; then j1 -> f [1,2].
-    herald = Engine(system, tables, jobs).run(make_policy("herald"))
-    assert finish_times(herald) == pytest.approx({0: 1.0, 1: 2.0, 2: 1.5})
+    assert finishes("herald", system, tables, jobs) == pytest.approx({0: 1.0, 1: 2.0, 2: 1.5})
     # fcfs is work-conserving: j1 takes the slow instance [0,3], j2 waits for f [1,2].
-    fcfs = Engine(system, tables, jobs).run(make_policy("fcfs"))
-    assert finish_times(fcfs) == pytest.approx({0: 1.0, 1: 3.0, 2: 2.0})
+    assert finishes("fcfs", system, tables, jobs) == pytest.approx({0: 1.0, 1: 3.0, 2: 2.0})
 
 
 def test_sdrm3_serves_long_waiting_jobs_before_urgent_new_ones():
     system, tables = single_accelerator()
     # j0 runs [0,3]. At 3: j1 score = 1/97 + 2.5/1 (waited / next layer) = 2.51,
     # j2 score = min(1, 4/4) + 0.1/2 = 1.05 -> j1 [3,4]; then j2 [4,6] [6,8].
-    jobs = trace([("C", 0.0, 100.0, 1), ("B", 0.5, 100.0, 1), ("A", 2.9, 7.0, 1)])
-    result = Engine(system, tables, jobs).run(make_policy("sdrm3"))
-    assert finish_times(result) == pytest.approx({0: 3.0, 1: 4.0, 2: 8.0})
-    edf = Engine(system, tables, jobs).run(make_policy("edf"))
-    assert finish_times(edf) == pytest.approx({0: 3.0, 1: 8.0, 2: 7.0})
+    jobs = job_trace([("C", 0.0, 100.0, 1), ("B", 0.5, 100.0, 1), ("A", 2.9, 7.0, 1)])
+    assert finishes("sdrm3", system, tables, jobs) == pytest.approx({0: 3.0, 1: 4.0, 2: 8.0})
+    assert finishes("edf", system, tables, jobs) == pytest.approx({0: 3.0, 1: 8.0, 2: 7.0})
 
 
 def test_sdrm3_ranks_a_job_past_its_deadline_low_and_lowest_at_it():
@@ -150,14 +136,12 @@ def test_sdrm3_ranks_a_job_past_its_deadline_low_and_lowest_at_it():
     # j0 runs [0,3]. At 3: j1 is past its deadline, urgency 1 / (2.9 - 3) = -10, score -10 + 0.5
     # = -9.5; j2 scores 1/97 + 0.1 = 0.11 -> j2 [3,4]; then j1 [4,5]. (Urgency 1 once late would
     # serve j1 first: 1.5.)
-    jobs = trace([("C", 0.0, 100.0, 1), ("B", 2.5, 2.9, 1), ("B", 2.9, 100.0, 1)])
-    result = Engine(system, tables, jobs).run(make_policy("sdrm3"))
-    assert finish_times(result) == pytest.approx({0: 3.0, 1: 5.0, 2: 4.0})
+    jobs = job_trace([("C", 0.0, 100.0, 1), ("B", 2.5, 2.9, 1), ("B", 2.9, 100.0, 1)])
+    assert finishes("sdrm3", system, tables, jobs) == pytest.approx({0: 3.0, 1: 5.0, 2: 4.0})
     # At 3, j1 is exactly at its deadline: urgency -inf, after j2, late by 0.05 (1 / -0.05 + 0.1
     # = -19.9); a finite urgency at the deadline (0: score 0.5) would serve j1 first.
-    jobs = trace([("C", 0.0, 100.0, 1), ("B", 2.5, 3.0, 1), ("B", 2.9, 2.95, 1)])
-    result = Engine(system, tables, jobs).run(make_policy("sdrm3"))
-    assert finish_times(result) == pytest.approx({0: 3.0, 1: 5.0, 2: 4.0})
+    jobs = job_trace([("C", 0.0, 100.0, 1), ("B", 2.5, 3.0, 1), ("B", 2.9, 2.95, 1)])
+    assert finishes("sdrm3", system, tables, jobs) == pytest.approx({0: 3.0, 1: 5.0, 2: 4.0})
 
 
 def test_planaria_ranks_every_job_that_can_meet_its_deadline_before_every_late_one():
@@ -165,22 +149,22 @@ def test_planaria_ranks_every_job_that_can_meet_its_deadline_before_every_late_o
     # j0 runs [0,3]. At 3, j1 (priority 9) can no longer meet its deadline (3 + 1 > 3.5), j2
     # (priority 1) can: j2 [3,5] [5,7], then j1 [7,8]. (Slack floored for late jobs served j1
     # first.)
-    jobs = trace([("C", 0.0, 100.0, 1), ("B", 0.5, 3.5, 9), ("A", 1.0, 20.0, 1)])
-    result = Engine(system, tables, jobs).run(make_policy("planaria"))
-    assert finish_times(result) == pytest.approx({0: 3.0, 1: 8.0, 2: 7.0})
+    jobs = job_trace([("C", 0.0, 100.0, 1), ("B", 0.5, 3.5, 9), ("A", 1.0, 20.0, 1)])
+    assert finishes("planaria", system, tables, jobs) == pytest.approx({0: 3.0, 1: 8.0, 2: 7.0})
     # Among feasible jobs, priority / time to deadline: at 3 j1 1 / 7 = 0.14 < j2 9 / 17 = 0.53;
     # among late ones priority / remaining work: at 3 j1 1 / 1 < j2 9 / 4 (both late).
     for deadlines, expected in (((10.0, 20.0), {1: 8.0, 2: 7.0}), ((3.5, 6.0), {1: 8.0, 2: 7.0})):
         rows = [("C", 0.0, 100.0, 1), ("B", 0.5, deadlines[0], 1), ("A", 1.0, deadlines[1], 9)]
-        result = Engine(system, tables, trace(rows)).run(make_policy("planaria"))
-        assert finish_times(result) == pytest.approx({0: 3.0, **expected})
+        assert finishes("planaria", system, tables, job_trace(rows)) == pytest.approx(
+            {0: 3.0, **expected}
+        )
 
 
 def test_default_accelerator_choice_is_the_fastest_free_instance():
     costs = cost_frame({"M": {"f": [(1.0, 0, 0.0)], "s": [(4.0, 0, 0.0)]}})
     system = load_system({"instances": [{"name": "s", "count": 1}, {"name": "f", "count": 1}]})
     tables = CostTables.from_frame(costs, ["f", "s"])
-    engine = Engine(system, tables, trace([("M", 0, 9, 1), ("M", 0, 9, 1)]))
+    engine = Engine(system, tables, job_trace([("M", 0, 9, 1), ("M", 0, 9, 1)]))
     policy = make_policy("edf")
     policy.reset(engine)
     view = engine.next_decision()
@@ -200,7 +184,9 @@ class OldestFirstPython(Policy):
 
 def test_python_policies_step_through_the_engine_and_pay_their_energy():
     system, tables = single_accelerator()
-    jobs = trace([("A", 0.0, 10.0, 1), ("C", 1.0, 5.0, 3), ("B", 1.5, 9.0, 1), ("B", 4.9, 20.0, 9)])
+    jobs = job_trace(
+        [("A", 0.0, 10.0, 1), ("C", 1.0, 5.0, 3), ("B", 1.5, 9.0, 1), ("B", 4.9, 20.0, 9)]
+    )
     python = Engine(system, tables, jobs).run(OldestFirstPython())
     jitted = Engine(system, tables, jobs).run(make_policy("fcfs"))
     assert python.jobs.equals(jitted.jobs)
@@ -261,9 +247,8 @@ def test_rollout_leaves_sjf_where_the_shorter_job_would_make_the_longer_one_late
     costs = cost_frame({"L": {"x": [(2.0, 0, 0.0)]}, "S": {"x": [(1.0, 0, 0.0)]}})
     system = load_system({"instances": [{"name": "x", "count": 1}]})
     tables = CostTables.from_frame(costs, ["x"])
-    jobs = trace([("L", 0, 2.1, 1), ("S", 0, 5.0, 1)])
-    rule = Engine(system, tables, jobs).run(make_policy("sjf_feasible"))
-    assert finish_times(rule) == pytest.approx({0: 3.0, 1: 1.0})
+    jobs = job_trace([("L", 0, 2.1, 1), ("S", 0, 5.0, 1)])
+    assert finishes("sjf_feasible", system, tables, jobs) == pytest.approx({0: 3.0, 1: 1.0})
     engine = Engine(system, tables, jobs)
     assert improve_by_rollout(engine, "sjf_feasible", horizon_s=10.0) == (1, 2)
     assert finish_times(engine.result("rollout")) == pytest.approx({0: 2.0, 1: 3.0})

@@ -10,7 +10,7 @@ the *fastest free instance*: the idle instance with the lowest `latency_s` for t
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from relmas.policies import kernels
 from relmas.policies.base import Policy, register
@@ -24,6 +24,13 @@ class HeuristicPolicy(Policy):
 
     code: ClassVar[int]
     alpha: float = 0.0
+
+    def __init_subclass__(cls, *, name: str, code: int, **kwargs: Any) -> None:
+        """A heuristic is declared in one line: its contract `name` (registered under it) and its
+        rule's `code` in the kernels."""
+        super().__init_subclass__(**kwargs)
+        cls.name, cls.code = name, code
+        register(name)(cls)
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
@@ -60,40 +67,23 @@ class HeuristicPolicy(Policy):
         return True
 
 
-@register("fcfs")
-class FCFS(HeuristicPolicy):
+class FCFS(HeuristicPolicy, name="fcfs", code=kernels.CODE_FCFS):
     """First come, first served: the earliest-arrived ready job first, to the fastest free one."""
 
-    name = "fcfs"
-    code = kernels.CODE_FCFS
 
-
-@register("sjf")
-class SJF(HeuristicPolicy):
+class SJF(HeuristicPolicy, name="sjf", code=kernels.CODE_SJF):
     """Shortest job first: the least remaining work first, onto the fastest free instance."""
 
-    name = "sjf"
-    code = kernels.CODE_SJF
 
-
-@register("edf")
-class EDF(HeuristicPolicy):
+class EDF(HeuristicPolicy, name="edf", code=kernels.CODE_EDF):
     """Earliest deadline first, onto the fastest free instance."""
 
-    name = "edf"
-    code = kernels.CODE_EDF
 
-
-@register("llf")
-class LLF(HeuristicPolicy):
+class LLF(HeuristicPolicy, name="llf", code=kernels.CODE_LLF):
     """Least laxity first (deadline - now - remaining work), onto the fastest free instance."""
 
-    name = "llf"
-    code = kernels.CODE_LLF
 
-
-@register("prema")
-class PREMA(HeuristicPolicy):
+class PREMA(HeuristicPolicy, name="prema", code=kernels.CODE_PREMA):
     """PREMA (Choi & Rhu, HPCA 2020), onto the fastest free instance.
 
     A job's tokens start at its priority (1, 3, 9) and grow by priority x waited / isolated latency
@@ -101,12 +91,8 @@ class PREMA(HeuristicPolicy):
     reach; among the jobs at or above it, the one with the least remaining work goes first.
     """
 
-    name = "prema"
-    code = kernels.CODE_PREMA
 
-
-@register("sdrm3")
-class SDRM3(HeuristicPolicy):
+class SDRM3(HeuristicPolicy, name="sdrm3", code=kernels.CODE_SDRM3):
     """SDRM3 (Kim et al., arXiv 2212.03414, 2022, as ported in the Dysta suite), onto the fastest
     free instance.
 
@@ -116,16 +102,12 @@ class SDRM3(HeuristicPolicy):
     missed its deadline ranks low, recovering as time passes); highest score first.
     """
 
-    name = "sdrm3"
-    code = kernels.CODE_SDRM3
-
     def __init__(self, seed: int = 0, alpha: float = 1.0) -> None:
         super().__init__(seed)
         self.alpha = float(alpha)
 
 
-@register("planaria")
-class Planaria(HeuristicPolicy):
+class Planaria(HeuristicPolicy, name="planaria", code=kernels.CODE_PLANARIA):
     """Planaria (Ghodrati et al., MICRO 2020) as its authors' scheduler ranks tasks, onto the
     fastest free instance.
 
@@ -135,12 +117,8 @@ class Planaria(HeuristicPolicy):
     highest priority / remaining work.
     """
 
-    name = "planaria"
-    code = kernels.CODE_PLANARIA
 
-
-@register("herald")
-class Herald(HeuristicPolicy):
+class Herald(HeuristicPolicy, name="herald", code=kernels.CODE_HERALD):
     """Herald-like (Kwon et al., HPCA 2021, balanced): jobs in arrival order, each to its target.
 
     For a job's next layer, p* = the instance with the lowest latency (ties: least loaded) and q =
@@ -149,13 +127,6 @@ class Herald(HeuristicPolicy):
     the job waits for it and later jobs are considered (not work-conserving).
     """
 
-    name = "herald"
-    code = kernels.CODE_HERALD
 
-
-@register("random")
-class Random(HeuristicPolicy):
+class Random(HeuristicPolicy, name="random", code=kernels.CODE_RANDOM):
     """Sanity floor: a uniformly random ready job onto a uniformly random idle instance (seeded)."""
-
-    name = "random"
-    code = kernels.CODE_RANDOM
