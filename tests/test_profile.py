@@ -22,33 +22,11 @@ from relmas.profile import (
 )
 from relmas.schemas import COST_SCHEMA, LAYER_SCHEMA
 from tests.layers import layer
+from tests.test_hw import EYERISS_168, SIMBA_CHIPLET
 
-EYERISS_RAW = {
-    "kind": "eyeriss",
-    "clock_ghz": 0.2,
-    "pe_rows": 12,
-    "pe_cols": 14,
-    "glb_kib": 108,
-    "ifmap_spad": 12,
-    "filter_spad": 224,
-    "psum_spad": 24,
-    "word_bits": 16,
-}
-SIMBA_RAW = {
-    "kind": "simba",
-    "clock_ghz": 1.0,
-    "chiplets": 1,
-    "pes_per_chiplet": 16,
-    "lanes": 8,
-    "vector_width": 8,
-    "weight_buf_kib": 32,
-    "input_buf_kib": 8,
-    "accum_buf_entries": 128,
-    "glb_kib": 64,
-    "word_bits": 8,
-}
+EYERISS_RAW = dict(EYERISS_168, clock_ghz=0.2)
 EYERISS = parse_spec("eyeriss_168", EYERISS_RAW, None)
-SIMBA = parse_spec("simba_chiplet", SIMBA_RAW, None)
+SIMBA = parse_spec("simba_chiplet", SIMBA_CHIPLET, None)
 
 
 LAYERS = pl.DataFrame(
@@ -109,22 +87,14 @@ def test_the_two_families_prefer_different_layers(tables):
 def test_pieces_of_a_layer_cost_no_more_than_the_whole():
     """Operator splitting profiles pieces cut along K or Y with the same function."""
     whole = layer("m", 0, "conv", k=64, c=64, y=56, x=56, r=3, s=3, pad=1)
-    along_k = dict(
-        whole,
-        layer=1,
-        K=32,
-        macs=whole["macs"] // 2,
-        w_elems=whole["w_elems"] // 2,
-        out_elems=whole["out_elems"] // 2,
-    )
-    along_y = dict(
-        whole,
-        layer=2,
-        Y=28,
-        macs=whole["macs"] // 2,
-        out_elems=whole["out_elems"] // 2,
-        in_elems=64 * 30 * 58,
-    )
+
+    def half(index: int, **cut: int) -> dict:
+        """A half of `whole` (half its MACs and outputs), with the sizes `cut` changes."""
+        halved = {"macs": whole["macs"] // 2, "out_elems": whole["out_elems"] // 2}
+        return dict(whole, layer=index, **halved, **cut)
+
+    along_k = half(1, K=32, w_elems=whole["w_elems"] // 2)
+    along_y = half(2, Y=28, in_elems=64 * 30 * 58)
     frame = pl.DataFrame([whole, along_k, along_y], schema=LAYER_SCHEMA)
     for spec in (EYERISS, SIMBA):
         cycles = profile_layers(frame, "x", spec)[0]["cycles"].to_numpy()
@@ -190,7 +160,7 @@ def test_bad_layers_and_objective_are_input_errors():
 
 
 def test_layer_no_mapping_fits_names_the_buffer():
-    small = parse_spec("tiny", dict(SIMBA_RAW, weight_buf_kib=0.5), None)  # 64 words per lane
+    small = parse_spec("tiny", dict(SIMBA_CHIPLET, weight_buf_kib=0.5), None)  # 64 words per lane
     big_kernel = pl.DataFrame(
         [layer("m", 0, "conv", k=8, c=8, y=8, x=8, r=7, s=7)], schema=LAYER_SCHEMA
     )

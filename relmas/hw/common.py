@@ -22,6 +22,8 @@ ORDERS = ("output-stationary", "input-stationary", "weight-stationary")
 OUTPUT_STATIONARY, INPUT_STATIONARY, WEIGHT_STATIONARY = range(3)
 
 INT_MAX = np.iinfo(np.int64).max
+# The DRAM level's part of a chosen mapping (`dram_level`'s tile and order), after the model's own.
+DRAM_PARAM_NAMES = ("tile_i", "tile_k", "tile_c", "tile_p", "order")
 
 
 @njit(cache=True)
@@ -121,6 +123,31 @@ def new_incumbent():
 def improves(objective, cycles, energy, best_int, best_float):
     """`better` against the incumbent."""
     return better(objective, cycles, energy, best_int[0], best_float[0])
+
+
+@njit(cache=True)
+def take_if_better(objective, cycles, on_chip, dram, mapping, best_int, best_float, params):
+    """Count the DRAM level's evaluations; if the on-chip `mapping` (cycles, `on_chip` energy)
+    with its DRAM level `dram` (`dram_level`'s result) beats the incumbent, make it the incumbent
+    and write `mapping` and the DRAM level's tile and order to `params` (True)."""
+    best_int[1] += dram[8]
+    energy = on_chip + dram[0]
+    if dram[0] == np.inf or not improves(objective, cycles, energy, best_int, best_float):
+        return False
+    best_int[0], best_float[0], best_float[1] = cycles, energy, dram[1]
+    chosen = mapping + (dram[2], dram[3], dram[4], dram[5], dram[6])
+    for j in range(len(chosen)):
+        params[j] = chosen[j]
+    return True
+
+
+@njit(cache=True)
+def search_result(best_int, best_float):
+    """A layer search's result: (cycles, energy_pj, dram_words, evaluations); cycles = -1 when
+    no mapping fits."""
+    if best_int[0] == INT_MAX:
+        return -1, 0.0, 0.0, best_int[1]
+    return best_int[0], best_float[0], best_float[1], best_int[1]
 
 
 @njit(cache=True)

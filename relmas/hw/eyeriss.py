@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from relmas.hw.common import (
-    INT_MAX,
+    DRAM_PARAM_NAMES,
     cdiv,
     dram_floor_energy,
     dram_level,
@@ -33,6 +33,8 @@ from relmas.hw.common import (
     layer_dims,
     new_incumbent,
     scratch_size,
+    search_result,
+    take_if_better,
 )
 from relmas.hw.problem import MACS, STRIDE, C, G, K, N, P, Q, R, S
 from relmas.hw.spec import EYERISS_PSUM_WORDS, EyerissSpec
@@ -69,11 +71,7 @@ PARAM_NAMES = (
     "q",
     "s_t",
     "s_folds",
-    "tile_i",
-    "tile_k",
-    "tile_c",
-    "tile_p",
-    "order",
+    *DRAM_PARAM_NAMES,
 )
 FOOTPRINT_NAMES = ("ifmap_spad", "filter_spad", "psum_spad", "glb")
 
@@ -200,23 +198,16 @@ def eyeriss_layer(prob, arch, objective, params, footprint):
                     scratch[6:9],
                     arch[A_CHIP_GLB] > 0,
                 )
-                best_int[1] += dram[8]
-                energy = on_chip + dram[0]
-                if dram[0] == np.inf or not improves(
-                    objective, cycles, energy, best_int, best_float
+                chosen = mapping + (cdiv(prob[S], s_t),)
+                if not take_if_better(
+                    objective, cycles, on_chip, dram, chosen, best_int, best_float, params
                 ):
                     continue
-                best_int[0], best_float[0], best_float[1] = cycles, energy, dram[1]
-                chosen = mapping + (cdiv(prob[S], s_t), dram[2], dram[3], dram[4], dram[5], dram[6])
-                for j in range(len(chosen)):
-                    params[j] = chosen[j]
                 footprint[0] = q * s_t
                 footprint[1] = mapping[6] * q * s_t
                 footprint[2] = mapping[6]
                 footprint[3] = dram[7]
-    if best_int[0] == INT_MAX:
-        return -1, 0.0, 0.0, best_int[1]
-    return best_int[0], best_float[0], best_float[1], best_int[1]
+    return search_result(best_int, best_float)
 
 
 @njit(cache=True)

@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from relmas.hw.common import (
-    INT_MAX,
+    DRAM_PARAM_NAMES,
     cdiv,
     dram_floor_energy,
     dram_level,
@@ -31,6 +31,8 @@ from relmas.hw.common import (
     layer_dims,
     new_incumbent,
     scratch_size,
+    search_result,
+    take_if_better,
 )
 from relmas.hw.problem import MACS, STRIDE, C, G, K, N, P, Q, R, S
 from relmas.hw.spec import SIMBA_PSUM_WORDS, SimbaSpec
@@ -67,11 +69,7 @@ PARAM_NAMES = (
     "c_t",
     "p_t",
     "q_t",
-    "tile_i",
-    "tile_k",
-    "tile_c",
-    "tile_p",
-    "order",
+    *DRAM_PARAM_NAMES,
 )
 FOOTPRINT_NAMES = ("weight_buf_lane", "input_buf", "accum_buf_lane", "glb")
 
@@ -224,24 +222,17 @@ def simba_layer(prob, arch, objective, params, footprint):
                     energies,
                     scratch[9:12],
                 )
-                best_int[1] += dram[8]
-                energy = on_chip + dram[0]
-                if dram[0] == np.inf or not improves(
-                    objective, cycles, energy, best_int, best_float
+                chosen = split + (k_t, c_t, p_t, q_t)
+                if not take_if_better(
+                    objective, cycles, on_chip, dram, chosen, best_int, best_float, params
                 ):
                     continue
-                best_int[0], best_float[0], best_float[1] = cycles, energy, dram[1]
-                chosen = split + (k_t, c_t, p_t, q_t, dram[2], dram[3], dram[4], dram[5], dram[6])
-                for j in range(len(chosen)):
-                    params[j] = chosen[j]
                 window = ((p_t - 1) * prob[STRIDE] + prob[R]) * ((q_t - 1) * prob[STRIDE] + prob[S])
                 footprint[0] = k_t * c_t * vector * taps
                 footprint[1] = channels * window
                 footprint[2] = k_t * p_t * q_t
                 footprint[3] = dram[7]
-    if best_int[0] == INT_MAX:
-        return -1, 0.0, 0.0, best_int[1]
-    return best_int[0], best_float[0], best_float[1], best_int[1]
+    return search_result(best_int, best_float)
 
 
 @njit(cache=True)

@@ -307,27 +307,55 @@ def _conv_op(groups: int, in_channels: int, out_channels: int) -> str:
     return "dwconv" if groups > 1 and groups == in_channels == out_channels else "conv"
 
 
+def _conv_row(
+    call: _Args,
+    out: torch.Tensor,
+    dims: int,
+    *,
+    op: str,
+    out_channels: int,
+    per_group: int,
+    kernel: tuple[int, ...],
+    stride: int,
+    groups: int,
+) -> Row:
+    """A `dims`-D (transposed) convolution's row: its output's rows and columns, its taps
+    (`kernel`, rows x columns; one row in 1-D) and its tensors' sizes."""
+    x, weight = call.get(0, "input"), call.get(1, "weight")
+    rows, cols = (1, out.shape[-1]) if dims == 1 else tuple(out.shape[-2:])
+    kr, ks = (1, kernel[0]) if dims == 1 else kernel
+    return layer_row(
+        op,
+        N=x.shape[0] if x.dim() == dims + 2 else 1,
+        K=out_channels,
+        C=per_group,
+        Y=rows,
+        X=cols,
+        R=kr,
+        S=ks,
+        stride=stride,
+        groups=groups,
+        in_elems=x.numel(),
+        w_elems=weight.numel(),
+        out_elems=out.numel(),
+    )
+
+
 def _describe_conv(dims: int) -> Callable[[_Args, torch.Tensor], list[Row]]:
     def describe(call: _Args, out: torch.Tensor) -> list[Row]:
-        x, weight = call.get(0, "input"), call.get(1, "weight")
+        weight = call.get(1, "weight")
         groups = int(call.get(6, "groups", 1))
         out_channels, per_group = weight.shape[0], weight.shape[1]
-        rows, cols = (1, out.shape[-1]) if dims == 1 else tuple(out.shape[-2:])
-        kr, ks = (1, weight.shape[-1]) if dims == 1 else tuple(weight.shape[-2:])
-        row = layer_row(
-            _conv_op(groups, per_group * groups, out_channels),
-            N=x.shape[0] if x.dim() == dims + 2 else 1,
-            K=out_channels,
-            C=per_group,
-            Y=rows,
-            X=cols,
-            R=kr,
-            S=ks,
+        row = _conv_row(
+            call,
+            out,
+            dims,
+            op=_conv_op(groups, per_group * groups, out_channels),
+            out_channels=out_channels,
+            per_group=per_group,
+            kernel=tuple(weight.shape[2:]),
             stride=_first(call.get(3, "stride", 1)),
             groups=groups,
-            in_elems=x.numel(),
-            w_elems=weight.numel(),
-            out_elems=out.numel(),
         )
         return [row]
 
@@ -336,28 +364,22 @@ def _describe_conv(dims: int) -> Callable[[_Args, torch.Tensor], list[Row]]:
 
 def _describe_conv_transpose(dims: int) -> Callable[[_Args, torch.Tensor], list[Row]]:
     def describe(call: _Args, out: torch.Tensor) -> list[Row]:
-        x, weight = call.get(0, "input"), call.get(1, "weight")
+        weight = call.get(1, "weight")
         groups = int(call.get(6, "groups", 1))
         stride = _pair(call.get(3, "stride", 1), dims)
         kernel = tuple(weight.shape[2:])
-        sub_pixel = tuple(math.ceil(k / s) for k, s in zip(kernel, stride, strict=True))
-        in_per_group, out_channels = weight.shape[0] // groups, weight.shape[1] * groups
-        rows, cols = (1, out.shape[-1]) if dims == 1 else tuple(out.shape[-2:])
-        kr, ks = (1, sub_pixel[0]) if dims == 1 else sub_pixel
-        row = layer_row(
-            _conv_op(groups, weight.shape[0], out_channels),
-            N=x.shape[0] if x.dim() == dims + 2 else 1,
-            K=out_channels,
-            C=in_per_group,
-            Y=rows,
-            X=cols,
-            R=kr,
-            S=ks,
+        out_channels = weight.shape[1] * groups
+        row = _conv_row(
+            call,
+            out,
+            dims,
+            op=_conv_op(groups, weight.shape[0], out_channels),
+            out_channels=out_channels,
+            per_group=weight.shape[0] // groups,
+            # a sub-pixel convolution per output phase: ceil(k / s) taps each
+            kernel=tuple(math.ceil(k / s) for k, s in zip(kernel, stride, strict=True)),
             stride=1,
             groups=groups,
-            in_elems=x.numel(),
-            w_elems=weight.numel(),
-            out_elems=out.numel(),
         )
         return [row]
 
@@ -369,18 +391,43 @@ def _describe_linear(call: _Args, out: torch.Tensor) -> list[Row]:
     return [_linear_row(x, weight, out, out_features=weight.shape[0])]
 
 
-def _linear_row(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, out_features: int) -> Row:
-    in_features = x.shape[-1]
+def _product_row(
+    op: str,
+    *,
+    rows: int,
+    reduction: int,
+    cols: int,
+    groups: int,
+    in_elems: int,
+    w_elems: int,
+    out_elems: int,
+) -> Row:
+    """A matrix product's row (a linear layer, a matmul): `groups` products of `rows` x
+    `reduction` by `reduction` x `cols`, as a 1 x 1 convolution of `rows` output rows."""
     return layer_row(
-        "linear",
+        op,
         N=1,
-        K=out_features,
-        C=in_features,
-        Y=x.numel() // in_features,
+        K=cols,
+        C=reduction,
+        Y=rows,
         X=1,
         R=1,
         S=1,
         stride=1,
+        groups=groups,
+        in_elems=in_elems,
+        w_elems=w_elems,
+        out_elems=out_elems,
+    )
+
+
+def _linear_row(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, out_features: int) -> Row:
+    in_features = x.shape[-1]
+    return _product_row(
+        "linear",
+        rows=x.numel() // in_features,
+        reduction=in_features,
+        cols=out_features,
         groups=1,
         in_elems=x.numel(),
         w_elems=weight.numel(),
@@ -392,18 +439,12 @@ def _matmul_row(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> Row:
     if isinstance(b, nn.Parameter) and b.dim() == 2:
         return _linear_row(a, b, out, out_features=b.shape[1])
     rows = a.shape[-2] if a.dim() > 1 else 1
-    reduction = a.shape[-1]
     cols = b.shape[-1] if b.dim() > 1 else 1
-    return layer_row(
+    return _product_row(
         "matmul",
-        N=1,
-        K=cols,
-        C=reduction,
-        Y=rows,
-        X=1,
-        R=1,
-        S=1,
-        stride=1,
+        rows=rows,
+        reduction=a.shape[-1],
+        cols=cols,
         groups=out.numel() // (rows * cols),
         in_elems=a.numel(),
         w_elems=b.numel(),
@@ -423,37 +464,24 @@ def _describe_attention(call: _Args, out: torch.Tensor) -> list[Row]:
     queries, keys = q.shape[-2], k.shape[-2]
     heads = out.numel() // (queries * v.shape[-1])
     scores = heads * queries * keys
-    qk = layer_row(
-        "matmul",
-        N=1,
-        K=keys,
-        C=q.shape[-1],
-        Y=queries,
-        X=1,
-        R=1,
-        S=1,
-        stride=1,
-        groups=heads,
-        in_elems=q.numel(),
-        w_elems=k.numel(),
-        out_elems=scores,
+    # Per head, the scores Q K^T (queries x d by d x keys), then their weighted sum of V.
+    products = (
+        (q.shape[-1], keys, q.numel(), k.numel(), scores),
+        (keys, v.shape[-1], scores, v.numel(), out.numel()),
     )
-    av = layer_row(
-        "matmul",
-        N=1,
-        K=v.shape[-1],
-        C=keys,
-        Y=queries,
-        X=1,
-        R=1,
-        S=1,
-        stride=1,
-        groups=heads,
-        in_elems=scores,
-        w_elems=v.numel(),
-        out_elems=out.numel(),
-    )
-    return [qk, av]
+    return [
+        _product_row(
+            "matmul",
+            rows=queries,
+            reduction=reduction,
+            cols=cols,
+            groups=heads,
+            in_elems=in_elems,
+            w_elems=w_elems,
+            out_elems=out_elems,
+        )
+        for reduction, cols, in_elems, w_elems, out_elems in products
+    ]
 
 
 _MATMUL = _describe_matmul(0, 1)
