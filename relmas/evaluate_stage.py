@@ -8,11 +8,16 @@ Not in relmas.evaluate, the library they call: what they read, check, write and 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import statistics
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from relmas import catalog
+import polars as pl
+
+from relmas import catalog, tracking
 from relmas.command import (
     check_distinct_outputs,
     check_repeated,
@@ -22,19 +27,32 @@ from relmas.command import (
     load_configs,
 )
 from relmas.errors import InputError
-from relmas.evaluate import SERVICE_QUANTITIES, shared_metric
-from relmas.paths import summary_of
+from relmas.evaluate import (
+    SERVICE_QUANTITIES,
+    agent_scenario,
+    evaluate_scenario,
+    placement_option,
+    policy_extra,
+    read_placements,
+    shared_metric,
+    simulate_files,
+    summary_row,
+    validation_simulations,
+    validation_summaries,
+    write_results,
+)
+from relmas.io import copy_file, write_parquet
+from relmas.paths import groups_of, summary_of
 from relmas.profile import configured_static_power, recorded_static_power
+from relmas.progress import progress
+from relmas.sim.system import load_system
+from relmas.study import Study, baseline_policies, policy_options
 
 
 def evaluate_command(args: argparse.Namespace) -> None:
     """Policies on the traces of one scenario: per policy and seed a results file, per policy one
     MLflow run. Several policies share one process (the pipeline's batches of cheap baselines:
     relmas.study.EVALUATION_BATCHES), so that its start-up is paid once."""
-    from relmas.evaluate import read_placements
-    from relmas.paths import groups_of
-    from relmas.study import Study
-
     config = load_configs(args.config)
     source = ", ".join(args.config)
     study = Study(config, source)
@@ -96,23 +114,6 @@ def _evaluate_policy(
 ) -> None:
     """One policy of `relmas evaluate` on every seed (the scenario's cost `tables`, the
     baselines' `placements` chosen on validation): its results files and its MLflow run."""
-    import statistics
-
-    import polars as pl
-
-    from relmas import tracking
-    from relmas.evaluate import (
-        agent_scenario,
-        evaluate_scenario,
-        placement_option,
-        policy_extra,
-        summary_row,
-        write_results,
-    )
-    from relmas.paths import groups_of
-    from relmas.progress import progress
-    from relmas.study import policy_options
-
     seeds = args.seed
     options = policy_options(config, policy)
     options |= placement_option(policy, placements, args.placements)
@@ -179,8 +180,6 @@ def _seed_values(row: Mapping[str, Any], result: Any) -> dict[str, float]:
     """One seed's numbers of an evaluation run: its summary `row`'s but the seed (none of a
     metric without a value), the SLA rate per tenant and each service group's achieved rate and
     target, named as MLflow metrics."""
-    from relmas import tracking
-
     values = {k: v for k, v in row.items() if isinstance(v, int | float) and k != "seed"}
     for tenant, rate in result.sla_by_tenant.items():
         values[tracking.metric_name("sla_rate", tenant)] = rate
@@ -197,13 +196,7 @@ GANTT_JOBS = 24
 
 def _log_gantt(run: Any, result: Any, path: Path | None, title: str) -> None:
     """The schedule of the first GANTT_JOBS jobs as `gantt.png` of the run (and at `path`)."""
-    import dataclasses
-    import tempfile
-
-    import polars as pl
-
     from relmas.figures.gantt import plot_gantt
-    from relmas.io import copy_file
 
     first = result.jobs.sort("arrival_s").head(GANTT_JOBS)["job_id"]
     window = dataclasses.replace(
@@ -223,12 +216,6 @@ def validate_command(args: argparse.Namespace) -> None:
     """Every online baseline on the validation traces of one scenario: the rows the report
     chooses the scenario's best baseline by. One MLflow run; the rates are a table, not metrics
     (a metric name never names a policy, docs/tracking.md)."""
-    from relmas import tracking
-    from relmas.evaluate import validation_simulations, validation_summaries
-    from relmas.io import write_parquet
-    from relmas.progress import progress
-    from relmas.study import Study, baseline_policies
-
     config = load_configs(args.config)
     source = ", ".join(args.config)
     study = Study(config, source)
@@ -266,9 +253,6 @@ def validate_command(args: argparse.Namespace) -> None:
 
 
 def simulate_command(args: argparse.Namespace) -> None:
-    from relmas.evaluate import simulate_files
-    from relmas.sim.system import load_system
-
     system = load_system(args.system)
     check_distinct_outputs(
         {
