@@ -1,4 +1,5 @@
-"""Synthetic cost tables (COST_SCHEMA) for tests and benchmarks that must not depend on profiling.
+"""Synthetic cost tables (COST_SCHEMA) for tests and benchmarks that must not depend on profiling,
+hand-made traces, and a policy's run through the Python stepping path.
 
 Layer latencies are log-normal with a per-(layer, type) speed factor, so that no type is uniformly
 fastest; DRAM traffic gives each layer a bandwidth demand of a few GB/s, comparable to the shared
@@ -12,8 +13,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from relmas.policies import Policy
 from relmas.schemas import COST_SCHEMA, JOB_SCHEMA
-from relmas.sim import CostTables, System, load_system
+from relmas.sim import CostTables, Engine, SimResult, System, load_system
 from relmas.sim.costs import PIECE_SCHEMA
 
 
@@ -31,6 +33,39 @@ def job_trace(rows: list[tuple[str, float, float, int]]) -> pl.DataFrame:
         },
         schema_overrides=JOB_SCHEMA,
     )
+
+
+def tenant_jobs(
+    rows: Sequence[tuple[str, str, float, float]],
+    firm: list[bool],
+    targets: Mapping[str, float] | None = None,
+) -> pl.DataFrame:
+    """Jobs (tenant, model, arrival, deadline) of priority 1 with ids in the given order, `firm`
+    per job; with `targets`, each job has its tenant's target (none for a tenant not in it)."""
+    columns = {
+        "job_id": list(range(len(rows))),
+        "tenant": [r[0] for r in rows],
+        "model": [r[1] for r in rows],
+        "arrival_s": [float(r[2]) for r in rows],
+        "deadline_s": [float(r[3]) for r in rows],
+        "priority": [1] * len(rows),
+        "firm": firm,
+    }
+    if targets is not None:
+        columns["target"] = [targets.get(r[0]) for r in rows]
+    return pl.DataFrame(columns, schema_overrides=JOB_SCHEMA)
+
+
+def stepped_result(
+    system: System, tables: CostTables, jobs: pl.DataFrame, policy: Policy, name: str
+) -> SimResult:
+    """`policy` on `jobs` through the Python stepping path, decision by decision (never its jitted
+    loop), as `name`'s result."""
+    engine = Engine(system, tables, jobs)
+    policy.reset(engine)
+    while (view := engine.next_decision()) is not None:
+        engine.step(policy.decide(view))
+    return engine.result(name)
 
 
 def synthetic_costs(

@@ -22,10 +22,11 @@ from tests.test_pipeline import SNAKEMAKE, copy_project, job_stats
 pytestmark = pytest.mark.slow
 
 
-def snakemake(project: Path, *args: str) -> str:
+def snakemake(project: Path, *args: str, configfile: str = "config/quick.yaml") -> str:
+    """Snakemake's output (stdout, then stderr) on `project` with `configfile` and `args`."""
     env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{project / 'mlflow.db'}")
     proc = subprocess.run(
-        [str(SNAKEMAKE), "--configfile", "config/quick.yaml", *args],
+        [str(SNAKEMAKE), "--configfile", configfile, *args],
         cwd=project,
         env=env,
         capture_output=True,
@@ -90,19 +91,10 @@ def test_the_sweep_point_at_the_base_value_reads_the_base_evaluation(tmp_path: P
     scenario's evaluation summaries and bounds instead of running them again; another point
     runs its own."""
     project = copy_project(tmp_path)
-    env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{project / 'mlflow.db'}")
     plans = {}
     for value in ("1.3", "0.4"):
         target = f"results/default/sweeps/load/{value}.parquet"
-        proc = subprocess.run(
-            [str(SNAKEMAKE), "--configfile", "config/config.yaml", "-n", "-p", target],
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        assert proc.returncode == 0, proc.stderr[-4000:]
-        plans[value] = proc.stdout
+        plans[value] = snakemake(project, "-n", "-p", target, configfile="config/config.yaml")
     base, other = plans["1.3"], plans["0.4"]
     assert "--evaluations results/default/eval --bounds results/default/bounds" in base
     assert job_stats(base)["bound"] == 1 and job_stats(base)["evaluate_baselines"] == 1

@@ -12,28 +12,22 @@ import pytest
 
 from relmas import catalog
 from relmas.policies import make_policy
-from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, access, load_system
 from relmas.sim.kernels import TIME_TOL
-from tests.synthetic import contended_case, cost_frame, synthetic_costs, synthetic_pieces
+from tests.synthetic import (
+    contended_case,
+    cost_frame,
+    synthetic_costs,
+    synthetic_pieces,
+    tenant_jobs,
+)
 
 AGENTS = Path(__file__).with_name("golden") / "agents" / "mixed"
 
 
 def jobs_frame(rows: list[tuple[str, str, float, float]], firm: bool | list[bool]) -> pl.DataFrame:
     """Jobs (tenant, model, arrival, deadline) with ids in the given order, priority 1."""
-    return pl.DataFrame(
-        {
-            "job_id": list(range(len(rows))),
-            "tenant": [r[0] for r in rows],
-            "model": [r[1] for r in rows],
-            "arrival_s": [float(r[2]) for r in rows],
-            "deadline_s": [float(r[3]) for r in rows],
-            "priority": [1] * len(rows),
-            "firm": firm if isinstance(firm, list) else [firm] * len(rows),
-        },
-        schema_overrides=JOB_SCHEMA,
-    )
+    return tenant_jobs(rows, firm if isinstance(firm, list) else [firm] * len(rows))
 
 
 def one_instance(count: int = 1) -> tuple:

@@ -15,7 +15,7 @@ from relmas.policies import make_policy
 from relmas.policies.placement import Placement
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
-from tests.synthetic import cost_frame, synthetic_costs
+from tests.synthetic import cost_frame, stepped_result, synthetic_costs
 
 PLACED = catalog.placed()
 TYPES = ["e", "s", "t"]
@@ -155,11 +155,7 @@ def test_jitted_loop_and_stepping_give_the_same_schedule(placement):
     system, tables, jobs = three_types()
     for name in PLACED:
         fast = Engine(system, tables, jobs).run(make_policy(name, placement=placement))
-        engine, policy = Engine(system, tables, jobs), make_policy(name, placement=placement)
-        policy.reset(engine)
-        while (view := engine.next_decision()) is not None:
-            engine.step(policy.decide(view))
-        slow = engine.result(name)
+        slow = stepped_result(system, tables, jobs, make_policy(name, placement=placement), name)
         assert slow.jobs.equals(fast.jobs), name
         assert slow.metrics["decisions"] == fast.metrics["decisions"], name
 

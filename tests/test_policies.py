@@ -12,7 +12,7 @@ from relmas.policies import Policy, available_policies, make_policy, register
 from relmas.policies.rollout import improve_by_rollout
 from relmas.sim import CostTables, Engine, load_system
 from relmas.sim.engine import DecisionView
-from tests.synthetic import cost_frame, job_trace, synthetic_costs
+from tests.synthetic import cost_frame, job_trace, stepped_result, synthetic_costs
 from tests.test_placement import schedule, three_types
 
 HEURISTICS = ("fcfs", "sjf", "edf", "llf", "prema", "sdrm3", "herald", "planaria", "random")
@@ -85,12 +85,7 @@ def test_registry_has_the_heuristics_and_rejects_unknown_names():
 def test_jitted_loop_and_python_stepping_give_the_same_schedule(policy, sharing):
     system, tables, jobs = contended_case(sharing=sharing)
     fast = Engine(system, tables, jobs).run(make_policy(policy, seed=5))
-    engine = Engine(system, tables, jobs)
-    stepped = make_policy(policy, seed=5)
-    stepped.reset(engine)
-    while (view := engine.next_decision()) is not None:
-        engine.step(stepped.decide(view))
-    slow = engine.result(policy)
+    slow = stepped_result(system, tables, jobs, make_policy(policy, seed=5), policy)
     assert slow.jobs.equals(fast.jobs)
     for key in ("decisions", "assignments", "energy_j", "bytes_moved"):
         assert slow.metrics[key] == fast.metrics[key], key

@@ -84,6 +84,21 @@ def kill_when_running(
     pytest.fail(f"no {stage} run seen RUNNING before {proc.args} ended ({proc.returncode})")
 
 
+def start_and_kill_when_running(
+    command: list[str], cwd: Path, env: dict[str, str], store: Path, stage: str
+) -> None:
+    """Start `command` in its own session (its output discarded), then `kill_when_running`."""
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    kill_when_running(proc, store, stage)
+
+
 def assert_killed_and_none_running(store: Path, stage: str) -> None:
     statuses = runs(store)
     assert not [r for r in statuses if r[1] == "RUNNING"], statuses
@@ -216,15 +231,7 @@ def test_make_quick_after_a_kill_leaves_the_users_look_alike_files(tmp_path: Pat
     planted = plant_look_alikes(tmp_path)
     store = tmp_path / "mlflow.db"
     env = environment(store)
-    proc = subprocess.Popen(
-        make_argv("quick", "CORES=2"),
-        cwd=tmp_path,
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    kill_when_running(proc, store, "profile")
+    start_and_kill_when_running(make_argv("quick", "CORES=2"), tmp_path, env, store, "profile")
     paths = ResultPaths(tmp_path / config["results"])
     cut_short = paths.costs_dir / ".relmas-tmp.eyeriss_168.parquet.k3j9x0a1.parquet"
     cut_short.parent.mkdir(parents=True, exist_ok=True)
@@ -254,15 +261,7 @@ def test_a_killed_dag_reruns_from_a_path_with_a_space_and_a_dollar_config(tmp_pa
     paths = ResultPaths(Path(tiny_config()["results"]))
     target = str(paths.costs("eyeriss_168"))
     command = [str(SNAKEMAKE), target, "--cores", "1", "--configfile", configfile]
-    proc = subprocess.Popen(
-        command,
-        cwd=project,
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    kill_when_running(proc, store, "profile")
+    start_and_kill_when_running(command, project, env, store, "profile")
     assert (project / ".snakemake" / "locks").is_dir()  # what made the next run refuse to start
     cut_short = project / paths.costs_dir / ".relmas-tmp.eyeriss_168.parquet.k3j9x0a1.parquet"
     cut_short.write_bytes(b"")

@@ -14,9 +14,8 @@ import pytest
 
 from relmas import catalog
 from relmas.policies import make_policy
-from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, load_system
-from tests.synthetic import contended_case, cost_frame
+from tests.synthetic import contended_case, cost_frame, stepped_result, tenant_jobs
 
 TARGET_AWARE = catalog.of_kind("target")
 DEFICIT_FORMS = [name for name in TARGET_AWARE if name.endswith("_deficit")]
@@ -40,19 +39,7 @@ def jobs_frame(
 ) -> pl.DataFrame:
     """Jobs (tenant, model, arrival, deadline, firm) in id order, each with its tenant's target
     (none for a tenant not in `targets`)."""
-    return pl.DataFrame(
-        {
-            "job_id": list(range(len(rows))),
-            "tenant": [r[0] for r in rows],
-            "model": [r[1] for r in rows],
-            "arrival_s": [float(r[2]) for r in rows],
-            "deadline_s": [float(r[3]) for r in rows],
-            "priority": [1] * len(rows),
-            "firm": [r[4] for r in rows],
-            "target": [targets.get(r[0]) for r in rows],
-        },
-        schema_overrides=JOB_SCHEMA,
-    )
+    return tenant_jobs([r[:4] for r in rows], [r[4] for r in rows], targets)
 
 
 def started_in_order(result) -> list[int]:
@@ -191,11 +178,7 @@ def test_jitted_loop_and_stepping_give_the_same_schedule(firm):
     differs = 0
     for name in TARGET_AWARE:
         fast = Engine(system, tables, jobs).run(make_policy(name))
-        engine, policy = Engine(system, tables, jobs), make_policy(name)
-        policy.reset(engine)
-        while (view := engine.next_decision()) is not None:
-            engine.step(policy.decide(view))
-        slow = engine.result(name)
+        slow = stepped_result(system, tables, jobs, make_policy(name), name)
         assert slow.jobs.equals(fast.jobs), name
         assert slow.metrics["decisions"] == fast.metrics["decisions"], name
         assert fast.metrics["targets"] == 2, name
