@@ -129,6 +129,14 @@ def cost_frame(
     return pl.DataFrame(rows, schema=COST_SCHEMA)
 
 
+def one_type(latencies: Mapping[str, Sequence[float]], count: int = 1) -> tuple[System, CostTables]:
+    """Models of the given layer latencies (seconds; no DRAM traffic, no energy) on `count`
+    instances of one type, x."""
+    layers = {model: {"x": [(t, 0, 0.0) for t in times]} for model, times in latencies.items()}
+    system = load_system({"instances": [{"name": "x", "count": count}]})
+    return system, CostTables.from_frame(cost_frame(layers), ["x"])
+
+
 def synthetic_pieces(
     costs: pl.DataFrame, splits: Sequence[int] = (2, 4), seed: int = 0
 ) -> pl.DataFrame:

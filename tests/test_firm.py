@@ -17,6 +17,7 @@ from relmas.sim.kernels import TIME_TOL
 from tests.synthetic import (
     contended_case,
     cost_frame,
+    one_type,
     synthetic_costs,
     synthetic_pieces,
     tenant_jobs,
@@ -32,9 +33,7 @@ def jobs_frame(rows: list[tuple[str, str, float, float]], firm: bool | list[bool
 
 def one_instance(count: int = 1) -> tuple:
     """Model A: two layers of 1 s, model B: one layer of 1 s, on `count` instances of type x."""
-    costs = cost_frame({"A": {"x": [(1.0, 0, 0.0), (1.0, 0, 0.0)]}, "B": {"x": [(1.0, 0, 0.0)]}})
-    system = load_system({"instances": [{"name": "x", "count": count}]})
-    return system, CostTables.from_frame(costs, ["x"])
+    return one_type({"A": [1.0, 1.0], "B": [1.0]}, count)
 
 
 def by_job(result, column: str) -> list:

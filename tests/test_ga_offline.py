@@ -13,8 +13,8 @@ from relmas.errors import InputError
 from relmas.evaluate import simulate
 from relmas.policies import Policy, ga_kernels, make_policy
 from relmas.policies.ga_offline import SEED_POLICIES, GeneLayout, _Search, build_plans
-from relmas.sim import CostTables, Engine, load_system
-from tests.synthetic import contended_case, cost_frame, job_trace
+from relmas.sim import Engine
+from tests.synthetic import contended_case, job_trace, one_type
 from tests.test_pipeline import results_root
 
 SMALL_BUDGET = {"population": 12, "generations": 15, "time_limit_s": None}
@@ -26,9 +26,7 @@ def random_case(seed: int, jobs: int, sharing: str = "proportional"):
 
 
 def one_instance(durations: dict[str, float]):
-    costs = cost_frame({m: {"x": [(d, 0, 0.0)]} for m, d in durations.items()})
-    system = load_system({"instances": [{"name": "x", "count": 1}]})
-    return system, CostTables.from_frame(costs, ["x"])
+    return one_type({model: [duration] for model, duration in durations.items()})
 
 
 def met(result) -> int:

@@ -12,7 +12,7 @@ from relmas.policies import Policy, available_policies, make_policy, register
 from relmas.policies.rollout import improve_by_rollout
 from relmas.sim import CostTables, Engine, load_system
 from relmas.sim.engine import DecisionView
-from tests.synthetic import cost_frame, job_trace, stepped_result, synthetic_costs
+from tests.synthetic import cost_frame, job_trace, one_type, stepped_result, synthetic_costs
 from tests.test_placement import schedule, three_types
 
 HEURISTICS = ("fcfs", "sjf", "edf", "llf", "prema", "sdrm3", "herald", "planaria", "random")
@@ -30,15 +30,7 @@ def finishes(policy: str, system, tables: CostTables, jobs: pl.DataFrame) -> dic
 
 
 def single_accelerator():
-    costs = cost_frame(
-        {
-            "A": {"x": [(2.0, 0, 0.0), (2.0, 0, 0.0)]},
-            "B": {"x": [(1.0, 0, 0.0)]},
-            "C": {"x": [(3.0, 0, 0.0)]},
-        }
-    )
-    system = load_system({"instances": [{"name": "x", "count": 1}]})
-    return system, CostTables.from_frame(costs, ["x"])
+    return one_type({"A": [2.0, 2.0], "B": [1.0], "C": [3.0]})
 
 
 def contended_case(jobs: int = 300, sharing: str = "proportional"):

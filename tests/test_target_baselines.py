@@ -14,8 +14,8 @@ import pytest
 
 from relmas import catalog
 from relmas.policies import make_policy
-from relmas.sim import CostTables, Engine, load_system
-from tests.synthetic import contended_case, cost_frame, stepped_result, tenant_jobs
+from relmas.sim import Engine
+from tests.synthetic import contended_case, one_type, stepped_result, tenant_jobs
 
 TARGET_AWARE = catalog.of_kind("target")
 DEFICIT_FORMS = [name for name in TARGET_AWARE if name.endswith("_deficit")]
@@ -23,15 +23,7 @@ DEFICIT_FORMS = [name for name in TARGET_AWARE if name.endswith("_deficit")]
 
 def one_instance() -> tuple:
     """Model A: two layers of 1 s, B: one layer of 1 s, C: one layer of 0.5 s; one instance."""
-    costs = cost_frame(
-        {
-            "A": {"x": [(1.0, 0, 0.0), (1.0, 0, 0.0)]},
-            "B": {"x": [(1.0, 0, 0.0)]},
-            "C": {"x": [(0.5, 0, 0.0)]},
-        }
-    )
-    system = load_system({"instances": [{"name": "x", "count": 1}]})
-    return system, CostTables.from_frame(costs, ["x"])
+    return one_type({"A": [1.0, 1.0], "B": [1.0], "C": [0.5]})
 
 
 def jobs_frame(
