@@ -28,19 +28,19 @@ from relmas.rl.dqn import (
     margin_weight_at,
     update_target,
 )
+from relmas.rl.features import TYPE_FEATURES, Layout
 from relmas.rl.network import (
     GreedyPolicy,
     QNetwork,
     forward_macs,
     greedy_action,
     greedy_decision,
-    network_arguments,
+    network_arrays,
     numpy_q_values,
     policy_layer_table,
     to_numpy_weights,
 )
-from relmas.rl.observation import TYPE_FEATURES, Layout
-from relmas.rl.replay import NStepCollector, ReplayBuffer, Transition
+from relmas.rl.replay_buffer import NStepCollector, ReplayBuffer, Step, Transition
 from relmas.rl.train import train
 from relmas.schemas import LAYER_SCHEMA, LayerTable
 from tests.defaults import dqn_config
@@ -321,8 +321,7 @@ def test_n_step_returns_by_hand(terminated):
     written = []
     for t, reward in enumerate([1.0, 2.0, 3.0, 4.0]):
         end = t == 3
-        collector.push(
-            buffer,
+        step = Step(
             states[t],
             mask,
             t % 2,
@@ -333,6 +332,7 @@ def test_n_step_returns_by_hand(terminated):
             not terminated and end,
             expert=t == 1,
         )
+        collector.push(buffer, step)
         written.append(len(buffer))
     assert written == [0, 0, 1, 4]
     R = buffer.transitions
@@ -348,7 +348,7 @@ def test_n_step_returns_by_hand(terminated):
     ]
     assert R.expert[:4].tolist() == [False, True, False, False]
     collector.clear()  # a new episode starts with an empty window
-    collector.push(buffer, states[0], mask, 0, 1.0, states[1], mask, True, False)
+    collector.push(buffer, Step(states[0], mask, 0, 1.0, states[1], mask, True, False))
     assert len(buffer) == 5 and R.reward[4] == 1.0 and R.discount[4] == 0.5
 
 
@@ -569,7 +569,7 @@ def test_scoring_only_the_valid_rows_chooses_as_the_full_network(dueling, seed, 
     favoured = int(rng.choice(np.flatnonzero(mask)))
     weights = to_numpy_weights(net)
     q = numpy_q_values(weights, obs)
-    action, rows = greedy_decision(*network_arguments(weights), obs, mask, favoured, bonus)
+    action, rows = greedy_decision(network_arrays(weights), obs, mask, favoured, bonus)
     assert action == greedy_action(q, mask, favoured, bonus)
     pairs = mask[:-1].reshape(-1, PAIRS.variants).any(axis=1)
     assert rows == pairs.sum() + mask[-1]

@@ -37,6 +37,7 @@ from relmas.rl.checkpoint import (
 from relmas.rl.collect import FusedSteps, episode_steps
 from relmas.rl.dqn import Learner
 from relmas.rl.env import SchedulingEnv
+from relmas.rl.features import GlobalFeature, PairFeature, SlotFeature
 from relmas.rl.network import (
     GreedyPolicy,
     QNetwork,
@@ -45,9 +46,8 @@ from relmas.rl.network import (
     policy_layer_table,
     to_numpy_weights,
 )
-from relmas.rl.observation import GlobalFeature, PairFeature, SlotFeature
 from relmas.rl.overhead import overhead_metrics
-from relmas.rl.replay import NStepCollector
+from relmas.rl.replay_buffer import NStepCollector
 from relmas.rl.run import best_scored, rollout, train_scenario
 from relmas.rl.settings import parse_training
 from relmas.rl.teacher import BaselineTeacher, named_teacher

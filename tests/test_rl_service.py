@@ -17,15 +17,14 @@ from relmas.evaluate import simulate
 from relmas.policies.triage import feasible
 from relmas.rl.agent import AgentInfo, read_agent_info, write_agent_info
 from relmas.rl.env import SchedulingEnv
-from relmas.rl.observation import (
+from relmas.rl.features import (
     GLOBAL_FEATURES,
     GlobalFeature,
-    Observer,
     ServiceFeature,
     ServiceGlobalFeature,
     SlotFeature,
-    tenant_targets,
 )
+from relmas.rl.observation import Observer, tenant_targets
 from relmas.rl.run import best_scored, rollout
 from relmas.rl.teacher import BaselineTeacher
 from relmas.rl.train import validation_key

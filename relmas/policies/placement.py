@@ -92,7 +92,7 @@ class Placement:
 
 
 @njit(cache=True, inline="always")
-def _cost(T: Tables, row: int, kind: int, left: float) -> float:
+def layer_cost(T: Tables, row: int, kind: int, left: float) -> float:
     """How long layer `row` takes on type `kind` with the bandwidth the running layers leave
     (`left`, B/s; the fluid model: its full-speed demand beyond that slows it): max(latency,
     bytes / left); with nothing left, its bytes alone (every byte then delays everyone)."""
@@ -124,11 +124,11 @@ def place(
     for a in range(access.accelerator_count(S)):
         kind = access.accelerator_type(S, a)
         if allowed[kind]:
-            best_cost = min(best_cost, _cost(T, row, kind, left))
+            best_cost = min(best_cost, layer_cost(T, row, kind, left))
     home_free = np.inf  # when an instance of the home type frees up
     for a in range(access.accelerator_count(S)):
         kind = access.accelerator_type(S, a)
-        if allowed[kind] and _cost(T, row, kind, left) <= best_cost * (1.0 + HOME_TOLERANCE):
+        if allowed[kind] and layer_cost(T, row, kind, left) <= best_cost * (1.0 + HOME_TOLERANCE):
             home_free = min(home_free, busy_left[a])
     best = -1
     for a in range(access.accelerator_count(S)):
@@ -136,7 +136,7 @@ def place(
         if not access.is_idle(S, a) or not allowed[kind]:
             continue
         latency = T.latency[row, kind]
-        pays = _cost(T, row, kind, left) <= best_cost * (1.0 + HOME_TOLERANCE) or (
+        pays = layer_cost(T, row, kind, left) <= best_cost * (1.0 + HOME_TOLERANCE) or (
             latency <= home_free
             and not oversubscribes(running_demand, T.demand[row, kind], capacity)
         )

@@ -15,14 +15,16 @@ Environment contract (what `relmas.rl.train.train` assumes of `make_env(seed)`):
 - Determinism: an episode is a function of the `seed` given to `make_env` and the `seed` given to
   `reset` (and of the actions), which is what makes training reproducible and resumable.
 
-Modules: `network` (Q-network, numpy inference, MACs, layer table), `replay` (replay buffer and
-n-step returns), `dqn` (config, action selection, Double-DQN targets and update),
+Modules: `network` (Q-network, numpy inference, MACs, layer table), `replay_buffer` (replay buffer
+and n-step returns), `dqn` (config, action selection, Double-DQN targets and update),
 `checkpoint` (weights-only checkpoint files), `train` (the training loop), `collect` (its inner
 steps: one Python call per step, or one jitted call per stretch of steps for `env`).
 
-The scheduler on top of it (docs/relmas.md): `observation` (candidate slots, types, their pairs'
-features, mask), `env` (the Gymnasium environment and its reward), `teacher` (the reference
-baseline as teacher),
-`settings` (the `training:` config section), `run` (`train_scenario`), `agent` (an agent
-directory), `policy` (the `relmas` policy), `overhead` (the cost of a decision).
+The scheduler on top of it (docs/relmas.md): `observation` (the observation kernel composing
+`features`, the feature table and layout, `candidates`, the candidate slots, `observed`, the
+slots', types' and pairs' features, and `mask`, the valid actions), `env` (the Gymnasium
+environment and its reward), `teacher` (the reference baseline as teacher), `acting` (what a
+jitted loop acts by: network, teacher and bonus), `settings` (the `training:` config section),
+`run` (`train_scenario`), `agent` (an agent directory), `policy` (the `relmas` policy),
+`overhead` (the cost of a decision).
 """

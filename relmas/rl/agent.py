@@ -25,13 +25,9 @@ from relmas.io import atomic_path
 from relmas.policies.placement import Placement
 from relmas.rl.checkpoint import BEST, load_policy
 from relmas.rl.env import RewardSettings
+from relmas.rl.features import FEATURES_VERSION, Layout
 from relmas.rl.network import GreedyPolicy
-from relmas.rl.observation import (
-    FEATURES_VERSION,
-    Layout,
-    ObservationSettings,
-    observation_layout,
-)
+from relmas.rl.observation import ObservationSettings, observation_layout
 from relmas.rl.overhead import COST_VERSION, COSTS
 from relmas.rl.teacher import named_teacher
 

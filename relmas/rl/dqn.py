@@ -26,7 +26,7 @@ from relmas.errors import InputError
 from relmas.hw import jit_cache
 from relmas.rl import network
 from relmas.rl.network import QNetwork, greedy_action
-from relmas.rl.replay import ReplayBuffer
+from relmas.rl.replay_buffer import ReplayBuffer
 
 CONFIG_SECTION = "training.dqn"  # where the DQNConfig keys live in the YAML config
 

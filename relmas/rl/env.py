@@ -24,7 +24,7 @@ Two terms aim at service levels (both 0 by default, and nothing on a trace witho
 
 - *deficit weighting*: a job's credit and its miss's penalty are multiplied by 1 + `deficit_weight`
   x max(0, deficit) / target, deficit = the job's target - its tenant's deadline-hit rate so far
-  (`relmas.rl.observation.deficit`, the rate counting certain misses, read when the credit is
+  (`relmas.rl.candidates.deficit`, the rate counting certain misses, read when the credit is
   settled): a deadline of a tenant below its target counts more, in proportion to how far below;
 - *shortfall*: at the end of an episode, - `shortfall` x the trace's service shortfall
   (`relmas.sim.service.shortfall`) x its jobs: the deadlines still missing to reach every target,
@@ -44,17 +44,14 @@ import polars as pl
 from numba import njit
 
 from relmas.hw import jit_cache
-from relmas.policies import placement as placement_module
-from relmas.policies import rules as baseline_rules
-from relmas.policies import triage
 from relmas.policies.triage import feasible, service_rates
-from relmas.rl import observation as observation_module
+from relmas.rl.candidates import deficit
+from relmas.rl.features import FEATURE_BOUND
 from relmas.rl.observation import (
-    FEATURE_BOUND,
+    OBSERVE_SOURCES,
+    ObservationArrays,
     ObservationSettings,
     Observer,
-    Reference,
-    deficit,
     first_idle,
     observation_layout,
     observe,
@@ -157,17 +154,9 @@ class EnvArrays(NamedTuple):
     it (`env_step`) — from `SchedulingEnv.step` or from a fused training loop (`relmas.rl.collect`).
     """
 
-    T: Tables
-    P: Pieces
-    S: State
-    R: Reference  # the reference baseline (its job is slot 0, its action the teacher's)
-    scales: np.ndarray  # float64[3]: tau, tau_layer, bandwidth capacity
-    tenant_target: np.ndarray  # float64[tenants] with service-level features, else empty
+    V: ObservationArrays  # the engine's state and the observation at the current decision point
     tenant_rates: np.ndarray  # float64[2, tenants]: the tenants' rates so far and ready jobs
     # (`service_rates`), for the deficit weighting
-    slots: np.ndarray  # int64[slots]: the job of each slot (-1 = empty)
-    obs: np.ndarray  # float32[features]: the observation at the current decision point
-    mask: np.ndarray  # bool[actions]: the valid actions there
     penalized: np.ndarray  # int8[jobs]: 1 once a job's miss is charged
     weight: np.ndarray  # float64[jobs]: the jobs' reward weights
     initial_work: np.ndarray  # float64[jobs]: remaining work at arrival
@@ -192,7 +181,7 @@ def reach_decision(E: EnvArrays) -> tuple[bool, float]:
     """Run to the next decision point and observe it (the reference pick, the features, the mask)
     and settle the reward's bookkeeping. Returns (terminated, credit since the last decision
     point, with the shortfall term at the end); the new potential is left in `E.values`."""
-    T, S = E.T, E.S
+    T, S = E.V.T, E.V.S
     status = advance(T, S)
     if status == STATUS_STALLED:
         raise RuntimeError("the agent waited although no event can happen any more")
@@ -203,13 +192,13 @@ def reach_decision(E: EnvArrays) -> tuple[bool, float]:
     hopeless = 0.0
     potential = 0.0
     if status == STATUS_DECISION:
-        observe(T, E.P, S, E.R, E.scales, E.tenant_target, E.obs, E.slots, E.mask)
+        observe(E.V)
         _, hopeless, potential = settle(
             T.remaining_work, S, E.penalized, E.weight, E.initial_work, deficit_weight, rates
         )
     else:
-        E.obs[:] = 0.0
-        E.mask[:] = False
+        E.V.obs[:] = 0.0
+        E.V.mask[:] = False
     met_weight = 0.0
     unpaid_weight = 0.0
     finished = access.finished_count(S)
@@ -262,7 +251,8 @@ def apply_action(
 def env_step(E: EnvArrays, action: int) -> tuple[float, float, bool]:
     """Apply the valid `action` at the current decision point, then run to the next one. Returns
     (reward, credit, terminated): reward = credit + the potential-based shaping."""
-    apply_action(E.T, E.P, E.S, E.slots, E.mask.shape[0], action)
+    V = E.V
+    apply_action(V.T, V.P, V.S, V.slots, V.mask.shape[0], action)
     before = E.values[VALUE_POTENTIAL]
     terminated, credit = reach_decision(E)
     after = E.values[VALUE_POTENTIAL]
@@ -274,8 +264,7 @@ def env_step(E: EnvArrays, action: int) -> tuple[float, float, bool]:
 # of these sources changes.
 jit_cache.refresh(
     env_step,
-    (engine_kernels, access, triage, placement_module, baseline_rules, observation_module)
-    + (service_module, sys.modules[__name__]),
+    OBSERVE_SOURCES + (service_module, sys.modules[__name__]),
     stamp="relmas-rl-env.sha256",
 )
 
@@ -348,16 +337,8 @@ class SchedulingEnv(gym.Env):
         group, group_size, group_target = job_groups(engine.jobs)
         tables = engine.tables
         self.arrays = EnvArrays(
-            T=engine.kernel_tables,
-            P=engine.kernel_pieces,
-            S=engine.state,
-            R=observer.reference,
-            scales=observer.scales,
-            tenant_target=observer.tenant_target,
+            V=observer.arrays,
             tenant_rates=np.ones((2, len(engine.tenants))),
-            slots=observer.slots,
-            obs=np.zeros(self.layout.size, dtype=np.float32),
-            mask=np.zeros(self.layout.actions, dtype=bool),
             penalized=np.zeros(engine.jobs.height, dtype=np.int8),
             weight=np.ascontiguousarray(weight, dtype=np.float64),
             initial_work=tables.remaining_work_s[tables.first_row[engine.model_indices]],
@@ -374,7 +355,7 @@ class SchedulingEnv(gym.Env):
         )
         self._step = engine_kernels.entry_point(env_step, self.arrays, 0)
         _, credit = engine_kernels.entry_point(reach_decision, self.arrays)(self.arrays)
-        return self.arrays.obs.copy(), self._info(False, credit)
+        return self.arrays.V.obs.copy(), self._info(False, credit)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self.engine is None:
@@ -382,12 +363,12 @@ class SchedulingEnv(gym.Env):
         if self.engine.finished:
             raise RuntimeError("the episode is over: call reset()")
         action = int(action)
-        mask = self.arrays.mask
+        mask = self.arrays.V.mask
         invalid = not (0 <= action < self.layout.actions and mask[action])
         if invalid:
             action = int(np.flatnonzero(mask)[0])
         reward, credit, terminated = self._step(self.arrays, action)
-        return self.arrays.obs.copy(), reward, terminated, False, self._info(invalid, credit)
+        return self.arrays.V.obs.copy(), reward, terminated, False, self._info(invalid, credit)
 
     @property
     def network_rows(self) -> tuple[np.ndarray, int, tuple[int, ...]]:
@@ -423,7 +404,7 @@ class SchedulingEnv(gym.Env):
 
     def _info(self, invalid: bool, credit: float) -> dict[str, Any]:
         info: dict[str, Any] = {
-            "action_mask": self.arrays.mask.copy(),
+            "action_mask": self.arrays.V.mask.copy(),
             "invalid_action": invalid,
             "credit": credit,
         }

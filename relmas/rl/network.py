@@ -142,6 +142,19 @@ class NumpyWeights:
     obs_dim: int
 
 
+class NetworkArrays(NamedTuple):
+    """A network as its kernels run it (`forward_pass`, `greedy_decision`): the fields of
+    `NumpyWeights` with its `Factors`."""
+
+    params: np.ndarray
+    layout: np.ndarray
+    n_heads: int
+    blocks: np.ndarray
+    parts: np.ndarray
+    row_parts: np.ndarray
+    n_actions: int
+
+
 class Factors(NamedTuple):
     """The first layer over a row [block 0 | block 1 | ...] is the bias plus each block's
     projection (its inputs times its columns of the weights): a block's distinct inputs are
@@ -231,10 +244,11 @@ def _project(params, first, blocks, part, padded, out):
 
 
 @njit(cache=True)
-def _row_scores(params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, scored):
+def _row_scores(N: NetworkArrays, obs: np.ndarray, scored: np.ndarray):
     """The head's scores of the rows `scored` (NaN for the others; the advantages with a dueling
     head), the sum of their last hidden features, and how many rows were scored: the first layer
     from the shared blocks' projections, made once, and the row's own blocks."""
+    params, layout, n_heads, blocks, parts, row_parts, n_actions = N
     size = obs.shape[0]
     padded = np.empty(size + 2, dtype=np.float32)
     padded[:size] = obs
@@ -281,18 +295,15 @@ def _row_scores(params, layout, n_heads, blocks, parts, row_parts, n_actions, ob
 
 
 @njit(cache=True)
-def forward_pass(params, layout, n_heads, blocks, parts, row_parts, n_actions, obs):
-    """Q-values of one observation by the network of (`params` ... `n_actions`, the fields of
-    `NumpyWeights` with its `Factors`): every row scored."""
-    every = np.ones(row_parts.shape[0], dtype=np.bool_)
-    scores, summed, count = _row_scores(
-        params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, every
-    )
-    if n_heads == 1:
+def forward_pass(N: NetworkArrays, obs: np.ndarray) -> np.ndarray:
+    """Q-values of one observation by the network `N`: every row scored."""
+    every = np.ones(N.row_parts.shape[0], dtype=np.bool_)
+    scores, summed, count = _row_scores(N, obs, every)
+    if N.n_heads == 1:
         return scores
-    n_trunk = layout.shape[0] - n_heads
+    n_trunk = N.layout.shape[0] - N.n_heads
     value = np.empty(1, np.float32)
-    _dense(params, layout[n_trunk], summed / np.float32(count), value, False)
+    _dense(N.params, N.layout[n_trunk], summed / np.float32(count), value, False)
     return value[0] + scores - scores.mean()
 
 
@@ -309,21 +320,20 @@ def masked_argmax(q_values: np.ndarray, mask: np.ndarray) -> int:
 def numpy_q_values(weights: NumpyWeights, obs: np.ndarray) -> np.ndarray:
     """Q-values of one observation, computed as QNetwork.forward does (float32)."""
     obs = np.ascontiguousarray(obs, dtype=np.float32)
-    return forward_pass(*network_arguments(weights), obs)
+    return forward_pass(network_arrays(weights), obs)
 
 
-NetworkArguments = tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray, int]
+def network_arrays(weights: NumpyWeights) -> NetworkArrays:
+    """`weights` as a kernel that runs the network takes them."""
+    return NetworkArrays(
+        weights.params, weights.layout, weights.n_heads, *weights.factors, weights.n_actions
+    )
 
 
-def network_arguments(weights: NumpyWeights) -> NetworkArguments:
-    """`forward_pass`'s arguments before the observation: for a kernel that runs the network."""
-    return (weights.params, weights.layout, weights.n_heads, *weights.factors, weights.n_actions)
-
-
-def no_network_arguments(n_actions: int) -> NetworkArguments:
-    """`network_arguments` for a kernel that takes a network but is not to run one."""
+def no_network(n_actions: int) -> NetworkArrays:
+    """`network_arrays` for a kernel that takes a network but is not to run one."""
     empty = np.zeros((0, 3), np.int64), np.zeros((0, 1), np.int64), np.zeros((0, 1), np.int64)
-    return np.zeros(0, np.float32), np.zeros((0, 4), np.int64), 1, *empty, n_actions
+    return NetworkArrays(np.zeros(0, np.float32), np.zeros((0, 4), np.int64), 1, *empty, n_actions)
 
 
 @njit(cache=True)
@@ -337,29 +347,25 @@ def greedy_action(q_values: np.ndarray, mask: np.ndarray, favoured: int, bonus: 
 
 
 @njit(cache=True)
-def valid_action_scores(params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, mask):
+def valid_action_scores(N: NetworkArrays, obs: np.ndarray, mask: np.ndarray):
     """(What a greedy choice among the valid actions of `mask` compares, rows scored): the head's
     scores of the valid actions' rows only (NaN for the others); with a dueling head the
     advantages, Q less V - mean(A), which is the same for every action."""
-    per_row = layout[layout.shape[0] - 1, 3]
-    scored = np.zeros(row_parts.shape[0], dtype=np.bool_)
-    for action in range(n_actions):
+    per_row = N.layout[N.layout.shape[0] - 1, 3]
+    scored = np.zeros(N.row_parts.shape[0], dtype=np.bool_)
+    for action in range(N.n_actions):
         if mask[action]:
             scored[action // per_row] = True
-    scores, _, count = _row_scores(
-        params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, scored
-    )
+    scores, _, count = _row_scores(N, obs, scored)
     return scores, count
 
 
 @njit(cache=True)
 def greedy_decision(
-    params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, mask, favoured, bonus
+    N: NetworkArrays, obs: np.ndarray, mask: np.ndarray, favoured: int, bonus: float
 ):
     """(`greedy_action` on the network's `valid_action_scores` of `obs`, rows scored)."""
-    scores, count = valid_action_scores(
-        params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, mask
-    )
+    scores, count = valid_action_scores(N, obs, mask)
     return greedy_action(scores, mask, favoured, bonus), count
 
 
@@ -393,8 +399,8 @@ class GreedyPolicy:
         obs = np.ascontiguousarray(obs, dtype=np.float32)
         mask = np.asarray(mask, dtype=bool)
         favoured = -1 if self.favour is None else int(self.favour(obs, mask))
-        arguments = network_arguments(self.weights)
-        action, rows = greedy_decision(*arguments, obs, mask, favoured, self.bonus)
+        network = network_arrays(self.weights)
+        action, rows = greedy_decision(network, obs, mask, favoured, self.bonus)
         if action < 0:
             raise ValueError("no valid action in the mask: the environment broke its contract")
         return int(action), int(rows)

@@ -21,75 +21,48 @@ from numba import njit
 
 from relmas.errors import InputError
 from relmas.hw import jit_cache
-from relmas.policies import placement, triage
-from relmas.policies import rules as baseline_rules
 from relmas.policies.base import Policy, register
+from relmas.rl import acting as acting_module
 from relmas.rl import env as env_module
 from relmas.rl import network as network_module
-from relmas.rl import observation as observation_module
+from relmas.rl import teacher as teacher_module
+from relmas.rl.acting import Actor, favoured_action, greedy_actor
 from relmas.rl.agent import AGENT_FILE, deployed, load_agent
 from relmas.rl.env import apply_action
-from relmas.rl.network import GreedyPolicy, greedy_decision, network_arguments
-from relmas.rl.observation import Observer, Reference, observe, teacher_action
+from relmas.rl.network import GreedyPolicy, greedy_decision
+from relmas.rl.observation import OBSERVE_SOURCES, ObservationArrays, Observer, observe
 from relmas.rl.overhead import overhead_energy_j
-from relmas.rl.teacher import no_teacher_arguments
-from relmas.sim import access
-from relmas.sim import kernels as engine_kernels
 from relmas.sim import service as service_module
 from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.kernels import STATUS_DECISION, Pieces, State, Tables, advance
+from relmas.sim.kernels import STATUS_DECISION, State, Tables, advance
 
 
 @njit(cache=True)
-def run_agent(
-    T: Tables,
-    S: State,
-    P: Pieces,
-    R: Reference,
-    scales: np.ndarray,
-    tenant_target: np.ndarray,
-    slots: np.ndarray,
-    obs: np.ndarray,
-    mask: np.ndarray,
-    params: np.ndarray,
-    layout: np.ndarray,
-    n_heads: int,
-    blocks: np.ndarray,
-    parts: np.ndarray,
-    row_parts: np.ndarray,
-    n_actions: int,
-    bonus: float,
-    sizes: np.ndarray,
-    cut_pieces: np.ndarray,
-    scored: np.ndarray,
-) -> int:
+def run_agent(T: Tables, S: State, V: ObservationArrays, A: Actor, scored: np.ndarray) -> int:
     """Simulate to the end (or to a full timeline buffer) deciding with the agent: at each
-    decision point the observation (the reference baseline `R` deciding first), the network's
-    greedy action with `bonus` on its teacher's (`sizes`, `cut_pieces`: `teacher_action`'s
-    arguments) — `RelmasPolicy.decide`'s steps, in one call. `scored[0]` counts the network's
-    rows scored."""
+    decision point the observation `V` (the reference baseline deciding first), the greedy action
+    of `A`'s network with `A.bonus` on its teacher's — `RelmasPolicy.decide`'s steps, in one call.
+    `scored[0]` counts the network's rows scored."""
+    obs, mask = V.obs, V.mask
     while True:
         status = advance(T, S)
         if status != STATUS_DECISION:
             return status
-        observe(T, P, S, R, scales, tenant_target, obs, slots, mask)
-        favoured = -1
-        if bonus > 0.0:
-            favoured = teacher_action(obs, mask, sizes, cut_pieces)
-        action, rows = greedy_decision(
-            params, layout, n_heads, blocks, parts, row_parts, n_actions, obs, mask, favoured, bonus
-        )
+        observe(V)
+        favoured = favoured_action(A, obs, mask)
+        action, rows = greedy_decision(A.network, obs, mask, favoured, A.bonus)
         scored[0] += rows
         if action < 0:
             raise RuntimeError("no valid action in the mask: the observation broke its contract")
-        apply_action(T, P, S, slots, mask.shape[0], action)
+        apply_action(T, V.P, S, V.slots, mask.shape[0], action)
 
 
 # The cached kernel embeds everything it calls: recompile when one of these sources changes.
 jit_cache.refresh(
     run_agent,
-    (engine_kernels, access, triage, placement, baseline_rules, service_module)
-    + (observation_module, env_module, network_module, sys.modules[__name__]),
+    OBSERVE_SOURCES
+    + (service_module, env_module, network_module, teacher_module, acting_module)
+    + (sys.modules[__name__],),
     stamp="relmas-rl-policy.sha256",
 )
 
@@ -150,24 +123,8 @@ class RelmasPolicy(Policy):
     def run_to_completion(self, engine: Engine) -> bool:
         """The whole trace in `run_agent`: the same decisions as `decide`'s (tested), without a
         call from Python per decision."""
-        observer, greedy = self.observer, self.greedy
-        layout = observer.layout
-        favour = greedy.favour
-        teacher = no_teacher_arguments(layout) if favour is None else favour.kernel_arguments
-        engine.run_jitted(
-            run_agent,
-            engine.kernel_pieces,
-            observer.reference,
-            observer.scales,
-            observer.tenant_target,
-            observer.slots,
-            np.zeros(layout.size, dtype=np.float32),
-            np.zeros(layout.actions, dtype=bool),
-            *network_arguments(greedy.weights),
-            greedy.bonus,
-            *teacher,
-            self.rows_scored,
-        )
+        actor = greedy_actor(self.greedy, self.observer.layout)
+        engine.run_jitted(run_agent, self.observer.arrays, actor, self.rows_scored)
         return True
 
 

@@ -40,8 +40,9 @@ from relmas.rl.agent import AgentInfo, write_agent_info
 from relmas.rl.checkpoint import BEST, load_network
 from relmas.rl.collect import play
 from relmas.rl.env import NO_SERVICE_TERMS, SchedulingEnv
+from relmas.rl.features import FEATURES_VERSION, Layout
 from relmas.rl.network import GreedyPolicy, QNetwork
-from relmas.rl.observation import FEATURES_VERSION, Layout, ObservationSettings, resolve_service
+from relmas.rl.observation import ObservationSettings, resolve_service
 from relmas.rl.overhead import decision_cost
 from relmas.rl.settings import (
     TrainingSettings,

@@ -56,7 +56,7 @@ from relmas.rl.dqn import (
     update_target,
 )
 from relmas.rl.network import GreedyPolicy, NumpyWeights, to_numpy_weights
-from relmas.rl.replay import NStepCollector
+from relmas.rl.replay_buffer import NStepCollector
 
 MakeEnv = Callable[[int], gym.Env]
 Logger = Callable[[dict[str, float], int], None]

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 from numba import njit
@@ -24,8 +23,7 @@ from relmas.hw import jit_cache
 from relmas.io import atomic_path
 
 
-@dataclass(frozen=True)
-class Transition:
+class Transition(NamedTuple):
     """s, its action mask, a, the (n-step) return, s' and its mask, terminal flag, γ^m, teacher?"""
 
     obs: np.ndarray
@@ -58,30 +56,18 @@ CURSOR_POSITION, CURSOR_SIZE, CURSOR_PROTECTED = 0, 1, 2
 
 
 @njit(cache=True)
-def write_transition(
-    R: Transitions,
-    cursor: np.ndarray,
-    obs: np.ndarray,
-    mask: np.ndarray,
-    action: int,
-    reward: float,
-    next_obs: np.ndarray,
-    next_mask: np.ndarray,
-    done: bool,
-    discount: float,
-    expert: bool,
-) -> None:
-    """Store one transition at the cursor, overwriting the oldest unprotected one when full."""
+def write_transition(R: Transitions, cursor: np.ndarray, t: Transition) -> None:
+    """Store `t` at the cursor, overwriting the oldest unprotected transition when full."""
     i = cursor[CURSOR_POSITION]
-    R.obs[i] = obs
-    R.mask[i] = mask
-    R.action[i] = action
-    R.reward[i] = reward
-    R.next_obs[i] = next_obs
-    R.next_mask[i] = next_mask
-    R.done[i] = done
-    R.discount[i] = discount
-    R.expert[i] = expert
+    R.obs[i] = t.obs
+    R.mask[i] = t.mask
+    R.action[i] = t.action
+    R.reward[i] = t.reward
+    R.next_obs[i] = t.next_obs
+    R.next_mask[i] = t.next_mask
+    R.done[i] = t.done
+    R.discount[i] = t.discount
+    R.expert[i] = t.expert
     capacity = R.action.shape[0]
     cursor[CURSOR_POSITION] = cursor[CURSOR_PROTECTED] if i + 1 == capacity else i + 1
     cursor[CURSOR_SIZE] = min(cursor[CURSOR_SIZE] + 1, capacity)
@@ -98,61 +84,67 @@ class Window(NamedTuple):
     ring: np.ndarray  # int64[2]: head, length
 
 
+class Step(NamedTuple):
+    """One step of an episode: s, its action mask, a, r, s' and its mask, whether the episode
+    ended in a terminal state (no bootstrap) or was cut (bootstrap from s'), teacher?"""
+
+    obs: np.ndarray  # float32[obs_dim]
+    mask: np.ndarray  # bool[actions]
+    action: int
+    reward: float
+    next_obs: np.ndarray  # float32[obs_dim]
+    next_mask: np.ndarray  # bool[actions]
+    terminated: bool
+    truncated: bool
+    expert: bool = False
+
+
+Recorded = TypeVar("Recorded", Step, Transition)
+
+
+def as_stored(record: Recorded) -> Recorded:
+    """`record` with its observations float32 and its masks bool, as the replay stores them."""
+    return record._replace(
+        obs=np.asarray(record.obs, np.float32),
+        mask=np.asarray(record.mask, bool),
+        next_obs=np.asarray(record.next_obs, np.float32),
+        next_mask=np.asarray(record.next_mask, bool),
+    )
+
+
 @njit(cache=True)
-def push_step(
-    W: Window,
-    R: Transitions,
-    cursor: np.ndarray,
-    gamma: float,
-    obs: np.ndarray,
-    mask: np.ndarray,
-    action: int,
-    reward: float,
-    next_obs: np.ndarray,
-    next_mask: np.ndarray,
-    terminated: bool,
-    truncated: bool,
-    expert: bool,
-) -> None:
-    """Add one step; write the transition of the oldest step once n later rewards are known, and
+def push_step(W: Window, R: Transitions, cursor: np.ndarray, gamma: float, step: Step) -> None:
+    """Add `step`; write the transition of the oldest step once n later rewards are known, and
     every pending one when the episode ends (terminated: no bootstrap; truncated: bootstrap from
-    `next_obs`)."""
+    `step.next_obs`)."""
     n = W.action.shape[0]
     head, length = W.ring[0], W.ring[1]
     tail = (head + length) % n
-    W.obs[tail] = obs
-    W.mask[tail] = mask
-    W.action[tail] = action
-    W.reward[tail] = reward
-    W.expert[tail] = expert
+    W.obs[tail] = step.obs
+    W.mask[tail] = step.mask
+    W.action[tail] = step.action
+    W.reward[tail] = step.reward
+    W.expert[tail] = step.expert
     length += 1
     pending = 1 if length == n else 0
-    if terminated or truncated:
+    if step.terminated or step.truncated:
         pending = length
     for _ in range(pending):
         ret, discount = 0.0, 1.0
         for k in range(length):
             ret += discount * W.reward[(head + k) % n]
             discount *= gamma
-        write_transition(
-            R,
-            cursor,
-            W.obs[head],
-            W.mask[head],
-            W.action[head],
-            ret,
-            next_obs,
-            next_mask,
-            terminated,
-            discount,
-            W.expert[head],
-        )
+        oldest = Transition(
+            W.obs[head], W.mask[head], W.action[head], ret, step.next_obs, step.next_mask,
+            step.terminated, discount, W.expert[head],
+        )  # fmt: skip
+        write_transition(R, cursor, oldest)
         head = (head + 1) % n
         length -= 1
     W.ring[0], W.ring[1] = head, length
 
 
-jit_cache.refresh(push_step, (sys.modules[__name__],), stamp="relmas-rl-replay.sha256")
+jit_cache.refresh(push_step, (sys.modules[__name__],), stamp="relmas-rl-replay-buffer.sha256")
 
 
 class NStepCollector:
@@ -173,35 +165,9 @@ class NStepCollector:
         """Forget the steps of the last episode (its pending transitions are dropped)."""
         self.window.ring[:] = 0
 
-    def push(
-        self,
-        buffer: ReplayBuffer,
-        obs: np.ndarray,
-        mask: np.ndarray,
-        action: int,
-        reward: float,
-        next_obs: np.ndarray,
-        next_mask: np.ndarray,
-        terminated: bool,
-        truncated: bool,
-        expert: bool = False,
-    ) -> None:
-        """Add one step, writing the transitions it completes into `buffer`."""
-        push_step(
-            self.window,
-            buffer.transitions,
-            buffer.cursor,
-            self.gamma,
-            np.asarray(obs, np.float32),
-            np.asarray(mask, bool),
-            action,
-            reward,
-            np.asarray(next_obs, np.float32),
-            np.asarray(next_mask, bool),
-            terminated,
-            truncated,
-            expert,
-        )
+    def push(self, buffer: ReplayBuffer, step: Step) -> None:
+        """Add `step`, writing the transitions it completes into `buffer`."""
+        push_step(self.window, buffer.transitions, buffer.cursor, self.gamma, as_stored(step))
 
 
 class ReplayBuffer:
@@ -252,14 +218,7 @@ class ReplayBuffer:
 
     def add(self, transition: Transition) -> None:
         """Store `transition`, overwriting the oldest one once the buffer is full."""
-        t = transition
-        write_transition(
-            self.transitions,
-            self.cursor,
-            *(np.asarray(t.obs, np.float32), np.asarray(t.mask, bool), t.action, t.reward),
-            *(np.asarray(t.next_obs, np.float32), np.asarray(t.next_mask, bool), t.done),
-            *(t.discount, t.expert),
-        )
+        write_transition(self.transitions, self.cursor, as_stored(transition))
 
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:
         """`batch_size` transitions drawn uniformly, with replacement, among the filled slots."""
