@@ -4,7 +4,7 @@ its cheap inference path.
 The network scores rows gathered from the observation with one set of weights (Decima scores
 every node with one network): for the scheduling agent a row per (candidate slot, accelerator
 type) pair — the slot's, the type's and the pair's features and the globals — plus one for wait
-(`relmas.rl.observation.Layout.rows`), so one network serves any number of slots and types. Each
+(`relmas.rl.features.Layout.rows`), so one network serves any number of slots and types. Each
 row gives `per_row` scores (a resizing agent's split variants); the actions are the first
 `n_actions` in row order. Without rows (any other Gymnasium environment) the one row is the
 whole observation: a plain MLP with one output per action.
