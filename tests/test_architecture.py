@@ -299,18 +299,19 @@ def test_the_project_cites_only_its_own_files() -> None:
     assert (ROOT / "docs" / "design.md").is_file()
 
 
-# The engine state's layout (relmas.sim.kernels): column constants, job states, and the State arrays
-# they index. Private to relmas.sim: everything else reads the state through relmas.sim.access.
+# The engine state's layout (relmas.sim.engine_kernels): column constants, job states, and the
+# State arrays they index. Private to relmas.sim: everything else reads the state through
+# relmas.sim.access.
 STATE_ARRAYS = {"jf", "ji", "af", "ai", "sf", "si", "tc", "jt"}
 
 
 def _state_layout_names() -> set[str]:
-    from relmas.sim import kernels
+    from relmas.sim import engine_kernels
 
     layout = re.compile(
         r"^((JF|JI|AF|AI|SF|SI|TC)_\w+|JOB_(FUTURE|READY|RUNNING|DONE|DROPPED)|\w+_COLUMNS)$"
     )
-    return {name for name in vars(kernels) if layout.match(name)}
+    return {name for name in vars(engine_kernels) if layout.match(name)}
 
 
 def test_only_relmas_sim_reads_the_engine_states_layout() -> None:
@@ -335,3 +336,40 @@ def test_only_relmas_sim_reads_the_engine_states_layout() -> None:
             found += [f"{relative}:{node.lineno} {name}" for name in used if name in names]
             found += [f"{relative}:{node.lineno} {name}" for name in used if name.endswith("[]")]
     assert not found, found
+
+
+# Imports every relmas module with jit_cache.refresh recorded: the modules whose caches it keeps.
+REFRESHED = """
+import importlib, json, pkgutil
+import relmas
+from relmas.hw import jit_cache
+refreshed, refresh = set(), jit_cache.refresh
+def record(kernel, modules, **options):
+    modules = list(modules)
+    refreshed.update(module.__name__ for module in modules)
+    refresh(kernel, modules, **options)
+jit_cache.refresh = record
+for module in pkgutil.walk_packages(relmas.__path__, "relmas."):
+    if module.name != "relmas.__main__":
+        importlib.import_module(module.name)
+from relmas.hw import search
+search._refresh_caches_once()
+print(json.dumps(sorted(refreshed)))
+"""
+
+
+def test_every_module_with_cached_kernels_is_refreshed_when_its_sources_change() -> None:
+    """Numba checks a cached kernel against its own file only, and cannot even read the index of
+    one whose argument types moved to another module: every module with `cache=True` kernels is
+    one that a `jit_cache.refresh` hashes and clears (with the modules its kernels call)."""
+    import json
+
+    cached = {
+        ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for path in PACKAGE.rglob("*.py")
+        if "cache=True" in path.read_text()
+    }
+    run = subprocess.run(
+        [sys.executable, "-c", REFRESHED], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert cached - set(json.loads(run.stdout.splitlines()[-1])) == set()

@@ -96,7 +96,7 @@ def test_a_time_limit_must_be_positive():
 def test_a_deadline_is_widened_as_the_engine_widens_it_before_zero():
     # The engine's clock starts at -1 s, the whole second before the arrival at -0.5 s: the 1 s
     # layer ends at 1.5 s on it, 1.3e-12 s past the deadline but within the engine's tolerance
-    # of "met" there (relmas.sim.kernels.met_by: 1e-12 x 1.5 s), so the engine meets the job.
+    # of "met" there (relmas.sim.engine_kernels.met_by: 1e-12 x 1.5 s), so the engine meets the job.
     system, tables = _one_type({"one": [(1.0, 0)]}, count=1)
     jobs = _trace([("one", -0.5, -0.5 + 1.0 - 1.3e-12)])
     assert _met(system, tables, jobs, make_policy("edf")) == 1

@@ -1,6 +1,7 @@
-"""Firm deadlines and the tenants' service counters of the engine (relmas.sim.kernels): a firm job
-past its deadline is dropped and frees its instance, it never starts again, its running layer may
-finish but no other follows; every policy runs under it; the counters say what happened."""
+"""Firm deadlines and the tenants' service counters of the engine (relmas.sim.engine_kernels): a
+firm job past its deadline is dropped and frees its instance, it never starts again, its running
+layer may finish but no other follows; every policy runs under it; the counters say what
+happened."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from relmas import catalog
 from relmas.policies import make_policy
 from relmas.sim import CostTables, Engine, access, load_system
-from relmas.sim.kernels import TIME_TOL
+from relmas.sim.engine_kernels import TIME_TOL
 from tests.synthetic import (
     contended_case,
     cost_frame,

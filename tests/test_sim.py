@@ -14,7 +14,7 @@ from relmas import catalog
 from relmas.policies import Policy, available_policies, make_policy
 from relmas.schemas import JOB_SCHEMA
 from relmas.sim import CostTables, Engine, System, access, load_system
-from relmas.sim.kernels import JI_CURSOR, JI_PIECES_LEFT, JI_SPLIT
+from relmas.sim.engine_kernels import JI_CURSOR, JI_PIECES_LEFT, JI_SPLIT
 from tests.synthetic import cost_frame, synthetic_costs, synthetic_pieces
 
 

@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from relmas.ceiling.instance import Instance
-from relmas.sim.kernels import met_by
+from relmas.sim.engine_kernels import met_by
 
 _INF = highspy.kHighsInf
 

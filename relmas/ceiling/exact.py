@@ -40,7 +40,7 @@ from relmas.errors import InputError
 from relmas.policies import make_policy
 from relmas.sim.costs import CostTables
 from relmas.sim.engine import Engine
-from relmas.sim.kernels import TIME_TOL, met_by
+from relmas.sim.engine_kernels import TIME_TOL, met_by
 from relmas.sim.system import System
 
 BANDWIDTH_UNITS = 1_000_000  # the cumulative's capacity: the bandwidth in millionths

@@ -7,8 +7,8 @@ and the instances per type. Layers of all jobs are stored as one flat array of *
 layers are operations `first_op[j] .. first_op[j + 1] - 1`), so that a 1,000-job trace with ~50
 layers per job stays a handful of numpy arrays. Times are on the engine's clock: seconds since its
 origin, the whole second at or before the first arrival (relmas.sim.times), so that they are the
-engine's own numbers to the bit (its test of "met", `relmas.sim.kernels.met_by`, depends on their
-size) and integer time grids start at 0.
+engine's own numbers to the bit (its test of "met", `relmas.sim.engine_kernels.met_by`, depends on
+their size) and integer time grids start at 0.
 """
 
 from __future__ import annotations
@@ -143,8 +143,9 @@ class Instance:
 
 def alone_latency(latency_s: np.ndarray, demand_bps: np.ndarray, capacity_bps: float) -> np.ndarray:
     """A task's time when it runs alone: its work over the engine's rate for it then, which is
-    min(1, capacity / demand) under both sharing modes (kernels.refresh_rates). Used for piece
-    costs, which have no alone latency of their own, and to check that cost tables fit a system."""
+    min(1, capacity / demand) under both sharing modes (engine_kernels.refresh_rates). Used for
+    piece costs, which have no alone latency of their own, and to check that cost tables fit a
+    system."""
     with np.errstate(divide="ignore"):
         rate = np.minimum(1.0, capacity_bps / demand_bps)
     return latency_s / rate

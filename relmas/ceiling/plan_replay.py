@@ -27,7 +27,7 @@ import polars as pl
 from relmas.policies.base import Policy
 from relmas.sim import access
 from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.kernels import TIME_TOL
+from relmas.sim.engine_kernels import TIME_TOL
 
 if TYPE_CHECKING:
     from relmas.ceiling.plan import Plan

@@ -28,8 +28,7 @@ import numpy as np
 from numba import njit
 
 from relmas.hw import jit_cache
-from relmas.sim import access
-from relmas.sim import kernels as engine_kernels
+from relmas.sim import access, engine_kernels
 from relmas.sim.access import (
     accelerator_count,
     can_wait,
@@ -39,7 +38,7 @@ from relmas.sim.access import (
     job_next_row,
     now,
 )
-from relmas.sim.kernels import (
+from relmas.sim.engine_kernels import (
     STATUS_DECISION,
     State,
     Tables,

@@ -41,7 +41,7 @@ from relmas.sim.access import (
     job_priorities,
 )
 from relmas.sim.engine import DecisionView, Engine, restore
-from relmas.sim.kernels import STATUS_DONE, entry_point
+from relmas.sim.engine_kernels import STATUS_DONE, entry_point
 from relmas.sim.metrics import deadline_met
 
 # Online policies whose schedules seed the initial population: every non-learned competitor (the

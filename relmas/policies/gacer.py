@@ -34,12 +34,15 @@ only reorders. Its cost per decision is the wall time of `decide` (`decision_us`
 
 from __future__ import annotations
 
+import sys
 from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
+from relmas.hw import jit_cache
 from relmas.policies.base import Policy, register
+from relmas.sim import access, engine_kernels
 from relmas.sim.access import (
     accelerator_count,
     accelerator_type,
@@ -59,7 +62,7 @@ from relmas.sim.access import (
     task_work_left,
 )
 from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.kernels import Pieces, State, Tables, entry_point
+from relmas.sim.engine_kernels import Pieces, State, Tables, entry_point
 
 
 class _Window(NamedTuple):
@@ -280,6 +283,13 @@ def regulate(
         if first_piece and jobs[i] not in out_job[:k]:
             cuts += 1
     return count, evaluations, cuts
+
+
+# The cached kernels embed the engine's accessors: recompile on their edits (an index of a cached
+# kernel also names its argument types by module, which Numba cannot read once they move).
+jit_cache.refresh(
+    regulate, (engine_kernels, access, sys.modules[__name__]), stamp="relmas-policies-gacer.sha256"
+)
 
 
 @register("gacer")

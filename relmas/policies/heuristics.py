@@ -1,5 +1,5 @@
 """The heuristic baseline schedulers (docs/design.md, "Policies"), each a job rule plus an
-accelerator rule evaluated by the Numba kernels of `relmas.policies.kernels`.
+accelerator rule evaluated by the Numba kernels of `relmas.policies.heuristic_kernels`.
 
 Estimates come from the cost tables (`relmas.sim.costs`): *remaining work* = sum of the job's
 remaining layers' latency, each on its fastest accelerator type, at full bandwidth; *isolated
@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from relmas.policies import kernels
+from relmas.policies import heuristic_kernels
 from relmas.policies.base import Policy, register
 from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.kernels import entry_point
+from relmas.sim.engine_kernels import entry_point
 
 
 class HeuristicPolicy(Policy):
-    """A policy whose decisions come from one jitted rule (`code`) of `relmas.policies.kernels`;
-    its heap, plan marks and random state are its own (`kernels.Planner`)."""
+    """A policy whose decisions come from one jitted rule (`code`) of
+    `relmas.policies.heuristic_kernels`; its heap, plan marks and random state are its own
+    (`heuristic_kernels.Planner`)."""
 
     code: ClassVar[int]
     alpha: float = 0.0
@@ -36,12 +37,12 @@ class HeuristicPolicy(Policy):
         self.seed = seed
 
     def reset(self, engine: Engine) -> None:
-        self._planner = kernels.new_planner(
+        self._planner = heuristic_kernels.new_planner(
             engine.jobs.height, len(engine.system.instance_types), self.seed
         )
-        kernels.reset_heap(engine.kernel_tables, engine.state, self._planner, self.code)
+        heuristic_kernels.reset_heap(engine.kernel_tables, engine.state, self._planner, self.code)
         self._plan = entry_point(
-            kernels.plan,
+            heuristic_kernels.plan,
             engine.kernel_tables,
             engine.state,
             self._planner,
@@ -50,8 +51,8 @@ class HeuristicPolicy(Policy):
         )
 
     @property
-    def planner(self) -> kernels.Planner:
-        """Its state since `reset`: for a kernel that calls `kernels.plan` itself (the RL
+    def planner(self) -> heuristic_kernels.Planner:
+        """Its state since `reset`: for a kernel that calls `heuristic_kernels.plan` itself (the RL
         environment's reference slot)."""
         return self._planner
 
@@ -63,27 +64,27 @@ class HeuristicPolicy(Policy):
         )
 
     def run_to_completion(self, engine: Engine) -> bool:
-        engine.run_jitted(kernels.run_heuristic, self._planner, self.code, self.alpha)
+        engine.run_jitted(heuristic_kernels.run_heuristic, self._planner, self.code, self.alpha)
         return True
 
 
-class FCFS(HeuristicPolicy, name="fcfs", code=kernels.CODE_FCFS):
+class FCFS(HeuristicPolicy, name="fcfs", code=heuristic_kernels.CODE_FCFS):
     """First come, first served: the earliest-arrived ready job first, to the fastest free one."""
 
 
-class SJF(HeuristicPolicy, name="sjf", code=kernels.CODE_SJF):
+class SJF(HeuristicPolicy, name="sjf", code=heuristic_kernels.CODE_SJF):
     """Shortest job first: the least remaining work first, onto the fastest free instance."""
 
 
-class EDF(HeuristicPolicy, name="edf", code=kernels.CODE_EDF):
+class EDF(HeuristicPolicy, name="edf", code=heuristic_kernels.CODE_EDF):
     """Earliest deadline first, onto the fastest free instance."""
 
 
-class LLF(HeuristicPolicy, name="llf", code=kernels.CODE_LLF):
+class LLF(HeuristicPolicy, name="llf", code=heuristic_kernels.CODE_LLF):
     """Least laxity first (deadline - now - remaining work), onto the fastest free instance."""
 
 
-class PREMA(HeuristicPolicy, name="prema", code=kernels.CODE_PREMA):
+class PREMA(HeuristicPolicy, name="prema", code=heuristic_kernels.CODE_PREMA):
     """PREMA (Choi & Rhu, HPCA 2020), onto the fastest free instance.
 
     A job's tokens start at its priority (1, 3, 9) and grow by priority x waited / isolated latency
@@ -92,7 +93,7 @@ class PREMA(HeuristicPolicy, name="prema", code=kernels.CODE_PREMA):
     """
 
 
-class SDRM3(HeuristicPolicy, name="sdrm3", code=kernels.CODE_SDRM3):
+class SDRM3(HeuristicPolicy, name="sdrm3", code=heuristic_kernels.CODE_SDRM3):
     """SDRM3 (Kim et al., arXiv 2212.03414, 2022, as ported in the Dysta suite), onto the fastest
     free instance.
 
@@ -107,7 +108,7 @@ class SDRM3(HeuristicPolicy, name="sdrm3", code=kernels.CODE_SDRM3):
         self.alpha = float(alpha)
 
 
-class Planaria(HeuristicPolicy, name="planaria", code=kernels.CODE_PLANARIA):
+class Planaria(HeuristicPolicy, name="planaria", code=heuristic_kernels.CODE_PLANARIA):
     """Planaria (Ghodrati et al., MICRO 2020) as its authors' scheduler ranks tasks, onto the
     fastest free instance.
 
@@ -118,7 +119,7 @@ class Planaria(HeuristicPolicy, name="planaria", code=kernels.CODE_PLANARIA):
     """
 
 
-class Herald(HeuristicPolicy, name="herald", code=kernels.CODE_HERALD):
+class Herald(HeuristicPolicy, name="herald", code=heuristic_kernels.CODE_HERALD):
     """Herald-like (Kwon et al., HPCA 2021, balanced): jobs in arrival order, each to its target.
 
     For a job's next layer, p* = the instance with the lowest latency (ties: least loaded) and q =
@@ -128,5 +129,5 @@ class Herald(HeuristicPolicy, name="herald", code=kernels.CODE_HERALD):
     """
 
 
-class Random(HeuristicPolicy, name="random", code=kernels.CODE_RANDOM):
+class Random(HeuristicPolicy, name="random", code=heuristic_kernels.CODE_RANDOM):
     """Sanity floor: a uniformly random ready job onto a uniformly random idle instance (seeded)."""

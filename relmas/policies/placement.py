@@ -27,10 +27,9 @@ from relmas.errors import InputError
 from relmas.hw import jit_cache
 from relmas.policies import triage
 from relmas.policies.triage import fastest_idle, oversubscribes
-from relmas.sim import access
-from relmas.sim import kernels as engine_kernels
+from relmas.sim import access, engine_kernels
 from relmas.sim.costs import CostTables
-from relmas.sim.kernels import State, Tables
+from relmas.sim.engine_kernels import State, Tables
 
 ALL, BANDWIDTH = "all", "bandwidth"
 # In `evaluation.placements`, not a placement: the subset of the system's types chosen on the

@@ -14,7 +14,7 @@ from relmas import catalog
 from relmas.policies import make_policy
 from relmas.policies.rules import RuleBaseline
 from relmas.sim.engine import Engine
-from relmas.sim.kernels import Tables
+from relmas.sim.engine_kernels import Tables
 
 
 class Reference(NamedTuple):

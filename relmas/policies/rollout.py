@@ -31,17 +31,22 @@ from numba import njit
 
 from relmas import catalog
 from relmas.hw import jit_cache
-from relmas.policies import kernels as policy_kernels
-from relmas.policies import make_policy, placement, triage
+from relmas.policies import heuristic_kernels, make_policy, placement, triage
 from relmas.policies import rules as rules_module
 from relmas.policies.placement import ALL, Placement
 from relmas.policies.rules import RuleBaseline, choose
 from relmas.policies.triage import fastest_idle, feasible
-from relmas.sim import access
-from relmas.sim import kernels as engine_kernels
+from relmas.sim import access, engine_kernels
 from relmas.sim.engine import Engine
-from relmas.sim.kernels import STATUS_DECISION, STATUS_STALLED, State, Tables, advance, on_time
-from relmas.sim.kernels import apply_decision as apply
+from relmas.sim.engine_kernels import (
+    STATUS_DECISION,
+    STATUS_STALLED,
+    State,
+    Tables,
+    advance,
+    on_time,
+)
+from relmas.sim.engine_kernels import apply_decision as apply
 
 WAIT = -1  # the candidate that starts nothing
 NOWHERE = -2  # a job's target when no instance of the rule's placement is idle
@@ -222,7 +227,7 @@ jit_cache.refresh(
         engine_kernels,
         access,
         triage,
-        policy_kernels,
+        heuristic_kernels,
         placement,
         rules_module,
         sys.modules[__name__],

@@ -47,10 +47,9 @@ from numba import njit
 from relmas import catalog
 from relmas.catalog import PRECEDENCES, RANKS, RuleParts
 from relmas.hw import jit_cache
-from relmas.policies import kernels as policy_kernels
-from relmas.policies import placement, triage
+from relmas.policies import heuristic_kernels, placement, triage
 from relmas.policies.base import Policy, register
-from relmas.policies.kernels import token_growth
+from relmas.policies.heuristic_kernels import token_growth
 from relmas.policies.placement import ALL, Placement, place
 from relmas.policies.triage import (
     busy_gain,
@@ -62,11 +61,10 @@ from relmas.policies.triage import (
     service_rates,
     waits_for_busy,
 )
-from relmas.sim import access
-from relmas.sim import kernels as engine_kernels
+from relmas.sim import access, engine_kernels
 from relmas.sim.costs import CostTables
 from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.kernels import STATUS_DECISION, State, Tables, advance, apply_decision
+from relmas.sim.engine_kernels import STATUS_DECISION, State, Tables, advance, apply_decision
 
 # The kernel's codes of a rule's parts (`catalog.RuleParts`). Its order among feasible jobs:
 # remaining work, deadline.
@@ -111,7 +109,8 @@ def _deficit(S: State, job: int, rates: np.ndarray) -> float:
 @njit(cache=True, inline="always")
 def _tokens(S: State, job: int, now: float, rates: np.ndarray) -> float:
     """The token rule's tokens: the deficit above 0 x PREMA's growth with waiting
-    (`kernels.token_growth`); 0 for a tenant at or above its target, or a job without one."""
+    (`heuristic_kernels.token_growth`); 0 for a tenant at or above its target, or a job without
+    one."""
     return max(0.0, _deficit(S, job, rates)) * token_growth(S, job, now)
 
 
@@ -337,7 +336,7 @@ def run_rule(
 # on their edits.
 jit_cache.refresh(
     run_rule,
-    (engine_kernels, access, triage, policy_kernels, placement, sys.modules[__name__]),
+    (engine_kernels, access, triage, heuristic_kernels, placement, sys.modules[__name__]),
     stamp="relmas-policies-rules.sha256",
 )
 

@@ -24,9 +24,8 @@ import numpy as np
 from numba import njit
 
 from relmas.hw import jit_cache
-from relmas.sim import access
-from relmas.sim import kernels as engine_kernels
-from relmas.sim.kernels import State, Tables
+from relmas.sim import access, engine_kernels
+from relmas.sim.engine_kernels import State, Tables
 
 HOLD_TOLERANCE = 1e-6  # log ratio: a busy instance must win beyond float32 rounding (the features)
 MISS_TOLERANCE = 1e-9  # relative: a miss is certain only beyond rounding of event times
@@ -92,20 +91,20 @@ def earliest_finish(
     return best
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def busy_gain(latency: float, earliest: float) -> float:
     """log(latency on the target instance / the earliest finish on any instance): above 0 when a
     busy instance would end the layer sooner."""
     return np.log(latency / earliest)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def waits_for_busy(gain: float) -> bool:
     """*patient*: hold the start back for a busy instance (`gain` from `busy_gain`)."""
     return gain > HOLD_TOLERANCE
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def oversubscribes(running: float, demand: float, capacity: float) -> bool:
     """*gated*: starting a layer demanding `demand` beside the running layers' full-speed demand
     `running` would exceed `capacity` (any common unit; never while nothing runs)."""

@@ -25,7 +25,7 @@ from numba import njit
 
 from relmas.policies.triage import feasible
 from relmas.sim import access
-from relmas.sim.kernels import State, Tables
+from relmas.sim.engine_kernels import State, Tables
 
 
 @njit(cache=True, inline="always")

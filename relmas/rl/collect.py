@@ -47,7 +47,7 @@ from relmas.rl.replay_buffer import (
     push_step,
 )
 from relmas.rl.teacher import BaselineTeacher, no_teacher, teacher_action
-from relmas.sim.kernels import entry_point
+from relmas.sim.engine_kernels import entry_point
 
 
 @njit(cache=True)

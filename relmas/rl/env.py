@@ -58,12 +58,11 @@ from relmas.rl.observation import (
     resolve_service,
 )
 from relmas.schemas import group_key
-from relmas.sim import access
-from relmas.sim import kernels as engine_kernels
+from relmas.sim import access, engine_kernels
 from relmas.sim import service as service_module
 from relmas.sim.costs import WHOLE, CostTables
 from relmas.sim.engine import Engine
-from relmas.sim.kernels import (
+from relmas.sim.engine_kernels import (
     STATUS_DECISION,
     STATUS_STALLED,
     Pieces,

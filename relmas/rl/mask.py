@@ -17,7 +17,7 @@ from numba import njit
 from relmas.policies import triage
 from relmas.policies.triage import fastest_idle
 from relmas.sim import access
-from relmas.sim.kernels import Pieces, State, Tables
+from relmas.sim.engine_kernels import Pieces, State, Tables
 
 
 @njit(cache=True, inline="always")  # no call overhead per step

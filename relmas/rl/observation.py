@@ -65,10 +65,9 @@ from relmas.rl.observed import (
     write_types,
 )
 from relmas.schemas import with_job_defaults
-from relmas.sim import access
-from relmas.sim import kernels as engine_kernels
+from relmas.sim import access, engine_kernels
 from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.kernels import Pieces, State, Tables
+from relmas.sim.engine_kernels import Pieces, State, Tables
 
 
 @dataclass(frozen=True)

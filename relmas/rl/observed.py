@@ -34,7 +34,7 @@ from relmas.rl.features import (
     type_index,
 )
 from relmas.sim import access
-from relmas.sim.kernels import Pieces, State, Tables
+from relmas.sim.engine_kernels import Pieces, State, Tables
 
 
 @njit(cache=True, inline="always")

@@ -34,7 +34,7 @@ from relmas.rl.observation import OBSERVE_SOURCES, ObservationArrays, Observer, 
 from relmas.rl.overhead import overhead_energy_j
 from relmas.sim import service as service_module
 from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.kernels import STATUS_DECISION, State, Tables, advance
+from relmas.sim.engine_kernels import STATUS_DECISION, State, Tables, advance
 
 
 @njit(cache=True)

@@ -1,6 +1,6 @@
 """What a policy may read of the engine state, and what it may do besides starting work.
 
-The engine's state arrays (`relmas.sim.kernels.State`) and their column layout are private to
+The engine's state arrays (`relmas.sim.engine_kernels.State`) and their column layout are private to
 `relmas.sim`: policies, the agent's observation and the genetic algorithm's decoder read them only
 through these functions, so that the layout can change without touching a policy. Every accessor
 is a jitted function, cheap enough to call inside a policy's own kernels (Numba inlines them), and
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from relmas.sim.kernels import (
+from relmas.sim.engine_kernels import (
     AF_DEMAND,
     AF_RATE,
     AF_WORK,
@@ -159,7 +159,7 @@ def finished_job(state: State, i: int) -> int:
 
 @njit(cache=True)
 def dropped_count(state: State) -> int:
-    """Jobs dropped so far, past their firm deadline (relmas.sim.kernels)."""
+    """Jobs dropped so far, past their firm deadline (relmas.sim.engine_kernels)."""
     return state.si[SI_DROPPED]
 
 

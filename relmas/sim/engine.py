@@ -4,7 +4,7 @@ Two users: heuristics run to completion inside one jitted loop (`run`), and the
 reinforcement-learning environment steps it: `next_decision()` advances to the next decision point
 and returns a `DecisionView` of the state, `step(assignments)` applies one decision (assignments, or
 none = wait for the next event), `pop_finished()` reports the jobs finished (or dropped past a firm
-deadline, relmas.sim.kernels) since the last call.
+deadline, relmas.sim.engine_kernels) since the last call.
 `snapshot()` and `restore()` go back to an earlier point, e.g. for a search over decisions. Such a
 search covers the schedules the engine allows, in which layers start only at events (arrivals,
 completions, a wait's end): a continuous-time model that may start a layer at any instant can
@@ -26,13 +26,21 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from relmas.hw import jit_cache
 from relmas.schemas import with_job_defaults
-from relmas.sim import access, kernels
+from relmas.sim import access, engine_kernels
 from relmas.sim.costs import CostTables, PieceTables
 from relmas.sim.metrics import deadline_met
 from relmas.sim.result import SimResult, build_result
 from relmas.sim.system import SHARING_MODES, System
 from relmas.sim.times import time_origin
+
+# A cached kernel's index names its argument types by module (the engine's `State`): were one of
+# them moved, Numba would fail to read the old index instead of recompiling. So the engine's kernel
+# caches go whenever one of their sources changes, as relmas.policies' and relmas.rl's do.
+jit_cache.refresh(
+    engine_kernels.advance, (engine_kernels, access), stamp="relmas-sim-engine.sha256"
+)
 
 if TYPE_CHECKING:
     from relmas.policies.base import Policy
@@ -71,7 +79,7 @@ class Engine:
         # the engine's clock reads seconds since origin_s (relmas.sim.times); results add it back
         self.origin_s = time_origin(self.jobs["arrival_s"][0])
         self.static_w = {name: float((static_w or {}).get(name, 0.0)) for name in tables.types}
-        self.kernel_tables = kernels.Tables(
+        self.kernel_tables = engine_kernels.Tables(
             tables.latency_s,
             tables.demand_bps,
             tables.energy_j,
@@ -80,17 +88,19 @@ class Engine:
         )
         pieces = tables.pieces if tables.pieces is not None else PieceTables.whole(tables)
         self.split_variants = pieces.variants
-        self.kernel_pieces = kernels.Pieces(
+        self.kernel_pieces = engine_kernels.Pieces(
             pieces.count, pieces.offset, pieces.latency_s, pieces.demand_bps, pieces.energy_j
         )
         self.state = _initial_state(
             system, tables, self.jobs, self.tenants, self.origin_s, record, record_buffer
         )
         T, S = self.kernel_tables, self.state
-        self._advance_kernel = kernels.entry_point(kernels.advance, T, S)
-        self._start_layer = kernels.entry_point(kernels.start_layer, T, S, 0, 0)
-        self._start_piece = kernels.entry_point(kernels.start_piece, self.kernel_pieces, S, 0, 0, 0)
-        self._refresh_rates = kernels.entry_point(kernels.refresh_rates, S)
+        self._advance_kernel = engine_kernels.entry_point(engine_kernels.advance, T, S)
+        self._start_layer = engine_kernels.entry_point(engine_kernels.start_layer, T, S, 0, 0)
+        self._start_piece = engine_kernels.entry_point(
+            engine_kernels.start_piece, self.kernel_pieces, S, 0, 0, 0
+        )
+        self._refresh_rates = engine_kernels.entry_point(engine_kernels.refresh_rates, S)
         self.decision_seconds = 0.0
         self.decision_energy_j = 0.0
         # Flushed timeline chunks, each with the chunk recorded before it: a tree of the branches
@@ -102,27 +112,27 @@ class Engine:
 
     @property
     def now(self) -> float:
-        return float(self.state.sf[kernels.SF_NOW])
+        return float(self.state.sf[engine_kernels.SF_NOW])
 
     @property
     def finished(self) -> bool:
         """Whether every job has finished or been dropped."""
-        return int(self.state.si[kernels.SI_DONE]) == self.jobs.height
+        return int(self.state.si[engine_kernels.SI_DONE]) == self.jobs.height
 
     @property
     def decisions(self) -> int:
-        return int(self.state.si[kernels.SI_DECISIONS])
+        return int(self.state.si[engine_kernels.SI_DECISIONS])
 
     def next_decision(self) -> DecisionView | None:
         """Advance to the next decision point and describe it; None once all jobs are done."""
         status = self._advance(self._advance_kernel)
-        return DecisionView(self) if status == kernels.STATUS_DECISION else None
+        return DecisionView(self) if status == engine_kernels.STATUS_DECISION else None
 
     def step(self, assignments: Iterable[tuple[int, ...]]) -> None:
         """Apply one decision: start each (job, accelerator) or (job, accelerator, split), or
         wait if there are none."""
         pairs = list(assignments)
-        self.state.si[kernels.SI_DECISIONS] += 1
+        self.state.si[engine_kernels.SI_DECISIONS] += 1
         if not pairs:
             self.wait()
         for assignment in pairs:
@@ -136,38 +146,45 @@ class Engine:
         starting its next piece (with `split` 0 or the variant already chosen).
         """
         S = self.state
-        if not 0 <= job < S.ji.shape[0] or S.ji[job, kernels.JI_STATE] != kernels.JOB_READY:
+        if (
+            not 0 <= job < S.ji.shape[0]
+            or S.ji[job, engine_kernels.JI_STATE] != engine_kernels.JOB_READY
+        ):
             raise ValueError(f"job {job} is not ready")
-        if not 0 <= accelerator < S.ai.shape[0] or S.ai[accelerator, kernels.AI_JOB] >= 0:
+        if not 0 <= accelerator < S.ai.shape[0] or S.ai[accelerator, engine_kernels.AI_JOB] >= 0:
             raise ValueError(f"accelerator {accelerator} is not idle")
-        ongoing = S.ji[job, kernels.JI_PIECES_LEFT] > 0
+        ongoing = S.ji[job, engine_kernels.JI_PIECES_LEFT] > 0
         if split == 0 and not ongoing:
             self._start_layer(self.kernel_tables, S, job, accelerator)
             return
         if not 0 <= split < len(self.split_variants):
             raise ValueError(f"split {split} is not one of the variants {self.split_variants}")
-        if ongoing and split not in (0, S.ji[job, kernels.JI_SPLIT]):
-            raise ValueError(
-                f"job {job}'s layer is already split by variant {S.ji[job, kernels.JI_SPLIT]}"
-            )
+        if ongoing and split not in (0, S.ji[job, engine_kernels.JI_SPLIT]):
+            split_by = S.ji[job, engine_kernels.JI_SPLIT]
+            raise ValueError(f"job {job}'s layer is already split by variant {split_by}")
         self._start_piece(self.kernel_pieces, S, job, accelerator, split)
 
     def wait(self) -> None:
         """Let time run to the next event (an arrival or a completion) before the next decision."""
         S = self.state
-        if S.si[kernels.SI_RUNNING] == 0 and S.si[kernels.SI_NEXT_ARRIVAL] == self.jobs.height:
+        if (
+            S.si[engine_kernels.SI_RUNNING] == 0
+            and S.si[engine_kernels.SI_NEXT_ARRIVAL] == self.jobs.height
+        ):
             raise RuntimeError("cannot wait: nothing is running and no job will arrive")
-        S.si[kernels.SI_WAITING] = 1
+        S.si[engine_kernels.SI_WAITING] = 1
 
     def pop_finished(self) -> tuple[np.ndarray, np.ndarray]:
         """Jobs (internal indices) finished or dropped since the last call, and whether each met
         its SLA (a dropped job never does)."""
         si = self.state.si
-        done = int(si[kernels.SI_DONE])
-        jobs = self.state.done_log[si[kernels.SI_REPORTED] : done].copy()
-        si[kernels.SI_REPORTED] = done
+        done = int(si[engine_kernels.SI_DONE])
+        jobs = self.state.done_log[si[engine_kernels.SI_REPORTED] : done].copy()
+        si[engine_kernels.SI_REPORTED] = done
         jf = self.state.jf
-        return jobs, deadline_met(jf[jobs, kernels.JF_FINISH], jf[jobs, kernels.JF_DEADLINE])
+        return jobs, deadline_met(
+            jf[jobs, engine_kernels.JF_FINISH], jf[jobs, engine_kernels.JF_DEADLINE]
+        )
 
     # ------------------------------------------------------------------------- whole runs
 
@@ -194,7 +211,7 @@ class Engine:
         self._advance(loop, *args)
         self.decision_seconds = time.perf_counter() - start
 
-    def snapshot(self) -> kernels.State:
+    def snapshot(self) -> engine_kernels.State:
         """Everything the engine will need to come back to this point (`Engine.restore`): its
         state, which finished jobs it reported, where its recorded timeline ends.
 
@@ -202,14 +219,14 @@ class Engine:
         search may also simulate from it again and again (`restore(scratch, snapshot)`, then its
         loop), e.g. to evaluate many candidate plans."""
         self._flush()
-        state = kernels.State(
+        state = engine_kernels.State(
             *(array.copy() for array in self.state[:-1]),
-            record=np.zeros((0, kernels.RECORD_COLUMNS)),
+            record=np.zeros((0, engine_kernels.RECORD_COLUMNS)),
         )
-        state.si[kernels.SI_RECORD] = 0
+        state.si[engine_kernels.SI_RECORD] = 0
         return state
 
-    def restore(self, snapshot: kernels.State) -> None:
+    def restore(self, snapshot: engine_kernels.State) -> None:
         """Go back to `snapshot` (this engine's, taken at any earlier point of any branch): the
         same decisions then give the same decision points, finished-job reports, results and
         timeline as if nothing had happened since. Views taken before are stale."""
@@ -225,15 +242,17 @@ class Engine:
     def timeline(self) -> pl.DataFrame | None:
         """Recorded intervals: accelerator, job_id, layer, start_s, end_s, bandwidth_bps, and the
         task's split variant (0 = whole layer) and piece."""
-        if not self.state.si[kernels.SI_RECORD]:
+        if not self.state.si[engine_kernels.SI_RECORD]:
             return None
         self._flush()
         chunks = []
-        chunk = int(self.state.si[kernels.SI_TIMELINE])
+        chunk = int(self.state.si[engine_kernels.SI_TIMELINE])
         while chunk >= 0:
             chunks.append(self._chunks[chunk])
             chunk = self._chunk_parent[chunk]
-        rows = np.concatenate(chunks[::-1]) if chunks else np.zeros((0, kernels.RECORD_COLUMNS))
+        rows = (
+            np.concatenate(chunks[::-1]) if chunks else np.zeros((0, engine_kernels.RECORD_COLUMNS))
+        )
         job = rows[:, 3].astype(np.int64)
         row = rows[:, 4].astype(np.int64)
         first = self.tables.first_row[self.model_indices[job]]
@@ -251,8 +270,8 @@ class Engine:
         )
 
     @cached_property
-    def _copy_state(self) -> Callable[[kernels.State, kernels.State], None]:
-        return kernels.entry_point(kernels.copy_state, self.state, self.state)
+    def _copy_state(self) -> Callable[[engine_kernels.State, engine_kernels.State], None]:
+        return engine_kernels.entry_point(engine_kernels.copy_state, self.state, self.state)
 
     @cached_property
     def model_indices(self) -> np.ndarray:
@@ -262,27 +281,27 @@ class Engine:
     def _advance(self, loop: Callable[..., int], *args: object) -> int:
         while True:
             status = loop(self.kernel_tables, self.state, *args)
-            if status == kernels.STATUS_FLUSH:
+            if status == engine_kernels.STATUS_FLUSH:
                 self._flush()
                 continue
-            if status == kernels.STATUS_STALLED:
+            if status == engine_kernels.STATUS_STALLED:
                 raise RuntimeError("the policy waited although no event can happen any more")
             return status
 
     def _flush(self) -> None:
         si = self.state.si
-        count = int(si[kernels.SI_RECORD_N])
+        count = int(si[engine_kernels.SI_RECORD_N])
         if count:
             self._chunks.append(self.state.record[:count].copy())
-            self._chunk_parent.append(int(si[kernels.SI_TIMELINE]))
-            si[kernels.SI_TIMELINE] = len(self._chunks) - 1
-            si[kernels.SI_RECORD_N] = 0
+            self._chunk_parent.append(int(si[engine_kernels.SI_TIMELINE]))
+            si[engine_kernels.SI_TIMELINE] = len(self._chunks) - 1
+            si[engine_kernels.SI_RECORD_N] = 0
 
 
-def restore(state: kernels.State, snapshot: kernels.State) -> None:
+def restore(state: engine_kernels.State, snapshot: engine_kernels.State) -> None:
     """Put `state` back to `snapshot` (`Engine.snapshot`) in place, keeping its own timeline
     buffer: for a jitted search's scratch copy; an engine goes back with `Engine.restore`."""
-    kernels.copy_state(snapshot, state)
+    engine_kernels.copy_state(snapshot, state)
 
 
 class DecisionView:
@@ -302,15 +321,15 @@ class DecisionView:
     @cached_property
     def ready_jobs(self) -> np.ndarray:
         S = self.engine.state
-        return S.ready[: S.si[kernels.SI_READY_N]].copy()
+        return S.ready[: S.si[engine_kernels.SI_READY_N]].copy()
 
     @cached_property
     def idle_accelerators(self) -> np.ndarray:
-        return np.flatnonzero(self.engine.state.ai[:, kernels.AI_JOB] < 0)
+        return np.flatnonzero(self.engine.state.ai[:, engine_kernels.AI_JOB] < 0)
 
     @property
     def queue_length(self) -> int:
-        return int(self.engine.state.si[kernels.SI_READY_N])
+        return int(self.engine.state.si[engine_kernels.SI_READY_N])
 
     @cached_property
     def job_ids(self) -> np.ndarray:
@@ -318,15 +337,15 @@ class DecisionView:
 
     @cached_property
     def arrival_s(self) -> np.ndarray:
-        return self.engine.state.jf[self.ready_jobs, kernels.JF_ARRIVAL]
+        return self.engine.state.jf[self.ready_jobs, engine_kernels.JF_ARRIVAL]
 
     @cached_property
     def deadline_s(self) -> np.ndarray:
-        return self.engine.state.jf[self.ready_jobs, kernels.JF_DEADLINE]
+        return self.engine.state.jf[self.ready_jobs, engine_kernels.JF_DEADLINE]
 
     @cached_property
     def priority(self) -> np.ndarray:
-        return self.engine.state.jf[self.ready_jobs, kernels.JF_PRIORITY]
+        return self.engine.state.jf[self.ready_jobs, engine_kernels.JF_PRIORITY]
 
     @cached_property
     def slack_s(self) -> np.ndarray:
@@ -336,7 +355,7 @@ class DecisionView:
     @cached_property
     def tenant_index(self) -> np.ndarray:
         """Each ready job's tenant, an index into `engine.tenants` and the per-tenant arrays."""
-        return self.engine.state.ji[self.ready_jobs, kernels.JI_TENANT]
+        return self.engine.state.ji[self.ready_jobs, engine_kernels.JI_TENANT]
 
     @cached_property
     def target(self) -> np.ndarray:
@@ -345,17 +364,17 @@ class DecisionView:
 
     @cached_property
     def tenant_arrived(self) -> np.ndarray:
-        return self.engine.state.tc[:, kernels.TC_ARRIVED].copy()
+        return self.engine.state.tc[:, engine_kernels.TC_ARRIVED].copy()
 
     @cached_property
     def tenant_met(self) -> np.ndarray:
         """Jobs of each tenant finished by their deadline so far."""
-        return self.engine.state.tc[:, kernels.TC_MET].copy()
+        return self.engine.state.tc[:, engine_kernels.TC_MET].copy()
 
     @cached_property
     def tenant_missed(self) -> np.ndarray:
         """Jobs of each tenant finished late or dropped so far."""
-        return self.engine.state.tc[:, kernels.TC_MISSED].copy()
+        return self.engine.state.tc[:, engine_kernels.TC_MISSED].copy()
 
     @cached_property
     def tenant_achieved(self) -> np.ndarray:
@@ -366,11 +385,11 @@ class DecisionView:
     @cached_property
     def pieces_left(self) -> np.ndarray:
         """Pieces of the next layer not started yet (0: the layer has not started)."""
-        return self.engine.state.ji[self.ready_jobs, kernels.JI_PIECES_LEFT]
+        return self.engine.state.ji[self.ready_jobs, engine_kernels.JI_PIECES_LEFT]
 
     @cached_property
     def next_rows(self) -> np.ndarray:
-        return self.engine.state.ji[self.ready_jobs, kernels.JI_CURSOR]
+        return self.engine.state.ji[self.ready_jobs, engine_kernels.JI_CURSOR]
 
     @cached_property
     def remaining_work_s(self) -> np.ndarray:
@@ -379,7 +398,7 @@ class DecisionView:
     @cached_property
     def waited_s(self) -> np.ndarray:
         """Time since the job became ready (arrived or finished its previous layer)."""
-        return self.now - self.engine.state.jf[self.ready_jobs, kernels.JF_READY_SINCE]
+        return self.now - self.engine.state.jf[self.ready_jobs, engine_kernels.JF_READY_SINCE]
 
     @cached_property
     def next_latency_s(self) -> np.ndarray:
@@ -393,40 +412,45 @@ class DecisionView:
 
     @property
     def accelerator_types(self) -> np.ndarray:
-        return self.engine.state.ai[:, kernels.AI_TYPE]
+        return self.engine.state.ai[:, engine_kernels.AI_TYPE]
 
     @cached_property
     def busy_left_s(self) -> np.ndarray:
         """Time until each instance's running task ends at current rates (0 when idle)."""
         S = self._rates()
-        running = S.ai[:, kernels.AI_JOB] >= 0
+        running = S.ai[:, engine_kernels.AI_JOB] >= 0
         left = np.zeros(S.ai.shape[0])
-        left[running] = S.af[running, kernels.AF_WORK] / S.af[running, kernels.AF_RATE]
+        left[running] = (
+            S.af[running, engine_kernels.AF_WORK] / S.af[running, engine_kernels.AF_RATE]
+        )
         return left
 
     @cached_property
     def bandwidth_share_bps(self) -> np.ndarray:
         S = self._rates()
-        running = S.ai[:, kernels.AI_JOB] >= 0
-        return np.where(running, S.af[:, kernels.AF_DEMAND] * S.af[:, kernels.AF_RATE], 0.0)
+        running = S.ai[:, engine_kernels.AI_JOB] >= 0
+        return np.where(
+            running, S.af[:, engine_kernels.AF_DEMAND] * S.af[:, engine_kernels.AF_RATE], 0.0
+        )
 
     @property
     def bandwidth_in_use_bps(self) -> float:
-        return float(self._rates().sf[kernels.SF_BW_IN_USE])
+        return float(self._rates().sf[engine_kernels.SF_BW_IN_USE])
 
     @property
     def bandwidth_capacity_bps(self) -> float:
-        return float(self.engine.state.sf[kernels.SF_CAPACITY])
+        return float(self.engine.state.sf[engine_kernels.SF_CAPACITY])
 
     @property
     def can_wait(self) -> bool:
         """Whether waiting is allowed: something runs or a job is still to arrive."""
         S = self.engine.state
         return bool(
-            S.si[kernels.SI_RUNNING] > 0 or S.si[kernels.SI_NEXT_ARRIVAL] < self.engine.jobs.height
+            S.si[engine_kernels.SI_RUNNING] > 0
+            or S.si[engine_kernels.SI_NEXT_ARRIVAL] < self.engine.jobs.height
         )
 
-    def _rates(self) -> kernels.State:
+    def _rates(self) -> engine_kernels.State:
         self.engine._refresh_rates(self.engine.state)
         return self.engine.state
 
@@ -439,43 +463,43 @@ def _initial_state(
     origin_s: float,
     record: bool,
     record_buffer: int,
-) -> kernels.State:
+) -> engine_kernels.State:
     n = jobs.height
     index = {name: i for i, name in enumerate(tables.models)}
     models = np.array([index[m] for m in jobs["model"].to_list()], dtype=np.int64)
     tenant = {name: i for i, name in enumerate(tenants)}
-    jf = np.zeros((n, kernels.JF_COLUMNS))
-    jf[:, kernels.JF_ARRIVAL] = jobs["arrival_s"].to_numpy() - origin_s
-    jf[:, kernels.JF_DEADLINE] = jobs["deadline_s"].to_numpy() - origin_s
-    jf[:, kernels.JF_ISOLATED] = tables.isolated_s[models]
-    jf[:, kernels.JF_PRIORITY] = jobs["priority"].to_numpy()
-    jf[:, kernels.JF_START] = -1.0
-    jf[:, kernels.JF_FINISH] = -1.0
-    ji = np.zeros((n, kernels.JI_COLUMNS), dtype=np.int64)
-    ji[:, kernels.JI_CURSOR] = tables.first_row[models]
-    ji[:, kernels.JI_END] = tables.first_row[models] + tables.n_layers[models]
-    ji[:, kernels.JI_FIRM] = jobs["firm"].to_numpy()
-    ji[:, kernels.JI_TENANT] = [tenant[name] for name in jobs["tenant"].to_list()]
+    jf = np.zeros((n, engine_kernels.JF_COLUMNS))
+    jf[:, engine_kernels.JF_ARRIVAL] = jobs["arrival_s"].to_numpy() - origin_s
+    jf[:, engine_kernels.JF_DEADLINE] = jobs["deadline_s"].to_numpy() - origin_s
+    jf[:, engine_kernels.JF_ISOLATED] = tables.isolated_s[models]
+    jf[:, engine_kernels.JF_PRIORITY] = jobs["priority"].to_numpy()
+    jf[:, engine_kernels.JF_START] = -1.0
+    jf[:, engine_kernels.JF_FINISH] = -1.0
+    ji = np.zeros((n, engine_kernels.JI_COLUMNS), dtype=np.int64)
+    ji[:, engine_kernels.JI_CURSOR] = tables.first_row[models]
+    ji[:, engine_kernels.JI_END] = tables.first_row[models] + tables.n_layers[models]
+    ji[:, engine_kernels.JI_FIRM] = jobs["firm"].to_numpy()
+    ji[:, engine_kernels.JI_TENANT] = [tenant[name] for name in jobs["tenant"].to_list()]
     types = [tables.types.index(name) for name in system.instance_types]
     accelerators = len(types)
-    ai = np.zeros((accelerators, kernels.AI_COLUMNS), dtype=np.int64)
-    ai[:, kernels.AI_TYPE] = types
-    ai[:, kernels.AI_JOB] = -1
-    ai[:, kernels.AI_ROW] = -1
-    sf = np.zeros(kernels.SF_COLUMNS)
-    sf[kernels.SF_NOW] = jf[0, kernels.JF_ARRIVAL]
-    sf[kernels.SF_CAPACITY] = system.bandwidth_bytes_per_s
-    sf[kernels.SF_FIRM_NEXT] = np.inf
-    si = np.zeros(kernels.SI_COLUMNS, dtype=np.int64)
-    si[kernels.SI_IDLE] = accelerators
-    si[kernels.SI_SHARING] = SHARING_MODES.index(system.sharing)
-    si[kernels.SI_RECORD] = int(record)
-    si[kernels.SI_TIMELINE] = -1
+    ai = np.zeros((accelerators, engine_kernels.AI_COLUMNS), dtype=np.int64)
+    ai[:, engine_kernels.AI_TYPE] = types
+    ai[:, engine_kernels.AI_JOB] = -1
+    ai[:, engine_kernels.AI_ROW] = -1
+    sf = np.zeros(engine_kernels.SF_COLUMNS)
+    sf[engine_kernels.SF_NOW] = jf[0, engine_kernels.JF_ARRIVAL]
+    sf[engine_kernels.SF_CAPACITY] = system.bandwidth_bytes_per_s
+    sf[engine_kernels.SF_FIRM_NEXT] = np.inf
+    si = np.zeros(engine_kernels.SI_COLUMNS, dtype=np.int64)
+    si[engine_kernels.SI_IDLE] = accelerators
+    si[engine_kernels.SI_SHARING] = SHARING_MODES.index(system.sharing)
+    si[engine_kernels.SI_RECORD] = int(record)
+    si[engine_kernels.SI_TIMELINE] = -1
     capacity = max(record_buffer, accelerators) if record else 0
-    return kernels.State(
+    return engine_kernels.State(
         jf=jf,
         ji=ji,
-        af=np.zeros((accelerators, kernels.AF_COLUMNS)),
+        af=np.zeros((accelerators, engine_kernels.AF_COLUMNS)),
         ai=ai,
         sf=sf,
         si=si,
@@ -483,7 +507,7 @@ def _initial_state(
         ready_pos=np.full(n, -1, dtype=np.int64),
         newly_ready=np.full(n, -1, dtype=np.int64),
         done_log=np.full(n, -1, dtype=np.int64),
-        tc=np.zeros((len(tenants), kernels.TC_COLUMNS), dtype=np.int64),
+        tc=np.zeros((len(tenants), engine_kernels.TC_COLUMNS), dtype=np.int64),
         jt=jobs["target"].fill_null(np.nan).to_numpy().astype(np.float64),
-        record=np.zeros((capacity, kernels.RECORD_COLUMNS)),
+        record=np.zeros((capacity, engine_kernels.RECORD_COLUMNS)),
     )

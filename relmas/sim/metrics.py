@@ -21,14 +21,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from relmas.sim.kernels import TIME_TOL as TIME_TOL  # the tolerance of `deadline_met`
-from relmas.sim.kernels import on_time_each
+from relmas.sim.engine_kernels import TIME_TOL as TIME_TOL  # the tolerance of `deadline_met`
+from relmas.sim.engine_kernels import on_time_each
 
 
 def deadline_met(finish_s: np.ndarray, deadline_s: np.ndarray) -> np.ndarray:
     """Whether each job finished by its deadline (arrays broadcast together), up to float
     rounding of the event times; never for a dropped job's NaN finish. Jitted code tests one job
-    with `relmas.sim.kernels.on_time`, the same test."""
+    with `relmas.sim.engine_kernels.on_time`, the same test."""
     finish, deadline = np.broadcast_arrays(
         np.asarray(finish_s, dtype=np.float64), np.asarray(deadline_s, dtype=np.float64)
     )

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from relmas.schemas import MAX_RESULT_S, MIN_LAYER_S, PRIORITIES, column_types
-from relmas.sim import kernels
+from relmas.sim import engine_kernels
 from relmas.sim.metrics import (
     deadline_met,
     energy_breakdown,
@@ -33,8 +33,8 @@ def _result_time(column: str, dropped_nan: bool) -> pl.Expr:
 
 class JobResults(dy.Schema):
     """`eval/{scenario}/{policy}/seed{n}.parquet`: one row per job of the trace. A job dropped
-    past its firm deadline (relmas.sim.kernels) never finished: finish_s and turnaround_s NaN, not
-    met, and start_s NaN if it never started."""
+    past its firm deadline (relmas.sim.engine_kernels) never finished: finish_s and turnaround_s
+    NaN, not met, and start_s NaN if it never started."""
 
     job_id = dy.Int64(primary_key=True)
     tenant = dy.String()
@@ -96,12 +96,12 @@ def build_result(engine: Engine, policy: str, timeline: pl.DataFrame | None) -> 
     rows and `timeline` in the trace's own times (the origin added back). A dropped job has NaN
     finish and turnaround, and a NaN start if it never started."""
     S = engine.state
-    arrival = S.jf[:, kernels.JF_ARRIVAL]
-    finish = S.jf[:, kernels.JF_FINISH]
-    deadline = S.jf[:, kernels.JF_DEADLINE]
-    isolated = S.jf[:, kernels.JF_ISOLATED]
-    start = S.jf[:, kernels.JF_START]
-    gone = S.ji[:, kernels.JI_STATE] == kernels.JOB_DROPPED
+    arrival = S.jf[:, engine_kernels.JF_ARRIVAL]
+    finish = S.jf[:, engine_kernels.JF_FINISH]
+    deadline = S.jf[:, engine_kernels.JF_DEADLINE]
+    isolated = S.jf[:, engine_kernels.JF_ISOLATED]
+    start = S.jf[:, engine_kernels.JF_START]
+    gone = S.ji[:, engine_kernels.JI_STATE] == engine_kernels.JOB_DROPPED
     met = deadline_met(finish, deadline)
     jobs = engine.jobs
     origin = engine.origin_s
@@ -124,30 +124,30 @@ def build_result(engine: Engine, policy: str, timeline: pl.DataFrame | None) -> 
     )
     if timeline is not None:
         timeline = timeline.with_columns(pl.col("start_s", "end_s") + origin)
-    end = float(S.sf[kernels.SF_NOW])
+    end = float(S.sf[engine_kernels.SF_NOW])
     metrics: dict[str, float | None] = dict(job_metrics(arrival, finish, deadline, isolated, end))
     service = service_groups(frame.with_columns(jobs["target"], jobs["model_target"]))
     metrics.update(service_summary(service, jobs.height))
     metrics["dropped"] = int(gone.sum())
     makespan = metrics["makespan_s"]
-    busy = S.af[:, kernels.AF_BUSY].copy()
+    busy = S.af[:, engine_kernels.AF_BUSY].copy()
     util = utilisation(busy, makespan)
     types = engine.system.instance_types
     static_w = np.array([engine.static_w[name] for name in types])
     decisions = engine.decisions
     metrics.update(
         energy_breakdown(
-            float(S.sf[kernels.SF_ENERGY]), static_w, makespan, engine.decision_energy_j
+            float(S.sf[engine_kernels.SF_ENERGY]), static_w, makespan, engine.decision_energy_j
         )
     )
     metrics.update(
         {
             "utilization": float(util.mean()),
             "decisions": float(decisions),
-            "assignments": float(S.si[kernels.SI_ASSIGNMENTS]),
+            "assignments": float(S.si[engine_kernels.SI_ASSIGNMENTS]),
             "decision_us": 1e6 * engine.decision_seconds / max(decisions, 1),
-            "bytes_moved": float(S.sf[kernels.SF_BYTES_MOVED]),
-            "mean_bandwidth_gbps": float(S.sf[kernels.SF_BYTES_MOVED]) / makespan / 1e9
+            "bytes_moved": float(S.sf[engine_kernels.SF_BYTES_MOVED]),
+            "mean_bandwidth_gbps": float(S.sf[engine_kernels.SF_BYTES_MOVED]) / makespan / 1e9
             if makespan > 0
             else 0.0,
         }

@@ -19,11 +19,14 @@ A trace without targets has no groups, and all these metrics are null.
 
 from __future__ import annotations
 
+import sys
+
 import dataframely as dy
 import numpy as np
 import polars as pl
 from numba import njit
 
+from relmas.hw import jit_cache
 from relmas.schemas import column_types, group_key
 
 
@@ -113,6 +116,10 @@ def service_summary(groups: pl.DataFrame, jobs: int) -> dict[str, float | int | 
         "worst_ratio": float(ratio.min()) if ratio.size else None,
         "jain_target": jain(ratio) if ratio.size else None,
     }
+
+
+# Like every cached kernel of relmas, recompiled once after an edit of its sources.
+jit_cache.refresh(shortfall, (sys.modules[__name__],), stamp="relmas-sim-service.sha256")
 
 
 def jain(values: np.ndarray) -> float:

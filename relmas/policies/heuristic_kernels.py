@@ -26,8 +26,7 @@ from numba import njit
 from relmas.hw import jit_cache
 from relmas.policies import triage
 from relmas.policies.triage import feasible
-from relmas.sim import access
-from relmas.sim import kernels as engine_kernels
+from relmas.sim import access, engine_kernels
 from relmas.sim.access import (
     accelerator_count,
     accelerator_type,
@@ -49,7 +48,7 @@ from relmas.sim.access import (
     ready_job,
     refresh_rates,
 )
-from relmas.sim.kernels import STATUS_DECISION, State, Tables, advance, apply_decision
+from relmas.sim.engine_kernels import STATUS_DECISION, State, Tables, advance, apply_decision
 
 CODE_FCFS, CODE_SJF, CODE_EDF, CODE_LLF = 0, 1, 2, 3  # job order from the ready heap
 CODE_PREMA, CODE_SDRM3, CODE_PLANARIA, CODE_HERALD, CODE_RANDOM = 4, 5, 6, 7, 8
