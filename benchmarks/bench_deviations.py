@@ -93,7 +93,7 @@ def _decision(env: SchedulingEnv, action: int) -> tuple[int, int, int]:
     layout = env.layout
     if action == layout.actions - 1:
         return -1, -1, 0
-    job = int(env.arrays.slots[layout.slot_of(action)])
+    job = int(env.observer.slots[layout.slot_of(action)])
     return job, layout.type_of(action), layout.variant_of(action)
 
 

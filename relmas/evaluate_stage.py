@@ -41,6 +41,7 @@ from relmas.evaluate import (
     validation_summaries,
     write_results,
 )
+from relmas.figures.contents import GANTT_JOBS
 from relmas.io import copy_file, write_parquet
 from relmas.paths import groups_of, summary_of
 from relmas.profile import configured_static_power, recorded_static_power
@@ -187,11 +188,6 @@ def _seed_values(row: Mapping[str, Any], result: Any) -> dict[str, float]:
         for quantity in SERVICE_QUANTITIES:
             values[tracking.metric_name(quantity, group["group"])] = group[quantity]
     return values
-
-
-# Jobs drawn in an evaluate run's Gantt chart: the first ones of the trace (a chart of a whole
-# trace of 1,000 jobs takes minutes to draw and shows nothing).
-GANTT_JOBS = 24
 
 
 def _log_gantt(run: Any, result: Any, path: Path | None, title: str) -> None:

@@ -979,8 +979,8 @@ def small_agent(directory: Path) -> None:
 
     from relmas.rl.agent import AgentInfo, write_agent_info
     from relmas.rl.checkpoint import BEST, save_checkpoint
+    from relmas.rl.features import Layout
     from relmas.rl.network import QNetwork
-    from relmas.rl.observation import Layout
     from tests.defaults import decision_cost, observation_settings, reward_settings
 
     settings = observation_settings(candidates=1, reference="sjf_feasible", service=False)

@@ -37,8 +37,8 @@ from relmas.figures.gantt import plot_gantt
 from relmas.io import read_metadata, read_parquet, write_parquet
 from relmas.paths import bound_file, evaluation_file, summary_of
 from relmas.policies import make_policy
+from relmas.rl.features import Layout
 from relmas.rl.network import QNetwork
-from relmas.rl.observation import Layout
 from relmas.schemas import JOB_SCHEMA, SUMMARY_SCHEMA, SummaryRows
 from relmas.sim import load_system
 from relmas.sim.costs import load_costs

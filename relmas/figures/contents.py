@@ -14,6 +14,10 @@ from typing import Any
 from relmas import catalog
 from relmas.study import evaluation_runs, target_scenarios
 
+# Jobs drawn in a Gantt chart (an evaluate run's, the report's window): a chart of a whole trace of
+# 1,000 jobs takes minutes to draw and shows nothing.
+GANTT_JOBS = 24
+
 # metrics drawn as bars by scenario beside the SLA rate: name -> axis label
 METRIC_FIGURES: dict[str, str] = {
     "antt": "ANTT (lower is better)",

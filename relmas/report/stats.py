@@ -15,6 +15,7 @@ from scipy import stats
 from relmas import catalog
 from relmas.ceiling.rows import CEILING
 from relmas.figures import palette
+from relmas.figures.contents import GANTT_JOBS
 from relmas.study import validation_order
 
 METRICS = ("sla_rate", "antt", "stp", "fairness", "utilization", "energy_j", "decision_us")
@@ -188,9 +189,6 @@ def shown_policies(
         if drawn := [p for p in best if p is not None] + rest:
             shown[scenario] = drawn
     return shown
-
-
-GANTT_JOBS = 24  # the jobs of the Gantt chart's window
 
 
 @dataclass(frozen=True)
