@@ -53,10 +53,12 @@ _RULES = "relmas.policies.rules"
 
 Rank = Literal["work", "deadline"]
 Precedence = Literal["rule", "deficit", "target", "tokens", "below"]
+Admit = Literal["all", "sacrifice", "accept"]
 RANKS: tuple[Rank, ...] = ("work", "deadline")  # the rule kernel's codes of each part, in order
 RANK_NAMES = {"work": "sjf", "deadline": "edf"}  # least remaining work or earliest deadline first
 PRECEDENCES: tuple[Precedence, ...] = ("rule", "deficit", "target", "tokens", "below")
 GATES = ("patient", "gated", "ordered")  # each needs the one before it
+ADMITS: tuple[Admit, ...] = ("all", "sacrifice", "accept")
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,9 @@ class RuleParts:
     rank: its order among the jobs that can still meet their deadline (least remaining `work`
     first, SJF, or the earliest `deadline`, EDF); patient: it holds a start back for a busy
     instance that would end the layer sooner; gated: also a start that would oversubscribe the
-    bandwidth; ordered: gated only where it may wait; by: which feasible jobs go before the
+    bandwidth; ordered: gated only where it may wait; admit: which feasible jobs it keeps (`all`;
+    `sacrifice`, Moore-Hodgson's rule, or `accept`, an acceptance test, each giving up the others
+    as if hopeless: `relmas.policies.triage.admitted`); by: which feasible jobs go before the
     rule's order (`rule`: none; a precedence class of the target-aware baselines). Where it
     starts layers (its placement) is not a part of its name: a parameter chosen per scenario on
     validation, as for every rule.
@@ -78,22 +82,28 @@ class RuleParts:
     gated: bool = False
     ordered: bool = False
     by: Precedence = "rule"
+    admit: Admit = "all"
 
     def __post_init__(self) -> None:
-        if self.rank not in RANKS or self.by not in PRECEDENCES:
-            raise ValueError(f"a rank of {RANKS} and a precedence of {PRECEDENCES}: {self}")
+        if self.rank not in RANKS or self.by not in PRECEDENCES or self.admit not in ADMITS:
+            raise ValueError(
+                f"a rank of {RANKS}, a precedence of {PRECEDENCES} and an admission of {ADMITS}: "
+                f"{self}"
+            )
         gates = (self.patient, self.gated, self.ordered)
         if any(later and not earlier for earlier, later in zip(gates, gates[1:], strict=False)):
             raise ValueError(f"each of the gates {GATES} needs the one before it: {self}")
 
     @property
     def name(self) -> str:
-        """The contract name: `sjf_feasible` or `edf_feasible`, then its gates, then its precedence
-        (`sjf_feasible_patient_gated_below`; the precedence `target` reads `by_target`)."""
+        """The contract name: `sjf_feasible` or `edf_feasible`, then its gates, then its admission,
+        then its precedence (`sjf_feasible_patient_gated_below`, `edf_feasible_sacrifice`; the
+        admission `all` adds nothing, the precedence `target` reads `by_target`)."""
         on = (self.patient, self.gated, self.ordered)
         gates = [gate for gate, held in zip(GATES, on, strict=True) if held]
+        admission = [] if self.admit == "all" else [self.admit]
         precedence = {"rule": [], "target": ["by_target"]}.get(self.by, [self.by])
-        return "_".join([RANK_NAMES[self.rank], "feasible", *gates, *precedence])
+        return "_".join([RANK_NAMES[self.rank], "feasible", *gates, *admission, *precedence])
 
     @property
     def entry(self) -> PolicyEntry:
@@ -108,7 +118,8 @@ GATED = {**PATIENT, "gated": True}
 ORDERED = {**GATED, "ordered": True}
 # The rule baselines in contract order: SJF and EDF with their holding forms, then the
 # target-aware ones (each precedence over the plain, gated and ordered forms), then the token
-# rule and static priority.
+# rule and static priority, then the admission forms (after the others, so that every earlier
+# policy keeps its place in contract order).
 RULES: tuple[RuleParts, ...] = (
     *(RuleParts(rank, **PLAIN) for rank in RANKS),
     *(RuleParts(rank, **holding) for rank in RANKS for holding in (PATIENT, GATED)),
@@ -121,6 +132,12 @@ RULES: tuple[RuleParts, ...] = (
     ),
     RuleParts("work", by="tokens"),
     RuleParts("work", by="target"),
+    *(
+        RuleParts(rank, **holding, admit=admit)
+        for admit in ("sacrifice", "accept")
+        for holding in (PLAIN, ORDERED)
+        for rank in RANKS
+    ),
 )
 
 CATALOG: tuple[PolicyEntry, ...] = (
@@ -181,6 +198,18 @@ def rule(name: str) -> RuleParts | None:
 def rules() -> tuple[RuleParts, ...]:
     """Every rule baseline's parts, in contract order (the rule kernel registers each)."""
     return tuple(e.rule for e in entries() if e.rule is not None)
+
+
+def search_seeds(*kinds: Kind) -> tuple[str, ...]:
+    """The policies of `kinds` whose schedules seed the offline searches (`ga_offline`'s initial
+    population, the exact ceiling's hints): not the sanity floors (never the best schedule), nor
+    the admission forms of the rules (`RuleParts.admit`), declared after the searches' seeds were
+    fixed, so that the offline bound schedules every trace as before them."""
+    return tuple(
+        e.name
+        for e in entries()
+        if e.kind in kinds and not e.floor and (e.rule is None or e.rule.admit == "all")
+    )
 
 
 def offline() -> tuple[str, ...]:

@@ -43,12 +43,35 @@ EARLIER_NAMES = {
 }
 
 
+# The admission forms (issue 50), declared after them: (rank, patient, gated, ordered, by, admit).
+SACRIFICE, ACCEPT = rules.ADMIT_SACRIFICE, rules.ADMIT_ACCEPT
+ADMISSION_NAMES = {
+    "sjf_feasible_sacrifice": (0, False, False, False, rules.BY_RULE, SACRIFICE),
+    "edf_feasible_sacrifice": (1, False, False, False, rules.BY_RULE, SACRIFICE),
+    "sjf_feasible_patient_gated_ordered_sacrifice": (0, True, True, True, rules.BY_RULE, SACRIFICE),
+    "edf_feasible_patient_gated_ordered_sacrifice": (1, True, True, True, rules.BY_RULE, SACRIFICE),
+    "sjf_feasible_accept": (0, False, False, False, rules.BY_RULE, ACCEPT),
+    "edf_feasible_accept": (1, False, False, False, rules.BY_RULE, ACCEPT),
+    "sjf_feasible_patient_gated_ordered_accept": (0, True, True, True, rules.BY_RULE, ACCEPT),
+    "edf_feasible_patient_gated_ordered_accept": (1, True, True, True, rules.BY_RULE, ACCEPT),
+}
+
+
 def test_the_declared_parts_give_the_names_and_kernel_parameters_of_earlier_studies() -> None:
-    assert tuple(catalog.of_kind("rule", "target")) == tuple(EARLIER_NAMES)
+    """The earlier names come first, in their order, each with its earlier parameters and the
+    admission of every job (`all`, code 0) appended; the admission forms follow them."""
+    declared = tuple(catalog.of_kind("rule", "target"))
+    assert declared[: len(EARLIER_NAMES)] == tuple(EARLIER_NAMES)
+    assert declared[len(EARLIER_NAMES) :] == tuple(ADMISSION_NAMES)
+    assert rules.ADMIT_ALL == 0 and rules.ADMIT_SACRIFICE == 1 and rules.ADMIT_ACCEPT == 2
     for name, parameters in EARLIER_NAMES.items():
         parts = catalog.rule(name)
-        assert parts is not None and parts.name == name
+        assert parts is not None and parts.name == name and parts.admit == "all"
         assert catalog.entry(name).kind == ("rule" if parts.by == "rule" else "target")
+        assert make_policy(name).parameters == (*parameters, rules.ADMIT_ALL)
+    for name, parameters in ADMISSION_NAMES.items():
+        parts = catalog.rule(name)
+        assert parts is not None and parts.name == name and catalog.entry(name).kind == "rule"
         assert make_policy(name).parameters == parameters
     assert rules.RANK_SJF == 0 and rules.RANK_EDF == 1
 
@@ -60,6 +83,7 @@ def test_the_declared_parts_give_the_names_and_kernel_parameters_of_earlier_stud
         dict(rank="deadline", patient=True, ordered=True),  # ordered needs gated
         dict(rank="laxity"),
         dict(rank="work", by="priority"),
+        dict(rank="deadline", admit="guarantee"),
     ],
 )
 def test_parts_that_name_no_rule_are_refused(parts) -> None:

@@ -38,9 +38,12 @@ ADMITTED = 0.5  # a job the LP counts as met by more than this is served
 
 
 def deadline_rules() -> tuple[str, ...]:
-    """The rule baselines that rank by deadline: every job served is meant to meet its own."""
+    """The rule baselines that rank by deadline and keep every feasible job: every job served is
+    meant to meet its own, and the LP chooses which are served."""
     return tuple(
-        parts.name for parts in catalog.rules() if parts.by == "rule" and parts.rank == "deadline"
+        parts.name
+        for parts in catalog.rules()
+        if parts.by == "rule" and parts.rank == "deadline" and parts.admit == "all"
     )
 
 

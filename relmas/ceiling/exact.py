@@ -82,8 +82,9 @@ class _Grid:
 
 def default_seed_policies() -> tuple[str, ...]:
     """The online policies whose runs seed the search: the fixed heuristics and the rule
-    baselines (jitted, quick), without the random floor."""
-    return tuple(n for n in catalog.of_kind("heuristic", "rule") if n not in catalog.floors())
+    baselines (jitted, quick), without the random floor and the rules' admission forms
+    (`catalog.search_seeds`)."""
+    return catalog.search_seeds("heuristic", "rule")
 
 
 def solve_exact(

@@ -45,9 +45,10 @@ from relmas.sim.engine_kernels import STATUS_DONE, entry_point
 from relmas.sim.metrics import deadline_met
 
 # Online policies whose schedules seed the initial population: every non-learned competitor (the
-# kinds heuristic, rule and search), not the random floor (a reference, never the best schedule).
+# kinds heuristic, rule and search), not the random floor (a reference, never the best schedule)
+# nor the rules' admission forms (`catalog.search_seeds`).
 SEED_KINDS = ("heuristic", "rule", "search")
-SEED_POLICIES = tuple(name for name in catalog.of_kind(*SEED_KINDS) if name not in catalog.floors())
+SEED_POLICIES = catalog.search_seeds(*SEED_KINDS)
 # Mutation strength: expected mutated genes per child for instance genes and for single keys;
 # a key moves by a normal step of KEY_STEP mean layer latencies. Whole jobs: each job is shifted
 # with probability 1 / jobs, by a normal step of one mean isolated job latency.

@@ -22,7 +22,8 @@ class Reference(NamedTuple):
     arguments besides the engine's state)."""
 
     costs: Tables  # its view of the costs (`Placement.tables`)
-    rule: np.ndarray  # int64[5]: rank, patient, gated, ordered, by (`RuleBaseline.parameters`)
+    # int64[6]: rank, patient, gated, ordered, by, admit (`RuleBaseline.parameters`)
+    rule: np.ndarray
     allowed: np.ndarray  # bool[types]: its placement's types
     bandwidth: np.ndarray  # bool[1]: its placement is the bandwidth-aware one
 

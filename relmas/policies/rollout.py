@@ -80,7 +80,7 @@ def _rollout(
     job: int,
     accelerator: int,
     end: float,
-    rule: tuple[int, bool, bool, bool, int, np.ndarray, bool],
+    rule: tuple[int, bool, bool, bool, int, int, np.ndarray, bool],
     clairvoyant: bool,
     out_job: np.ndarray,
     out_acc: np.ndarray,
@@ -152,7 +152,7 @@ def run_rollout(
     S: State,
     D: State,
     view: Tables,
-    rule: tuple[int, bool, bool, bool, int, np.ndarray, bool],
+    rule: tuple[int, bool, bool, bool, int, int, np.ndarray, bool],
     horizon_s: float,
     candidates: int,
     clairvoyant: bool,
@@ -164,7 +164,7 @@ def run_rollout(
     of S's shape. stats[0] counts the decisions that left the rule, stats[1] all."""
     out_job, out_acc = np.zeros(1, np.int64), np.zeros(1, np.int64)
     jobs = np.empty(2 * candidates + 4, np.int64)  # + rule, reference, hopeless, wait
-    allowed = rule[5]
+    allowed = rule[6]
     while True:
         status = advance(T, S)
         if status != STATUS_DECISION:

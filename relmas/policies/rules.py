@@ -29,6 +29,12 @@ A tenant's deficit is its target minus its rate so far counting its hopeless rea
 (`triage.service_rates`, the agent's); a job without a target comes after every job with one.
 Without targets every job is in one class, and each is its base rule.
 
+The admission forms (`_sacrifice`, `_accept`) keep only the feasible jobs that a fluid EDF
+estimate of their placement's instances says can meet their deadlines together
+(`triage.admitted`: Moore-Hodgson's sacrifice, or an acceptance test in arrival order); the jobs
+given up are treated as hopeless ones are. Under no overload each is its base rule. The estimate
+costs O(feasible ready jobs²) per decision at worst.
+
 One decision starts at most one job, as the agent's does, so the next decision (at the same time
 while an instance is idle and a job ready) sees it running: the agent taking its teacher's action
 at every decision gives the rule baseline's schedule (tested). Each
@@ -45,13 +51,14 @@ import numpy as np
 from numba import njit
 
 from relmas import catalog
-from relmas.catalog import PRECEDENCES, RANKS, RuleParts
+from relmas.catalog import ADMITS, PRECEDENCES, RANKS, RuleParts
 from relmas.hw import jit_cache
 from relmas.policies import heuristic_kernels, placement, triage
 from relmas.policies.base import Policy, register
 from relmas.policies.heuristic_kernels import token_growth
 from relmas.policies.placement import ALL, Placement, place
 from relmas.policies.triage import (
+    admitted,
     busy_gain,
     earliest_finish,
     fastest_idle,
@@ -74,6 +81,11 @@ RANK_SJF, RANK_EDF = RANKS.index("work"), RANKS.index("deadline")
 # the token threshold, or the tenants below their targets alike.
 BY_RULE, BY_DEFICIT, BY_TARGET, BY_TOKENS, BY_BELOW = (
     PRECEDENCES.index(by) for by in ("rule", "deficit", "target", "tokens", "below")
+)
+# Which feasible jobs it keeps (`triage.admitted`): all, Moore-Hodgson's sacrifice, or an
+# acceptance test; the others are treated as hopeless.
+ADMIT_ALL, ADMIT_SACRIFICE, ADMIT_ACCEPT = (
+    ADMITS.index(admit) for admit in ("all", "sacrifice", "accept")
 )
 TOKEN_LEVELS = 3.0  # a job is a token candidate with at least 1 / this of the most tokens
 UNKNOWN = -2  # a layer row's instance not yet asked (-1: held back)
@@ -226,11 +238,13 @@ def choose(
     gated: bool,
     ordered: bool,
     by: int,
+    admit: int,
     allowed: np.ndarray,
     bandwidth: bool,
 ) -> tuple[int, int]:
     """One decision of a rule baseline: (job, instance) to start, or (-1, -1) to wait. `by`
-    (BY_*) puts a precedence class before the rule's order among the feasible jobs; `allowed`
+    (BY_*) puts a precedence class before the rule's order among the feasible jobs; `admit`
+    (ADMIT_*) keeps some of them, the others given up as if hopeless; `allowed`
     (bool[types]) and `bandwidth` are its placement (relmas.policies.placement), `T` the rule's
     view of the costs (`Placement.tables`)."""
     if not _any_idle(S, allowed):  # the system of the allowed types alone has no decision here
@@ -244,6 +258,9 @@ def choose(
     first, first_level, first_key = -1, np.inf, np.inf  # the rule's pick among the feasible jobs
     reference, reference_work = -1, np.inf  # SJF's pick among all ready jobs
     hopeless, hopeless_work = -1, np.inf  # the hopeless job with the least remaining work
+    kept = np.empty(access.ready_count(S) if admit != ADMIT_ALL else 0, dtype=np.bool_)
+    if admit != ADMIT_ALL:
+        admitted(T, S, admit == ADMIT_ACCEPT, allowed, kept)
     # the feasible ready jobs in ready order: the holding forms scan them again, and under
     # overload most ready jobs are hopeless
     feasible_jobs = np.empty(access.ready_count(S), dtype=np.int64)
@@ -254,7 +271,7 @@ def choose(
         deadline = access.job_deadline(S, job)
         if _before(remaining, job, reference_work, reference):
             reference, reference_work = job, remaining
-        if feasible(now, remaining, deadline):
+        if feasible(now, remaining, deadline) and (admit == ADMIT_ALL or kept[i]):
             feasible_jobs[feasible_count] = job
             feasible_count += 1
             key = remaining if rank == RANK_SJF else deadline
@@ -317,6 +334,7 @@ def run_rule(
     gated: bool,
     ordered: bool,
     by: int,
+    admit: int,
     allowed: np.ndarray,
     bandwidth: bool,
 ) -> int:
@@ -327,7 +345,7 @@ def run_rule(
         if status != STATUS_DECISION:
             return status
         out_job[0], out_acc[0] = choose(
-            view, S, rank, patient, gated, ordered, by, allowed, bandwidth
+            view, S, rank, patient, gated, ordered, by, admit, allowed, bandwidth
         )
         apply_decision(T, S, out_job, out_acc, 1 if out_job[0] >= 0 else 0)
 
@@ -343,8 +361,9 @@ jit_cache.refresh(
 
 class RuleBaseline(Policy):
     """A rule baseline: its parts (`catalog.RuleParts`: its ranking among feasible jobs, what it
-    holds back, the precedence before its order) and where it starts layers (`placement`,
-    `Placement.parse`'s forms: a parameter of the kernel, not a policy of its own)."""
+    holds back, the precedence before its order, which feasible jobs it keeps) and where it starts
+    layers (`placement`, `Placement.parse`'s forms: a parameter of the kernel, not a policy of its
+    own)."""
 
     def __init__(self, parts: RuleParts, seed: int = 0, placement: str | Placement = ALL) -> None:
         self.parts = parts
@@ -367,12 +386,12 @@ class RuleBaseline(Policy):
         return self.placement.tables(tables, allowed), allowed, self.placement.bandwidth
 
     @property
-    def parameters(self) -> tuple[int, bool, bool, bool, int]:
-        """(rank, patient, gated, ordered, by): `choose`'s arguments after the engine's arrays
-        and before the placement's."""
+    def parameters(self) -> tuple[int, bool, bool, bool, int, int]:
+        """(rank, patient, gated, ordered, by, admit): `choose`'s arguments after the engine's
+        arrays and before the placement's."""
         parts = self.parts
         rank, by = RANKS.index(parts.rank), PRECEDENCES.index(parts.by)
-        return rank, parts.patient, parts.gated, parts.ordered, by
+        return rank, parts.patient, parts.gated, parts.ordered, by, ADMITS.index(parts.admit)
 
     def decide(self, view: DecisionView) -> list[tuple[int, int]]:
         job, accelerator = self._choose(

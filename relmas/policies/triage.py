@@ -12,6 +12,9 @@ baselines").
   task ends, than on the idle instance it would get (`busy_gain` above `HOLD_TOLERANCE`).
 - *gated* holds back a start that would push the running layers' full-speed bandwidth demand
   above the shared bandwidth, while something runs (oversubscription slows every running layer).
+- *admitted*: the feasible jobs an admission form keeps when a fluid EDF estimate says they cannot
+  all meet their deadlines (`admitted`: Moore-Hodgson's sacrifice or an acceptance test); the
+  others are given up as if hopeless.
 - a tenant's *rate so far* counts its ready jobs that are not feasible as missed
   (`service_rates`): what a target-aware rule measures a tenant's deficit by.
 """
@@ -32,10 +35,16 @@ MISS_TOLERANCE = 1e-9  # relative: a miss is certain only beyond rounding of eve
 
 
 @njit(cache=True)
+def _meets(finish: float, deadline: float) -> bool:
+    """Whether a job ending at `finish` meets its deadline, beyond rounding of event times."""
+    return finish <= deadline + MISS_TOLERANCE * max(1.0, abs(deadline))
+
+
+@njit(cache=True)
 def feasible(now: float, remaining: float, deadline: float) -> bool:
     """Whether the remaining work at full speed still fits before the deadline (a job that does
     not has certainly missed it)."""
-    return now + remaining <= deadline + MISS_TOLERANCE * max(1.0, abs(deadline))
+    return _meets(now + remaining, deadline)
 
 
 @njit(cache=True, inline="always")
@@ -109,6 +118,95 @@ def oversubscribes(running: float, demand: float, capacity: float) -> bool:
     """*gated*: starting a layer demanding `demand` beside the running layers' full-speed demand
     `running` would exceed `capacity` (any common unit; never while nothing runs)."""
     return running > 0.0 and running + demand > capacity
+
+
+@njit(cache=True)
+def _fluid_finish(now: float, work: float, total: float, servers: int) -> float:
+    """When a job of remaining `work` ends in the fluid estimate: not before it runs alone at full
+    speed, nor before `servers` instances have done the `total` work queued up to it."""
+    return now + max(work, total / servers)
+
+
+@njit(cache=True)
+def _on_time(
+    edf: np.ndarray,
+    kept: np.ndarray,
+    work: np.ndarray,
+    due: np.ndarray,
+    now: float,
+    busy: float,
+    servers: int,
+) -> bool:
+    """Whether every `kept` job meets its deadline in the fluid estimate, served in `edf` order
+    after the running layers' `busy` work."""
+    total = busy
+    for c in edf:
+        if kept[c]:
+            total += work[c]
+            if not _meets(_fluid_finish(now, work[c], total, servers), due[c]):
+                return False
+    return True
+
+
+@njit(cache=True)
+def admitted(T: Tables, S: State, accept: bool, allowed: np.ndarray, kept: np.ndarray) -> None:
+    """kept[i]: whether the i-th ready job is feasible and admitted, recomputed from the state.
+
+    The estimate is a fluid of the instances of the `allowed` types (its placement's), already
+    busy for their running layers' time left, serving the feasible jobs' remaining work at full
+    speed (`T.remaining_work`, the rule's view) in EDF order: job k ends at now + max(its work,
+    (the busy time + the kept work up to k) / the instances). Optimistic (full speed, no
+    bandwidth sharing), so a job given up would have missed under any real schedule of the kept.
+    - sacrifice (`accept` False; Moore-Hodgson's rule, the overload answer of Shepherd's and
+      Koren-Shasha's D-over): in EDF order, whenever a kept job misses, give up the kept job with
+      the most remaining work up to it (ties: the later in EDF order); on one instance this keeps
+      the most jobs on time. O(n^2) at worst, n the feasible ready jobs.
+    - accept (Spring's guarantee, RED's acceptance test): in arrival order (job index), admit a
+      job only if the admitted set with it stays on time. A job given up may be admitted at a
+      later decision, when capacity frees up (RED's recovery). O(n^2).
+    """
+    now = access.now(S)
+    _, busy_left, _ = scan_instances(S)
+    servers, busy = 0, 0.0
+    for a in range(access.accelerator_count(S)):
+        if allowed[access.accelerator_type(S, a)]:
+            servers += 1
+            busy += busy_left[a]
+    ready = access.ready_count(S)
+    slot = np.empty(ready, dtype=np.int64)  # the feasible jobs' ready index, job, work, deadline
+    jobs = np.empty(ready, dtype=np.int64)
+    work = np.empty(ready)
+    due = np.empty(ready)
+    n = 0
+    for i in range(ready):
+        kept[i] = False
+        job = access.ready_job(S, i)
+        remaining = T.remaining_work[access.job_next_row(S, job)]
+        deadline = access.job_deadline(S, job)
+        if feasible(now, remaining, deadline):
+            slot[n], jobs[n], work[n], due[n] = i, job, remaining, deadline
+            n += 1
+    arrival = np.argsort(jobs[:n])  # job indices are in arrival order
+    edf = arrival[np.argsort(due[arrival], kind="mergesort")]  # ties: earlier arrival
+    keep = np.zeros(n, dtype=np.bool_)
+    if accept:
+        for c in arrival:
+            keep[c] = True
+            keep[c] = _on_time(edf, keep, work, due, now, busy, servers)
+    else:
+        total = busy
+        for k in range(n):
+            keep[edf[k]] = True
+            total += work[edf[k]]
+            if not _meets(_fluid_finish(now, work[edf[k]], total, servers), due[edf[k]]):
+                drop = -1
+                for c in edf[: k + 1]:
+                    if keep[c] and (drop < 0 or work[c] >= work[drop]):
+                        drop = c
+                keep[drop] = False
+                total -= work[drop]
+    for c in range(n):
+        kept[slot[c]] = keep[c]
 
 
 @njit(cache=True)

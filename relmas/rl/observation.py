@@ -131,7 +131,7 @@ def observe(V: ObservationArrays) -> None:
     T, P, S, R, scales, tenant_target, slots, obs, mask = V
     job, instance = choose(
         R.costs, S, R.rule[0], R.rule[1] != 0, R.rule[2] != 0, R.rule[3] != 0, R.rule[4],
-        R.allowed, R.bandwidth[0],
+        R.rule[5], R.allowed, R.bandwidth[0],
     )  # fmt: skip
     access.refresh_rates(S)
     service = tenant_target.shape[0] > 0
