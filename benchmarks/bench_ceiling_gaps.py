@@ -18,7 +18,8 @@ relaxation of the engine that drops one more part of it:
 - `counted`: the bound as shipped, with the windows' count rows.
 
 `served` is the LP's jobs served (relmas.ceiling.admission, with the config's shares of the
-bandwidth): the jobs the counted LP keeps, run by a deadline rule, replayed.
+bandwidth): the jobs the counted LP keeps, run by a deadline rule (`--served-by all`: by every
+plain rule form, shortest-work first too), replayed.
 `opt` is the optimum where proven: the best replayed schedule (rules, the restriction, the
 relaxations' schedules: `lower`; with `--ga` also the best of three ga_offline runs, `ga`, an
 engine run that shares the bandwidth where the restriction may not; and `served`) meets the least
@@ -52,7 +53,7 @@ import polars as pl
 from command_line import print_table, run  # a sibling module
 
 from relmas import catalog
-from relmas.ceiling.admission import serve_lp_jobs
+from relmas.ceiling.admission import plain_rules, serve_lp_jobs
 from relmas.ceiling.bound import Relaxation, relaxation_bound
 from relmas.ceiling.exact import relaxation_upper, solve_exact
 from relmas.ceiling.instance import Instance
@@ -143,7 +144,10 @@ def measure(seed: int, args: argparse.Namespace) -> dict:
     lp = relaxation_bound(instance, time_limit_s=60.0, counts=False)
     counted = relaxation_bound(instance, time_limit_s=60.0)
     scales = load_config(args.config)["evaluation"]["ceiling"]["admission_bandwidth"]
-    served = serve_lp_jobs(system, tables, jobs, counted, scales=scales, time_limit_s=60.0).met
+    served_by = plain_rules() if args.served_by == "all" else None
+    served = serve_lp_jobs(
+        system, tables, jobs, counted, scales=scales, time_limit_s=60.0, rules=served_by
+    ).met
     lower = max(exact.lower, ga, served)
     upper = min(exact.upper, ladder["placed"][0])
     proven = lower == upper
@@ -200,6 +204,12 @@ def main() -> int:
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--costs", default=None, help="cost tables of the config (real)")
     parser.add_argument("--models", default="alexnet,vgg16,unet")
+    parser.add_argument(
+        "--served-by",
+        choices=["deadline", "all"],
+        default="deadline",
+        help="the rules serving the LP's jobs: the deadline forms (as shipped) or every plain form",
+    )
     parser.add_argument(
         "--ga", action="store_true", help="ga_offline's best of 3 runs as a lower bound too"
     )

@@ -37,6 +37,12 @@ from relmas.sim.system import System
 ADMITTED = 0.5  # a job the LP counts as met by more than this is served
 
 
+def plain_rules() -> tuple[str, ...]:
+    """Every plain rule form, shortest-work first too (no precedence, no admission): what
+    `bench_ceiling_gaps.py --served-by all` serves the LP's jobs with, to measure the ranking."""
+    return tuple(p.name for p in catalog.rules() if p.by == "rule" and p.admit == "all")
+
+
 def deadline_rules() -> tuple[str, ...]:
     """The rule baselines that rank by deadline and keep every feasible job: every job served is
     meant to meet its own, and the LP chooses which are served."""
@@ -86,11 +92,13 @@ def serve_lp_jobs(
     scales: Sequence[float],
     time_limit_s: float,
     threads: int = 1,
+    rules: Sequence[str] | None = None,
 ) -> Admission:
     """The best of `best_run` on `jobs` over the jobs the LP counts as met with each of `scales`
     of the system's bandwidth (1: `bound`'s own LP; others solved within `time_limit_s` each),
     replayed on the whole trace. A share whose LP counts no more jobs than a run already met is
-    not run, nor any once a run meets the bound: neither could meet more."""
+    not run, nor any once a run meets the bound: neither could meet more. `rules`: the rules
+    `best_run` tries (default `deadline_rules`)."""
     if not scales or not all(0 < scale <= 1 for scale in scales):
         raise ValueError(f"shares of the bandwidth in (0, 1], at least one, got {list(scales)}")
     started = time.perf_counter()
@@ -104,7 +112,7 @@ def serve_lp_jobs(
             planned = replace(whole, dram_gbps=whole.dram_gbps * scale)
             shares = relaxation_bound(planned, time_limit_s=time_limit_s, threads=threads).shares
         if best is None or np.count_nonzero(shares > ADMITTED) > best.met:
-            run = best_run(system, tables, jobs, whole, shares, scale)
+            run = best_run(system, tables, jobs, whole, shares, scale, rules)
             best = run if best is None or run.met > best.met else best
     assert best is not None  # scales is not empty
     return Admission(
@@ -123,6 +131,7 @@ def best_run(
     whole: Instance,
     shares: np.ndarray,
     scale: float = 1.0,
+    rules: Sequence[str] | None = None,
 ) -> Run:
     """The run of `deadline_rules` × `placements` meeting the most deadlines on the jobs of `jobs`
     (`whole`, its instance) whose `shares` (an LP's x_j in the engine's order: Bound.shares, the
@@ -133,7 +142,7 @@ def best_run(
     if part.height == 0:
         return Run(part, scale, None, None, 0)
     best = Run(part, scale, None, None, -1)
-    for rule in deadline_rules():
+    for rule in deadline_rules() if rules is None else rules:
         for where in placements(system):
             result = Engine(system, tables, part).run(make_policy(rule, placement=where))
             met = int(result.jobs["met"].sum())
