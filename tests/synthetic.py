@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from relmas.policies import Policy
+from relmas.policies import Policy, make_policy
 from relmas.schemas import COST_SCHEMA, JOB_SCHEMA
 from relmas.sim import CostTables, Engine, SimResult, System, load_system
 from relmas.sim.costs import PIECE_SCHEMA
@@ -66,6 +66,16 @@ def stepped_result(
     while (view := engine.next_decision()) is not None:
         engine.step(policy.decide(view))
     return engine.result(name)
+
+
+def both_ways(system: System, tables: CostTables, jobs: pl.DataFrame, name: str) -> SimResult:
+    """Policy `name` on `jobs` by its jitted loop, checked against the stepping path: the same
+    schedule and the same number of decisions."""
+    fast = Engine(system, tables, jobs).run(make_policy(name))
+    slow = stepped_result(system, tables, jobs, make_policy(name), name)
+    assert slow.jobs.equals(fast.jobs), name
+    assert slow.metrics["decisions"] == fast.metrics["decisions"], name
+    return fast
 
 
 def synthetic_costs(
