@@ -48,7 +48,25 @@ GROUPS: tuple[Group, ...] = (
     Group(
         "rule baselines",
         ("rule",),
-        ("#ff7f0e", "#8c564b", "#ffbb78", "#c49c94", "#e6550d", "#fdd0a2", "#a0522d", "#fd8d3c"),
+        (
+            "#ff7f0e",
+            "#8c564b",
+            "#ffbb78",
+            "#c49c94",
+            "#e6550d",
+            "#fdd0a2",
+            "#a0522d",
+            "#fd8d3c",
+            # the admission forms
+            "#d94801",
+            "#fdae6b",
+            "#7f2704",
+            "#f16913",
+            "#cc7a3d",
+            "#ffcc99",
+            "#994c00",
+            "#e08050",
+        ),
     ),
     Group(
         "target-aware baselines",
