@@ -22,14 +22,12 @@ import time
 from dataclasses import replace
 
 import polars as pl
-from command_line import print_table, run, study_scenarios  # a sibling module
+from command_line import LOADED, print_table, run, study_scenarios  # a sibling module
 
 from relmas import catalog
 from relmas.evaluate import simulate
 from relmas.policies import make_policy
 from relmas.report import markdown_table
-
-LOADED = "vision_heavy,bursty,transformer_heavy,mixed_overload,bandwidth_scarce"
 
 
 def admission_forms() -> list[str]:

@@ -15,6 +15,9 @@ from relmas.errors import InputError
 from relmas.report import markdown_table
 from relmas.study import Study
 
+# The default study's loaded scenarios (issue 50): where a scheduler has deadlines to give up.
+LOADED = "vision_heavy,bursty,transformer_heavy,mixed_overload,bandwidth_scarce"
+
 
 def study_scenarios(args: argparse.Namespace) -> tuple[Study, list[str]]:
     """The study of `args.config` and the scenarios of `args.scenarios` (comma-separated; None:

@@ -102,7 +102,7 @@ def _layer_costs(
 
 
 def _block(instance: Instance, job: int, unit: float, resources: int) -> _Block:
-    """The LP block of `job`'s model (every job of a model shares it)."""
+    """The LP block of `job`'s layers (every job with the same layers left shares it)."""
     types = len(instance.types)
     per_byte = 1.0 / (instance.bandwidth_bps * unit) if resources > types else 0.0
     classes: dict[bytes, int] = {}
@@ -150,9 +150,12 @@ class Relaxation:
         self.resources = types + (1 if np.isfinite(instance.bandwidth_bps) else 0)
         # The LP in seconds and bytes is badly conditioned: times in units of a typical layer's.
         unit = float(np.median(instance.alone_s.min(axis=1))) or 1.0  # 1 s if layers take none
-        first_job = {int(m): j for j, m in reversed(list(enumerate(instance.model)))}
-        by_model = {m: _block(instance, j, unit, self.resources) for m, j in first_job.items()}
-        self.blocks = [by_model[int(m)] for m in instance.model]
+        # jobs with the same layers left share a block: a chain is its first row and its length
+        lengths = np.diff(instance.first_op)
+        chains = [(int(instance.op_row[instance.first_op[j]]), int(lengths[j])) for j in range(n)]
+        first_job = {chain: j for j, chain in reversed(list(enumerate(chains)))}
+        by_chain = {c: _block(instance, j, unit, self.resources) for c, j in first_job.items()}
+        self.blocks = [by_chain[chain] for chain in chains]
         sizes = np.array([b.columns for b in self.blocks])
         self.u_start = n
         self.block_start = n + n * self.resources + np.concatenate(([0], np.cumsum(sizes)[:-1]))

@@ -13,7 +13,7 @@ their size) and integer time grids start at 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -135,6 +135,28 @@ class Instance:
             alone = alone_latency(self.pieces.latency_s[row, columns], demand, self.bandwidth_bps)
             out.append((alone, demand, self.pieces.dram_bytes[row, columns]))
         return out
+
+    def remaining(self, done: np.ndarray, release_s: np.ndarray) -> Instance:
+        """What is left of this instance at a point of a run: job j with its first `done[j]`
+        layers run (int64[jobs], fewer than its layers), released anew at `release_s[j]` (on this
+        instance's clock): an online planner's view of the jobs present (relmas.policies.planner).
+        """
+        sizes = np.diff(self.first_op)
+        if done.shape != (self.n_jobs,) or np.any(done < 0) or np.any(done >= sizes):
+            raise ValueError("each job must keep at least one layer to run")
+        keep = np.arange(self.n_ops) - self.first_op[self.op_job] >= done[self.op_job]
+        first_op = np.concatenate(([0], np.cumsum(sizes - done))).astype(np.int64)
+        return replace(
+            self,
+            arrival_s=np.asarray(release_s, dtype=np.float64),
+            first_op=first_op,
+            op_job=self.op_job[keep],
+            op_row=self.op_row[keep],
+            alone_s=self.alone_s[keep],
+            latency_s=self.latency_s[keep],
+            dram_bytes=self.dram_bytes[keep],
+            demand_bps=self.demand_bps[keep],
+        )
 
     def ops(self, job: int) -> range:
         """The operations (layers, in order) of internal job `job`."""

@@ -101,6 +101,7 @@ class Engine:
             engine_kernels.start_piece, self.kernel_pieces, S, 0, 0, 0
         )
         self._refresh_rates = engine_kernels.entry_point(engine_kernels.refresh_rates, S)
+        self._give_up = engine_kernels.entry_point(engine_kernels.give_up, S, 0)
         self.decision_seconds = 0.0
         self.decision_energy_j = 0.0
         # Flushed timeline chunks, each with the chunk recorded before it: a tree of the branches
@@ -170,9 +171,23 @@ class Engine:
         if (
             S.si[engine_kernels.SI_RUNNING] == 0
             and S.si[engine_kernels.SI_NEXT_ARRIVAL] == self.jobs.height
+            and S.si[engine_kernels.SI_READY_N] > 0  # none: every job is done (`give_up`)
         ):
             raise RuntimeError("cannot wait: nothing is running and no job will arrive")
         S.si[engine_kernels.SI_WAITING] = 1
+
+    def give_up(self, job: int) -> None:
+        """Drop the ready `job` (internal index) unfinished: a policy's admission decision. It is
+        never started again and counts as missed, like a firm job past its deadline; a job with
+        a piece of its layer running cannot be given up (the piece must end first)."""
+        S = self.state
+        if (
+            not 0 <= job < S.ji.shape[0]
+            or S.ji[job, engine_kernels.JI_STATE] != engine_kernels.JOB_READY
+            or S.ji[job, engine_kernels.JI_PENDING] > 0
+        ):
+            raise ValueError(f"job {job} is not ready with nothing running")
+        self._give_up(S, job)
 
     def pop_finished(self) -> tuple[np.ndarray, np.ndarray]:
         """Jobs (internal indices) finished or dropped since the last call, and whether each met

@@ -304,13 +304,21 @@ def _log_done(S: State, job: int, met: bool) -> None:
 
 @njit(cache=True)
 def _drop(S: State, job: int) -> None:
-    """Take the firm `job`, past its deadline with no task running, out of the system."""
+    """Take `job`, with no task running, out of the system unfinished (a firm job past its
+    deadline, or one a policy gives up: `give_up`)."""
     if S.ji[job, JI_STATE] == JOB_READY:
         _remove_ready(S, job)
     S.ji[job, JI_STATE] = JOB_DROPPED
     S.jf[job, JF_FINISH] = np.nan
     S.si[SI_DROPPED] += 1
     _log_done(S, job, False)
+
+
+@njit(cache=True)
+def give_up(S: State, job: int) -> None:
+    """Drop the ready `job`, with no task running, as a policy's admission decision: it is never
+    started again and counts as missed, like a firm job past its deadline."""
+    _drop(S, job)
 
 
 @njit(cache=True)

@@ -1,0 +1,141 @@
+"""The online headroom (issue 50, item 1): what a scheduler that does not know the future can win
+by giving jobs up, measured by the sampled-futures planner (relmas.policies.planner) against the
+study's best baseline, paired per trace.
+
+    .venv/bin/python benchmarks/bench_online_headroom.py [--config config/config.yaml]
+        [--costs DIR] [--validation DIR] [--scenarios vision_heavy,bursty] [--seeds 1000,1001]
+        [--jobs 200] [--samples 4] [--horizon 40] [--keep-share 0.5] [--lp-time-limit 2]
+        [--oracle]
+
+Per scenario: its best baseline and the placed rule the planner schedules with are those the
+study chose on its validation traces (`--validation`, the `relmas validate` files of a study run:
+results/<study>/validation). Per evaluation seed (`--seeds`, default the first two of
+`evaluation.seeds`) one trace of the scenario with `--jobs` jobs (the planner solves LPs at its
+decision points: a whole 1,000-job trace takes too long for a study; fewer jobs, the same arrival
+process) runs the best baseline and the planner (`--samples` futures of `--horizon` arrivals,
+kept at `--keep-share`); with `--oracle`, also the planner fed the trace's own next `--horizon`
+arrivals (what knowing them is worth). Prints one row per trace, then per scenario the mean SLA
+rates, the paired mean difference to the best baseline in SLA points with its Student-t 95 %
+interval, and the planner's seconds per plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from command_line import LOADED, print_table, run, study_scenarios  # a sibling module
+
+from relmas.evaluate import best_placed, placement_option, read_placements, simulate
+from relmas.io import read_parquet
+from relmas.paths import validation_file
+from relmas.policies import make_policy
+from relmas.policies.planner import Planner, PlannerConfig, RealFuture, SampledFutures
+from relmas.report.stats import best_baselines, mean_ci
+from relmas.schemas import SummaryRows
+from relmas.study import Study
+
+
+def planner_config(args: argparse.Namespace, seed: int) -> PlannerConfig:
+    return PlannerConfig(
+        samples=args.samples,
+        horizon_jobs=args.horizon,
+        keep_share=args.keep_share,
+        lp_time_limit_s=args.lp_time_limit,
+        seed=seed,
+    )
+
+
+def measure(study: Study, scenario: str, args: argparse.Namespace) -> list[dict]:
+    """One row per trace of `scenario`: the best baseline's and the planners' SLA rates."""
+    path = validation_file(args.validation, scenario)
+    validation = read_parquet(path, SummaryRows)
+    system, tables = study.system(scenario), study.costs(scenario, args.costs)
+    best, _ = best_baselines(validation)[scenario]
+    placements = read_placements(path, scenario, tables.types)
+    rule, where = best_placed(path, scenario, tables.types)
+    rows = []
+    for seed, jobs in study.traces(scenario, args.seeds, args.costs, args.jobs).items():
+        baseline = simulate(
+            system, jobs, tables, make_policy(best, **placement_option(best, placements))
+        )
+        config = planner_config(args, seed)
+        futures = SampledFutures(scenario, study.scenario(scenario), system, tables, config)
+        planners = {"planner": Planner(make_policy(rule, placement=where), futures, config)}
+        if args.oracle:
+            oracle = RealFuture(args.horizon)
+            planners["oracle"] = Planner(make_policy(rule, placement=where), oracle, config)
+        row = dict(
+            scenario=scenario,
+            seed=seed,
+            jobs=jobs.height,
+            best=best,
+            planned_by=f"{rule}@{where}",
+            best_sla=float(baseline.metrics["sla_rate"]),
+        )
+        for name, planner in planners.items():
+            started = time.perf_counter()
+            result = simulate(system, jobs, tables, planner)
+            row |= {
+                f"{name}_sla": float(result.metrics["sla_rate"]),
+                f"{name}_given_up": planner.given_up,
+                f"{name}_s_per_plan": (time.perf_counter() - started) / max(planner.plans, 1),
+            }
+        print(row, flush=True)
+        rows.append(row)
+    return rows
+
+
+def summary(rows: list[dict], planners: list[str]) -> list[dict]:
+    """Per scenario: mean SLA rates and each planner's paired difference to the best baseline."""
+    out = []
+    for scenario in dict.fromkeys(r["scenario"] for r in rows):
+        mine = [r for r in rows if r["scenario"] == scenario]
+        entry = dict(
+            scenario=scenario,
+            traces=len(mine),
+            best=mine[0]["best"],
+            best_sla=round(statistics.mean(r["best_sla"] for r in mine), 4),
+        )
+        for name in planners:
+            diff, half = mean_ci([100 * (r[f"{name}_sla"] - r["best_sla"]) for r in mine])
+            per_plan = statistics.median(r[f"{name}_s_per_plan"] for r in mine)
+            entry |= {
+                f"{name}_sla": round(statistics.mean(r[f"{name}_sla"] for r in mine), 4),
+                f"{name}_points": round(diff, 2),
+                f"{name}_ci95": f"[{diff - half:.2f}, {diff + half:.2f}]",
+                f"{name}_s_per_plan": round(per_plan, 3),
+            }
+        out.append(entry)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="config/config.yaml")
+    parser.add_argument("--costs", default=None, help="cost tables (default: the study's)")
+    parser.add_argument("--validation", type=Path, default=None, help="the study's validation/")
+    parser.add_argument("--scenarios", default=LOADED)
+    parser.add_argument("--seeds", default=None, help="evaluation seeds, comma-separated")
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--samples", type=int, default=4)
+    parser.add_argument("--horizon", type=int, default=40)
+    parser.add_argument("--keep-share", type=float, default=0.5)
+    parser.add_argument("--lp-time-limit", type=float, default=2.0)
+    parser.add_argument("--oracle", action="store_true")
+    args = parser.parse_args()
+    study, scenarios = study_scenarios(args)
+    if args.validation is None:
+        args.validation = study.paths.validation_dir
+    evaluation_seeds = study.config["evaluation"]["seeds"]
+    args.seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else evaluation_seeds[:2]
+    rows = [row for scenario in scenarios for row in measure(study, scenario, args)]
+    print_table(args, rows)
+    print_table(args, summary(rows, ["planner", "oracle"] if args.oracle else ["planner"]))
+    return 0
+
+
+if __name__ == "__main__":
+    run(main)

@@ -1,0 +1,214 @@
+"""An online admission planner over sampled futures: what a scheduler that does not know the
+future can win by giving jobs up (docs/simulator.md, "The sampled-futures planner").
+
+The LP's jobs served (relmas.ceiling.admission) meet more deadlines than every rule by choosing,
+knowing the whole trace, which jobs never to start. An online scheduler knows the jobs that have
+arrived and the arrival process, not the arrivals to come. This planner, at each decision point
+after new arrivals, draws `samples` futures of the scenario's
+arrival process (traces of the workload generator with seeds of their own, never the trace being
+run), solves the ceiling's LP (relmas.ceiling.bound) on the present jobs (what is left of each)
+plus each future, and gives up (`Engine.give_up`) the present jobs that can still meet their
+deadline but that fewer than `keep_share` of the solutions serve; a rule baseline with its
+placement schedules the rest. Fed the real future instead of samples (`RealFuture`), the same
+code is the clairvoyant admission.
+
+It solves LPs at its decision points: seconds, not microseconds, per decision. It is a
+measurement of the online headroom (benchmarks/bench_online_headroom.py), not a competitor of the
+microsecond policies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import polars as pl
+
+from relmas.ceiling.admission import ADMITTED
+from relmas.ceiling.bound import relaxation_bound
+from relmas.ceiling.instance import Instance
+from relmas.policies.base import Policy
+from relmas.policies.triage import feasible
+from relmas.sim import engine_kernels as ek
+from relmas.sim.costs import CostTables
+from relmas.sim.engine import DecisionView, Engine
+from relmas.sim.system import System
+from relmas.workload import Scenario, generate_trace
+
+# The seeds of the sampled futures start here: far from any study's trace seeds, so that a sample
+# is never the trace being run.
+FUTURE_SEED_BASE = 2**40
+_PLANNED = ["job_id", "tenant", "model", "arrival_s", "deadline_s"]  # what Instance.of reads
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """The planner's knobs, chosen on validation traces (benchmarks/bench_online_headroom.py)."""
+
+    samples: int = 4  # futures drawn per plan (K)
+    horizon_jobs: int = 40  # arrivals in each future
+    keep_share: float = 0.5  # a present job is kept if at least this share of the plans serve it
+    lp_time_limit_s: float = 2.0  # per LP solve
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.samples < 1 or self.horizon_jobs < 0:
+            raise ValueError(f"samples ≥ 1 and horizon_jobs ≥ 0, got {self}")
+        if not 0.0 < self.keep_share <= 1.0:
+            raise ValueError(f"keep_share in (0, 1], got {self.keep_share}")
+
+
+class Futures(Protocol):
+    """Where the planner's futures come from: the jobs (JOB_SCHEMA's planned columns) arriving
+    after the engine's present, on the engine's clock plus its origin (absolute seconds)."""
+
+    def __call__(self, engine: Engine, sample: int) -> pl.DataFrame: ...
+
+
+class SampledFutures:
+    """Futures drawn from the scenario's arrival process: the `horizon_jobs` arrivals after a
+    random point of a trace of the workload generator (one trace per sample, generated once),
+    moved so that the point is now. Nothing of the trace being run is read but the present."""
+
+    def __init__(
+        self,
+        name: str,
+        scenario: Scenario,
+        system: System,
+        tables: CostTables,
+        config: PlannerConfig,
+    ) -> None:
+        seeds = FUTURE_SEED_BASE + config.seed * config.samples + np.arange(config.samples)
+        self.pool = [
+            generate_trace(name, scenario, system, tables, int(s)).select(_PLANNED) for s in seeds
+        ]
+        self.horizon = config.horizon_jobs
+        self.rng = np.random.default_rng([FUTURE_SEED_BASE, config.seed])
+
+    def __call__(self, engine: Engine, sample: int) -> pl.DataFrame:
+        trace = self.pool[sample]
+        if self.horizon == 0:
+            return trace.clear()
+        # the arrival before the window stands for now: a window starts at a random arrival
+        last = max(1, trace.height - self.horizon)
+        start = int(self.rng.integers(1, last + 1))
+        window = trace.slice(start, self.horizon)
+        now = engine.origin_s + engine.now
+        shift = now - trace["arrival_s"][start - 1]
+        return window.with_columns(
+            pl.col("arrival_s") + shift,
+            pl.col("deadline_s") + shift,
+            job_id=-1 - pl.int_range(window.height, dtype=pl.Int64),  # not a real job's id
+        )
+
+
+class RealFuture:
+    """The trace's own next `horizon_jobs` arrivals (None: all): the clairvoyant planner, for
+    tests and to measure what knowing the future is worth."""
+
+    def __init__(self, horizon_jobs: int | None = None) -> None:
+        self.horizon = horizon_jobs
+
+    def __call__(self, engine: Engine, sample: int) -> pl.DataFrame:
+        arrived = int(engine.state.si[ek.SI_NEXT_ARRIVAL])
+        return engine.jobs.select(_PLANNED).slice(arrived, self.horizon)
+
+
+class Planner(Policy):
+    """Gives up the present jobs the sampled futures' LPs rarely serve; `rule` (a rule baseline
+    made by `relmas.policies.make_policy`, with its placement) schedules the others."""
+
+    name = "planner"
+
+    def __init__(self, rule: Policy, futures: Futures, config: PlannerConfig) -> None:
+        self.rule = rule
+        self.futures = futures
+        self.config = config
+
+    def reset(self, engine: Engine) -> None:
+        self.rule.reset(engine)
+        self.planned_arrivals = 0
+        self.plans = 0
+        self.given_up = 0
+
+    def decide(self, view: DecisionView) -> list[tuple[int, ...]]:
+        engine = view.engine
+        arrived = int(engine.state.si[ek.SI_NEXT_ARRIVAL])
+        if arrived > self.planned_arrivals:
+            present = present_jobs(engine)
+            if present.size:
+                self.give_up(engine, present)
+            self.planned_arrivals = arrived
+        if engine.state.si[ek.SI_READY_N] == 0:
+            return []
+        return self.rule.decide(view)
+
+    def give_up(self, engine: Engine, present: np.ndarray) -> None:
+        """Plan on `samples` futures and give up the ready jobs of `present` kept by too few."""
+        kept = np.zeros(present.size)
+        for sample in range(self.config.samples):
+            kept += served(engine, present, self.futures(engine, sample), self.config)
+        self.plans += 1
+        S = engine.state
+        for job in present[kept < self.config.keep_share * self.config.samples]:
+            if S.ji[job, ek.JI_STATE] == ek.JOB_READY and S.ji[job, ek.JI_PENDING] == 0:
+                engine.give_up(int(job))
+                self.given_up += 1
+
+
+def present_jobs(engine: Engine) -> np.ndarray:
+    """The arrived jobs that can still meet their deadline and have a layer left to start after
+    what runs now (internal indices): what the planner plans (the others are the rule's hopeless
+    jobs, or end with the task they run)."""
+    S = engine.state
+    arrived = int(S.si[ek.SI_NEXT_ARRIVAL])
+    jobs = np.flatnonzero(np.isin(S.ji[:arrived, ek.JI_STATE], (ek.JOB_READY, ek.JOB_RUNNING)))
+    cursor = S.ji[jobs, ek.JI_CURSOR]
+    work = engine.tables.remaining_work_s[cursor]
+    deadline = S.jf[jobs, ek.JF_DEADLINE]
+    hopeful = np.array([feasible(engine.now, w, d) for w, d in zip(work, deadline, strict=True)])
+    left = _layers_run(engine, jobs) < engine.tables.n_layers[engine.model_indices[jobs]]
+    return jobs[hopeful.astype(bool) & left]
+
+
+def served(
+    engine: Engine, present: np.ndarray, future: pl.DataFrame, config: PlannerConfig
+) -> np.ndarray:
+    """Whether the LP of what is left of the `present` jobs plus `future` serves each present
+    job (x_j above ADMITTED), bool[present]."""
+    jobs = pl.concat([engine.jobs.select(_PLANNED)[present], future])
+    instance = Instance.of(engine.system, engine.tables, jobs)
+    position = {int(j): i for i, j in enumerate(instance.job_id)}
+    mine = np.array([position[int(j)] for j in jobs["job_id"][: present.size]], dtype=np.int64)
+    done = np.zeros(instance.n_jobs, dtype=np.int64)
+    done[mine] = _layers_run(engine, present)
+    release = instance.arrival_s.copy()
+    release[mine] = engine.origin_s + _ready_at(engine, present) - instance.origin_s
+    bound = relaxation_bound(instance.remaining(done, release), time_limit_s=config.lp_time_limit_s)
+    return bound.shares[mine] > ADMITTED
+
+
+def _running(engine: Engine, jobs: np.ndarray) -> np.ndarray:
+    """Whether each of `jobs` runs its current layer's last tasks (none left to start)."""
+    S = engine.state
+    return (S.ji[jobs, ek.JI_PENDING] > 0) & (S.ji[jobs, ek.JI_PIECES_LEFT] == 0)
+
+
+def _layers_run(engine: Engine, jobs: np.ndarray) -> np.ndarray:
+    """Layers of each of `jobs` ended or running with nothing left to start."""
+    first_row = engine.tables.first_row[engine.model_indices[jobs]]
+    return engine.state.ji[jobs, ek.JI_CURSOR] - first_row + _running(engine, jobs)
+
+
+def _ready_at(engine: Engine, jobs: np.ndarray) -> np.ndarray:
+    """When each of `jobs` can next start a layer, on the engine's clock: now, or once its
+    running tasks end at their current rates."""
+    busy_left = DecisionView(engine).busy_left_s
+    running = engine.state.ai[:, ek.AI_JOB]
+    at = np.full(jobs.size, engine.now)
+    for i, job in enumerate(jobs):
+        busy = busy_left[running == job]
+        if busy.size:
+            at[i] += busy.max()
+    return at
