@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from command_line import LOADED, print_table, run, study_scenarios  # a sibling module
@@ -32,7 +33,7 @@ from relmas.evaluate import best_placed, placement_option, read_placements, simu
 from relmas.io import read_parquet
 from relmas.paths import validation_file
 from relmas.policies import make_policy
-from relmas.policies.planner import Planner, PlannerConfig, RealFuture, SampledFutures
+from relmas.policies.planner import PlannerConfig, RealFuture, SampledFutures, planner
 from relmas.report.stats import best_baselines, mean_ci
 from relmas.schemas import SummaryRows
 from relmas.study import Study
@@ -63,10 +64,11 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> list[dict]
         )
         config = planner_config(args, seed)
         futures = SampledFutures(scenario, study.scenario(scenario), system, tables, config)
-        planners = {"planner": Planner(make_policy(rule, placement=where), futures, config)}
+        planners = {"planner": planner(make_policy(rule, placement=where), futures, config)}
         if args.oracle:
-            oracle = RealFuture(args.horizon)
-            planners["oracle"] = Planner(make_policy(rule, placement=where), oracle, config)
+            oracle = RealFuture(args.horizon)  # one future: every sample would be the same
+            once = replace(config, samples=1)
+            planners["oracle"] = planner(make_policy(rule, placement=where), oracle, once)
         row = dict(
             scenario=scenario,
             seed=seed,
@@ -75,13 +77,13 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> list[dict]
             planned_by=f"{rule}@{where}",
             best_sla=float(baseline.metrics["sla_rate"]),
         )
-        for name, planner in planners.items():
+        for name, policy in planners.items():
             started = time.perf_counter()
-            result = simulate(system, jobs, tables, planner)
+            result = simulate(system, jobs, tables, policy)
             row |= {
                 f"{name}_sla": float(result.metrics["sla_rate"]),
-                f"{name}_given_up": planner.given_up,
-                f"{name}_s_per_plan": (time.perf_counter() - started) / max(planner.plans, 1),
+                f"{name}_given_up": policy.given_up,
+                f"{name}_s_per_plan": (time.perf_counter() - started) / max(policy.plans, 1),
             }
         print(row, flush=True)
         rows.append(row)

@@ -14,10 +14,11 @@ from relmas.ceiling.instance import Instance
 from relmas.policies import make_policy
 from relmas.policies.planner import (
     FUTURE_SEED_BASE,
-    Planner,
+    GivingUp,
     PlannerConfig,
     RealFuture,
     SampledFutures,
+    planner,
 )
 from relmas.sim import Engine
 from relmas.workload import generate_trace, parse_scenario
@@ -26,8 +27,8 @@ from tests.test_ceiling_admission import _one_instance
 from tests.test_ceiling_exact import _met, _trace
 
 
-def _clairvoyant(rule: str = "edf_feasible") -> Planner:
-    return Planner(make_policy(rule), RealFuture(), PlannerConfig(samples=1))
+def _clairvoyant(rule: str = "edf_feasible") -> GivingUp:
+    return planner(make_policy(rule), RealFuture(), PlannerConfig(samples=1))
 
 
 def test_fed_the_real_future_it_gives_up_the_long_job_no_rule_gives_up():
@@ -40,11 +41,11 @@ def test_fed_the_real_future_it_gives_up_the_long_job_no_rule_gives_up():
     assert max(_met(system, tables, jobs, make_policy(r)) for r in catalog.of_kind("rule")) == 1
     bound = relaxation_bound(Instance.of(system, tables, jobs), time_limit_s=10.0)
     clairvoyant = serve_lp_jobs(system, tables, jobs, bound, scales=(1.0,), time_limit_s=10.0)
-    planner = _clairvoyant()
-    result = Engine(system, tables, jobs).run(planner)
+    clairvoyant_planner = _clairvoyant()
+    result = Engine(system, tables, jobs).run(clairvoyant_planner)
     assert int(result.jobs["met"].sum()) == clairvoyant.met == 2
     assert result.jobs["dropped"].to_list() == [True, False, False]
-    assert (planner.given_up, result.policy) == (1, "planner")
+    assert (clairvoyant_planner.given_up, result.policy) == (1, "planner")
 
 
 @pytest.mark.parametrize("seed", [1, 3, 6])
@@ -57,12 +58,12 @@ def test_with_every_job_present_it_is_the_clairvoyant_admission_schedule_for_sch
     shares = relaxation_bound(whole, time_limit_s=10.0).shares
     served = jobs.filter(pl.col("job_id").is_in(whole.job_id[shares > 0.5].tolist()))
     assert 0 < served.height < jobs.height  # the LP gives some up
-    planner = _clairvoyant()
-    result = Engine(system, tables, jobs).run(planner)
+    clairvoyant = _clairvoyant()
+    result = Engine(system, tables, jobs).run(clairvoyant)
     assert sorted(result.jobs.filter(~pl.col("dropped"))["job_id"]) == sorted(served["job_id"])
     alone = Engine(system, tables, served).run(make_policy("edf_feasible"))
     assert result.jobs["met"].sum() == alone.jobs["met"].sum()
-    assert planner.plans == 1
+    assert clairvoyant.plans == 1
 
 
 def _scenario():
@@ -112,12 +113,11 @@ def test_a_planner_over_samples_runs_a_whole_trace_and_gives_up_only_what_it_pla
     scenario = _scenario()
     jobs = generate_trace("toy", scenario, system, tables, 7)
     config = PlannerConfig(samples=2, horizon_jobs=6, lp_time_limit_s=5.0)
-    planner = Planner(
-        make_policy("edf_feasible"), SampledFutures("toy", scenario, system, tables, config), config
-    )
-    result = Engine(system, tables, jobs).run(planner)
-    assert result.jobs.height == jobs.height and planner.plans > 0
-    assert int(result.jobs["dropped"].sum()) == planner.given_up
+    futures = SampledFutures("toy", scenario, system, tables, config)
+    sampled = planner(make_policy("edf_feasible"), futures, config)
+    result = Engine(system, tables, jobs).run(sampled)
+    assert result.jobs.height == jobs.height and sampled.plans > 0
+    assert int(result.jobs["dropped"].sum()) == sampled.given_up
     assert not (result.jobs["met"] & result.jobs["dropped"]).any()
 
 

@@ -115,16 +115,36 @@ class RealFuture:
         return engine.jobs.select(_PLANNED).slice(arrived, self.horizon)
 
 
-class Planner(Policy):
-    """Gives up the present jobs the sampled futures' LPs rarely serve; `rule` (a rule baseline
-    made by `relmas.policies.make_policy`, with its placement) schedules the others."""
+class Keeper(Protocol):
+    """Which of the `present` jobs (internal indices, `present_jobs`) to keep, bool[present]."""
 
-    name = "planner"
+    def __call__(self, engine: Engine, present: np.ndarray) -> np.ndarray: ...
 
-    def __init__(self, rule: Policy, futures: Futures, config: PlannerConfig) -> None:
-        self.rule = rule
+
+class FutureVotes:
+    """Keeps the present jobs that at least `keep_share` of the LPs over `samples` futures serve:
+    the planner's keeper."""
+
+    def __init__(self, futures: Futures, config: PlannerConfig) -> None:
         self.futures = futures
         self.config = config
+
+    def __call__(self, engine: Engine, present: np.ndarray) -> np.ndarray:
+        votes = np.zeros(present.size)
+        for sample in range(self.config.samples):
+            votes += served(engine, present, self.futures(engine, sample), self.config)
+        return votes >= self.config.keep_share * self.config.samples
+
+
+class GivingUp(Policy):
+    """`rule` (a rule baseline made by `relmas.policies.make_policy`, with its placement) on the
+    jobs `keeper` keeps: at each decision point after new arrivals, the ready present jobs it
+    does not keep are given up (`Engine.give_up`)."""
+
+    def __init__(self, rule: Policy, keeper: Keeper, name: str) -> None:
+        self.rule = rule
+        self.keeper = keeper
+        self.name = name
 
     def reset(self, engine: Engine) -> None:
         self.rule.reset(engine)
@@ -138,23 +158,25 @@ class Planner(Policy):
         if arrived > self.planned_arrivals:
             present = present_jobs(engine)
             if present.size:
-                self.give_up(engine, present)
+                self.give_up(engine, present[~self.keeper(engine, present)])
             self.planned_arrivals = arrived
         if engine.state.si[ek.SI_READY_N] == 0:
             return []
         return self.rule.decide(view)
 
-    def give_up(self, engine: Engine, present: np.ndarray) -> None:
-        """Plan on `samples` futures and give up the ready jobs of `present` kept by too few."""
-        kept = np.zeros(present.size)
-        for sample in range(self.config.samples):
-            kept += served(engine, present, self.futures(engine, sample), self.config)
+    def give_up(self, engine: Engine, jobs: np.ndarray) -> None:
+        """Give up those of `jobs` that are ready with nothing running."""
         self.plans += 1
         S = engine.state
-        for job in present[kept < self.config.keep_share * self.config.samples]:
+        for job in jobs:
             if S.ji[job, ek.JI_STATE] == ek.JOB_READY and S.ji[job, ek.JI_PENDING] == 0:
                 engine.give_up(int(job))
                 self.given_up += 1
+
+
+def planner(rule: Policy, futures: Futures, config: PlannerConfig) -> GivingUp:
+    """The sampled-futures planner (`futures`: `SampledFutures`; `RealFuture`: clairvoyant)."""
+    return GivingUp(rule, FutureVotes(futures, config), "planner")
 
 
 def present_jobs(engine: Engine) -> np.ndarray:

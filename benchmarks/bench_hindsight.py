@@ -1,0 +1,130 @@
+"""Giving jobs up, learned from hindsight (issue 50, item 3; relmas.rl.hindsight): how well online
+features predict the clairvoyant planner's labels on held-out traces, and what the learned keeper
+wins against the study's best baseline, paired per trace.
+
+    .venv/bin/python benchmarks/bench_hindsight.py [--config config/config.yaml] [--costs DIR]
+        [--validation DIR] [--scenarios vision_heavy,bursty] [--jobs 200] [--train-traces 4]
+        [--seeds 1000,1001] [--horizon 40] [--rounds 2] [--threshold 0.5]
+
+Per scenario: the best baseline and the placed rule (the keeper's rule) are those the study chose
+on its validation traces (`--validation`: results/<study>/validation). The keeper is learned on
+`--train-traces` traces of `training.seeds` (`--rounds` DAgger rounds, labels over the next
+`--horizon` arrivals), its AUC measured on the traces of `training.validation_seeds` at the
+states it visits there (beside the AUC of the fluid EDF lateness alone, the one-feature rule),
+and it runs against the best baseline on `--seeds` (default the first two of
+`evaluation.seeds`); every trace has `--jobs` jobs. Prints per scenario: the training seconds,
+both AUCs, the mean SLA rates, the paired mean difference in SLA points with its Student-t 95 %
+interval, and the keeper's decision time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from command_line import LOADED, print_table, run, study_scenarios  # a sibling module
+
+from relmas.evaluate import best_placed, placement_option, read_placements, simulate
+from relmas.io import read_parquet
+from relmas.paths import validation_file
+from relmas.policies import make_policy
+from relmas.policies.planner import GivingUp, PlannerConfig
+from relmas.report.stats import best_baselines, mean_ci
+from relmas.rl.hindsight import FEATURES, HindsightConfig, auc, label_runs, learn_keeper
+from relmas.schemas import SummaryRows
+from relmas.study import Study
+
+
+def measure(study: Study, scenario: str, args: argparse.Namespace) -> dict:
+    path = validation_file(args.validation, scenario)
+    validation = read_parquet(path, SummaryRows)
+    system, tables = study.system(scenario), study.costs(scenario, args.costs)
+    best, _ = best_baselines(validation)[scenario]
+    placements = read_placements(path, scenario, tables.types)
+    rule, where = best_placed(path, scenario, tables.types)
+    training = study.config["training"]
+
+    def traces(seeds: list[int]) -> list:
+        return list(study.traces(scenario, seeds, args.costs, args.jobs).values())
+
+    config = HindsightConfig(
+        rounds=args.rounds,
+        threshold=args.threshold,
+        planner=PlannerConfig(samples=1, horizon_jobs=args.horizon),
+    )
+    started = time.perf_counter()
+    keeper, features, labels = learn_keeper(
+        system,
+        tables,
+        traces(training["seeds"][: args.train_traces]),
+        make_policy(rule, placement=where),
+        config,
+    )
+    training_s = time.perf_counter() - started
+    held_x, held_y = label_runs(
+        system,
+        tables,
+        traces(training["validation_seeds"]),
+        make_policy(rule, placement=where),
+        keeper,
+        config.planner,
+    )
+    lateness = held_x[:, FEATURES.index("log_edf_lateness")]
+    differences, keeper_sla, best_sla, decision_us = [], [], [], []
+    for jobs in traces(args.seeds):
+        baseline = simulate(
+            system, jobs, tables, make_policy(best, **placement_option(best, placements))
+        )
+        learned = simulate(
+            system, jobs, tables, GivingUp(make_policy(rule, placement=where), keeper, "keeper")
+        )
+        best_sla.append(float(baseline.metrics["sla_rate"]))
+        keeper_sla.append(float(learned.metrics["sla_rate"]))
+        differences.append(100 * (keeper_sla[-1] - best_sla[-1]))
+        decision_us.append(float(learned.metrics["decision_us"]))
+    diff, half = mean_ci(differences)
+    row = dict(
+        scenario=scenario,
+        best=best,
+        kept_by=f"{rule}@{where}",
+        labels=labels.size,
+        served_share=round(float(labels.mean()), 3) if labels.size else None,
+        training_s=round(training_s, 1),
+        auc=round(auc(keeper.model.probability(held_x), held_y), 3),
+        auc_lateness=round(auc(-lateness, held_y), 3),
+        best_sla=round(statistics.mean(best_sla), 4),
+        keeper_sla=round(statistics.mean(keeper_sla), 4),
+        points=round(diff, 2),
+        ci95=f"[{diff - half:.2f}, {diff + half:.2f}]",
+        decision_us=round(statistics.median(decision_us), 1),
+    )
+    print(row, flush=True)
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="config/config.yaml")
+    parser.add_argument("--costs", default=None, help="cost tables (default: the study's)")
+    parser.add_argument("--validation", type=Path, default=None, help="the study's validation/")
+    parser.add_argument("--scenarios", default=LOADED)
+    parser.add_argument("--seeds", default=None, help="evaluation seeds, comma-separated")
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--train-traces", type=int, default=4)
+    parser.add_argument("--horizon", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threshold", type=float, default=0.5)
+    args = parser.parse_args()
+    study, scenarios = study_scenarios(args)
+    if args.validation is None:
+        args.validation = study.paths.validation_dir
+    evaluation_seeds = study.config["evaluation"]["seeds"]
+    args.seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else evaluation_seeds[:2]
+    print_table(args, [measure(study, scenario, args) for scenario in scenarios])
+    return 0
+
+
+if __name__ == "__main__":
+    run(main)

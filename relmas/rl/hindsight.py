@@ -1,0 +1,204 @@
+"""Learning which jobs to give up from labels of the future (issue 50, item 3), as LRB and Parrot
+learn Belady's optimum: a classifier over online features of each present job, trained on the
+clairvoyant planner's decisions at the states the current policy visits (DAgger).
+
+The label of a present job at a state is whether the ceiling's LP over what is left of the
+present jobs plus the trace's own next `horizon_jobs` arrivals serves it (relmas.policies.planner,
+`served` with `RealFuture`): the planner fed the real future keeps it. Round 0 labels the states
+of the rule alone (every job kept); each later round labels the states of the keeper learned so
+far, and the classifier is refitted on every label so far. The learned keeper gives up a present
+job whose predicted chance of being served is below `threshold`; the placed rule schedules the
+rest (`GivingUp`). It reads nothing of the future: only the features below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import torch
+from torch import nn
+
+from relmas.policies.base import Policy
+from relmas.policies.planner import GivingUp, Keeper, PlannerConfig, RealFuture, served
+from relmas.sim import engine_kernels as ek
+from relmas.sim.costs import CostTables
+from relmas.sim.engine import Engine
+from relmas.sim.system import System
+
+# Per present job, what an online scheduler sees (docs/relmas.md, "Giving jobs up"): its slack
+# over its remaining work, its progress, a fluid EDF estimate of its lateness (the work due
+# before it shared by the instances, plus its own, over its slack), the whole queue's work over
+# its slack, the crowd (present jobs per instance), its priority, its place in SJF order and
+# its age; ratios in log scale.
+FEATURES = (
+    "log_slack_ratio",
+    "progress",
+    "log_edf_lateness",
+    "log_queue_load",
+    "crowd",
+    "priority",
+    "sjf_rank",
+    "log_age",
+)
+
+
+def job_features(engine: Engine, present: np.ndarray) -> np.ndarray:
+    """float32[present, FEATURES]: each present job's online features."""
+    S = engine.state
+    now, instances = engine.now, S.ai.shape[0]
+    work = engine.tables.remaining_work_s[S.ji[present, ek.JI_CURSOR]]
+    slack = np.maximum(S.jf[present, ek.JF_DEADLINE] - now, 1e-12)
+    isolated = S.jf[present, ek.JF_ISOLATED]
+    order = np.argsort(S.jf[present, ek.JF_DEADLINE], kind="stable")
+    ahead = np.empty_like(work)
+    ahead[order] = np.cumsum(work[order]) - work[order]  # the work due before each job
+    rank = np.empty(present.size)
+    rank[np.argsort(work, kind="stable")] = np.arange(present.size) / present.size
+    return np.column_stack(
+        (
+            np.log(slack / work),
+            1.0 - work / isolated,
+            np.log((ahead / instances + work) / slack),
+            np.log(work.sum() / instances / slack),
+            np.full(present.size, present.size / instances),
+            S.jf[present, ek.JF_PRIORITY] / 10.0,
+            rank,
+            np.log1p((now - S.jf[present, ek.JF_ARRIVAL]) / isolated),
+        )
+    ).astype(np.float32)
+
+
+def keep_all(engine: Engine, present: np.ndarray) -> np.ndarray:
+    """The rule alone: every job kept (round 0's states)."""
+    return np.ones(present.size, dtype=bool)
+
+
+class Hindsight:
+    """A keeper that records, at each state it is asked about, the present jobs' features and
+    the clairvoyant planner's labels, and keeps what `acting` keeps: the states are the acting
+    policy's (DAgger), the labels the future's."""
+
+    def __init__(self, acting: Keeper, config: PlannerConfig) -> None:
+        self.acting = acting
+        self.future = RealFuture(config.horizon_jobs)
+        self.config = config
+        self.features: list[np.ndarray] = []
+        self.labels: list[np.ndarray] = []
+
+    def __call__(self, engine: Engine, present: np.ndarray) -> np.ndarray:
+        self.features.append(job_features(engine, present))
+        self.labels.append(served(engine, present, self.future(engine, 0), self.config))
+        return self.acting(engine, present)
+
+
+class Classifier(nn.Module):
+    """P(served) of a present job from its features: a small MLP, inputs standardised by the
+    training labels' statistics."""
+
+    def __init__(self, mean: np.ndarray, std: np.ndarray, hidden: int = 32) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32))
+        self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32))
+        self.net = nn.Sequential(nn.Linear(len(FEATURES), hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net((x - self.mean) / self.std).squeeze(-1)
+
+    def probability(self, features: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return torch.sigmoid(self(torch.as_tensor(features))).numpy()
+
+
+class LearnedKeeper:
+    """Keeps a present job when the classifier's P(served) is at least `threshold`."""
+
+    def __init__(self, model: Classifier, threshold: float) -> None:
+        self.model = model
+        self.threshold = threshold
+
+    def __call__(self, engine: Engine, present: np.ndarray) -> np.ndarray:
+        return self.model.probability(job_features(engine, present)) >= self.threshold
+
+
+@dataclass(frozen=True)
+class HindsightConfig:
+    """How the keeper is learned: DAgger rounds over the training traces, the fit's epochs."""
+
+    rounds: int = 2
+    epochs: int = 200
+    learning_rate: float = 1e-2
+    threshold: float = 0.5
+    planner: PlannerConfig = PlannerConfig(samples=1)  # the labels' horizon and LP time limit
+    seed: int = 0
+
+
+def label_runs(
+    system: System,
+    tables: CostTables,
+    traces: Iterable[pl.DataFrame],
+    rule: Policy,
+    acting: Keeper,
+    config: PlannerConfig,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(features, labels) of every state `acting` visits with `rule` on `traces`."""
+    features, labels = [], []
+    for jobs in traces:
+        recorder = Hindsight(acting, config)
+        Engine(system, tables, jobs).run(GivingUp(rule, recorder, "hindsight"))
+        features += recorder.features
+        labels += recorder.labels
+    if not features:
+        return np.zeros((0, len(FEATURES)), np.float32), np.zeros(0, bool)
+    return np.concatenate(features), np.concatenate(labels)
+
+
+def fit(features: np.ndarray, labels: np.ndarray, config: HindsightConfig) -> Classifier:
+    """The classifier fitted to `labels` (full-batch Adam on the binary cross-entropy)."""
+    torch.manual_seed(config.seed)
+    model = Classifier(features.mean(axis=0), features.std(axis=0) + 1e-6)
+    optimiser = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    x = torch.as_tensor(features)
+    y = torch.as_tensor(labels, dtype=torch.float32)
+    loss_of = nn.BCEWithLogitsLoss()
+    for _ in range(config.epochs):
+        optimiser.zero_grad()
+        loss = loss_of(model(x), y)
+        loss.backward()
+        optimiser.step()
+    return model
+
+
+def learn_keeper(
+    system: System,
+    tables: CostTables,
+    traces: list[pl.DataFrame],
+    rule: Policy,
+    config: HindsightConfig,
+) -> tuple[LearnedKeeper, np.ndarray, np.ndarray]:
+    """The keeper learned over `config.rounds` DAgger rounds on `traces` with `rule` (a rule
+    baseline with its placement), with every (features, labels) it was fitted to."""
+    acting: Keeper = keep_all
+    features = np.zeros((0, len(FEATURES)), np.float32)
+    labels = np.zeros(0, bool)
+    keeper = None
+    for _ in range(config.rounds):
+        x, y = label_runs(system, tables, traces, rule, acting, config.planner)
+        features, labels = np.concatenate([features, x]), np.concatenate([labels, y])
+        keeper = LearnedKeeper(fit(features, labels, config), config.threshold)
+        acting = keeper
+    assert keeper is not None, "at least one round"
+    return keeper, features, labels
+
+
+def auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """The area under the ROC curve (Mann-Whitney U; ties count a half): the chance that a
+    served job scores above one given up. NaN without both classes."""
+    positive, negative = scores[labels], scores[~labels]
+    if positive.size == 0 or negative.size == 0:
+        return float("nan")
+    ranks = pl.Series(np.concatenate([positive, negative])).rank("average").to_numpy()
+    u = ranks[: positive.size].sum() - positive.size * (positive.size + 1) / 2
+    return float(u / (positive.size * negative.size))

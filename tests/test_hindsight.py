@@ -1,0 +1,91 @@
+"""Learning which jobs to give up from the future's labels (relmas.rl.hindsight): the labels are
+the clairvoyant planner's, the keeper that keeps every job is its rule, and the fit ranks what it
+was shown."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relmas.policies import make_policy
+from relmas.policies.planner import GivingUp, PlannerConfig
+from relmas.rl.hindsight import (
+    FEATURES,
+    HindsightConfig,
+    LearnedKeeper,
+    auc,
+    fit,
+    keep_all,
+    label_runs,
+    learn_keeper,
+)
+from relmas.sim import Engine
+from tests.synthetic import contended_case, memory_bound_case
+from tests.test_ceiling_admission import _one_instance
+from tests.test_ceiling_exact import _trace
+
+
+def test_the_label_gives_up_the_job_whose_loss_lets_two_meet():
+    # One instance: a long job (1.5 s) alone at 0, due at 2; two short ones (0.5 s) at 0.1, due
+    # at 1.2. At 0 the rule sees the long job alone and starts it; the future's label says the
+    # clairvoyant gives it up, so that both short ones meet.
+    system, tables = _one_instance({"long": 1.5, "short": 0.5})
+    jobs = _trace([("long", 0.0, 2.0), ("short", 0.1, 1.2), ("short", 0.1, 1.2)])
+    features, labels = label_runs(
+        system, tables, [jobs], make_policy("edf_feasible"), keep_all, PlannerConfig(samples=1)
+    )
+    assert features.shape[1] == len(FEATURES) and np.isfinite(features).all()
+    assert labels[0] == np.False_  # the long job, at 0
+    # with the label followed, the two short ones are what is left to label, both served
+    clairvoyant = GivingUp(make_policy("edf_feasible"), lambda e, p: p != 0, "followed")
+    assert Engine(system, tables, jobs).run(clairvoyant).jobs["met"].sum() == 2
+
+
+def test_a_keeper_that_keeps_every_job_is_its_rule_schedule_for_schedule():
+    system, tables, jobs = contended_case(4, 30, {"a": 3, "b": 5}, 8.0, (1.5, 3.0))
+    rule = "edf_feasible_patient"
+    keeper = LearnedKeeper(fit(*_separable(4), HindsightConfig(epochs=5)), threshold=0.0)
+    kept = Engine(system, tables, jobs).run(GivingUp(make_policy(rule), keeper, "keeper"))
+    alone = Engine(system, tables, jobs).run(make_policy(rule))
+    assert kept.jobs.drop("dropped").equals(alone.jobs.drop("dropped"))
+    assert not kept.jobs["dropped"].any()
+
+
+def _separable(seed: int, n: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, len(FEATURES))).astype(np.float32)
+    return x, x[:, 2] - 0.5 * x[:, 0] < 0.3
+
+
+def test_the_fit_ranks_held_out_labels_it_can_separate():
+    model = fit(*_separable(0), HindsightConfig(epochs=300))
+    x, y = _separable(1)
+    assert auc(model.probability(x), y) > 0.97
+    assert auc(-model.probability(x), y) < 0.03
+
+
+def test_auc_is_the_chance_a_served_job_scores_above_one_given_up():
+    labels = np.array([True, True, False, False])
+    assert auc(np.array([4.0, 3.0, 2.0, 1.0]), labels) == 1.0
+    assert auc(np.array([1.0, 2.0, 3.0, 4.0]), labels) == 0.0
+    assert auc(np.array([1.0, 3.0, 2.0, 4.0]), labels) == 0.25
+    assert auc(np.ones(4), labels) == 0.5
+    assert np.isnan(auc(np.ones(2), np.array([True, True])))
+
+
+def test_dagger_labels_the_states_of_the_keeper_learned_so_far():
+    system, tables, jobs = memory_bound_case(2, 12, spread=3.0)
+    rule = make_policy("edf_feasible")
+    config = HindsightConfig(rounds=2, epochs=50, planner=PlannerConfig(samples=1, horizon_jobs=10))
+    keeper, features, labels = learn_keeper(system, tables, [jobs], rule, config)
+    first, first_labels = label_runs(system, tables, [jobs], rule, keep_all, config.planner)
+    assert features.shape[0] == labels.size > first.shape[0]  # both rounds' states
+    assert np.array_equal(features[: first.shape[0]], first)
+    assert np.array_equal(labels[: first.shape[0]], first_labels)
+    assert 0 < first_labels.mean() < 1  # contended: the future gives some jobs up
+    assert keeper.threshold == config.threshold
+
+
+def test_bad_shapes_are_refused():
+    with pytest.raises(RuntimeError):
+        fit(np.zeros((3, len(FEATURES) + 1), np.float32), np.ones(3, bool), HindsightConfig())
