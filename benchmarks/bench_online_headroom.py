@@ -5,7 +5,7 @@ study's best baseline, paired per trace.
     .venv/bin/python benchmarks/bench_online_headroom.py [--config config/config.yaml]
         [--costs DIR] [--validation DIR] [--scenarios vision_heavy,bursty] [--seeds 1000,1001]
         [--jobs 200] [--samples 4] [--horizon 40] [--keep-share 0.5] [--lp-time-limit 2]
-        [--oracle]
+        [--bandwidth-share 1] [--oracle] [--tune 1]
 
 Per scenario: its best baseline and the placed rule the planner schedules with are those the
 study chose on its validation traces (`--validation`, the `relmas validate` files of a study run:
@@ -13,10 +13,13 @@ results/<study>/validation). Per evaluation seed (`--seeds`, default the first t
 `evaluation.seeds`) one trace of the scenario with `--jobs` jobs (the planner solves LPs at its
 decision points: a whole 1,000-job trace takes too long for a study; fewer jobs, the same arrival
 process) runs the best baseline and the planner (`--samples` futures of `--horizon` arrivals,
-kept at `--keep-share`); with `--oracle`, also the planner fed the trace's own next `--horizon`
-arrivals (what knowing them is worth). Prints one row per trace, then per scenario the mean SLA
+kept at `--keep-share`, its LPs planning with `--bandwidth-share` of the bandwidth); with
+`--oracle`, also the planner fed the trace's own next `--horizon` arrivals (what knowing them is
+worth). Prints one row per trace, then per scenario the mean SLA
 rates, the paired mean difference to the best baseline in SLA points with its Student-t 95 %
-interval, and the planner's seconds per plan.
+interval, and the planner's seconds per plan. With `--tune N`, the knobs are first chosen per
+scenario on N of its validation traces (`training.validation_seeds`, `--jobs` jobs): the options'
+own and each one-knob change of VARIATIONS, the best mean SLA rate.
 """
 
 from __future__ import annotations
@@ -45,8 +48,43 @@ def planner_config(args: argparse.Namespace, seed: int) -> PlannerConfig:
         horizon_jobs=args.horizon,
         keep_share=args.keep_share,
         lp_time_limit_s=args.lp_time_limit,
+        bandwidth_share=args.bandwidth_share,
         seed=seed,
     )
+
+
+# What `--tune` tries beside the options' own knobs, one change at a time.
+VARIATIONS = ({"keep_share": 0.25}, {"keep_share": 0.75}, {"bandwidth_share": 0.8})
+
+
+def planner_sla(
+    study: Study, scenario: str, costs: str | None, placed: tuple[str, str], jobs, config
+) -> float:
+    """The planner's SLA rate on `jobs` with `config`, scheduling with `placed` (rule, where)."""
+    system, tables = study.system(scenario), study.costs(scenario, costs)
+    rule, where = placed
+    futures = SampledFutures(scenario, study.scenario(scenario), system, tables, config)
+    policy = planner(make_policy(rule, placement=where), futures, config)
+    return float(simulate(system, jobs, tables, policy).metrics["sla_rate"])
+
+
+def tuned(study: Study, scenario: str, rule: str, where: str, args: argparse.Namespace):
+    """The planner's knobs chosen on `--tune` validation traces of `scenario`
+    (`training.validation_seeds`): the options' own and each of VARIATIONS, the highest mean SLA
+    rate (ties: the first)."""
+    base = planner_config(args, 0)
+    if not args.tune:
+        return base
+    seeds = study.config["training"]["validation_seeds"][: args.tune]
+    traces = study.traces(scenario, seeds, args.costs, args.jobs).values()
+    scores = {}
+    for config in (base, *(replace(base, **change) for change in VARIATIONS)):
+        rates = [
+            planner_sla(study, scenario, args.costs, (rule, where), jobs, config) for jobs in traces
+        ]
+        scores[config] = statistics.mean(rates)
+        print(f"{scenario} validation {config}: {scores[config]:.4f}", flush=True)
+    return max(scores, key=scores.__getitem__)
 
 
 def measure(study: Study, scenario: str, args: argparse.Namespace) -> list[dict]:
@@ -57,12 +95,13 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> list[dict]
     best, _ = best_baselines(validation)[scenario]
     placements = read_placements(path, scenario, tables.types)
     rule, where = best_placed(path, scenario, tables.types)
+    chosen = tuned(study, scenario, rule, where, args)
     rows = []
     for seed, jobs in study.traces(scenario, args.seeds, args.costs, args.jobs).items():
         baseline = simulate(
             system, jobs, tables, make_policy(best, **placement_option(best, placements))
         )
-        config = planner_config(args, seed)
+        config = replace(chosen, seed=seed)
         futures = SampledFutures(scenario, study.scenario(scenario), system, tables, config)
         planners = {"planner": planner(make_policy(rule, placement=where), futures, config)}
         if args.oracle:
@@ -75,6 +114,7 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> list[dict]
             jobs=jobs.height,
             best=best,
             planned_by=f"{rule}@{where}",
+            knobs=f"H{config.horizon_jobs} q{config.keep_share} bw{config.bandwidth_share}",
             best_sla=float(baseline.metrics["sla_rate"]),
         )
         for name, policy in planners.items():
@@ -126,7 +166,9 @@ def main() -> int:
     parser.add_argument("--horizon", type=int, default=40)
     parser.add_argument("--keep-share", type=float, default=0.5)
     parser.add_argument("--lp-time-limit", type=float, default=2.0)
+    parser.add_argument("--bandwidth-share", type=float, default=1.0)
     parser.add_argument("--oracle", action="store_true")
+    parser.add_argument("--tune", type=int, default=0, help="validation traces to choose on")
     args = parser.parse_args()
     study, scenarios = study_scenarios(args)
     if args.validation is None:

@@ -122,7 +122,14 @@ def test_a_planner_over_samples_runs_a_whole_trace_and_gives_up_only_what_it_pla
 
 
 def test_bad_knobs_are_refused():
-    for bad in ({"samples": 0}, {"horizon_jobs": -1}, {"keep_share": 0.0}, {"keep_share": 1.5}):
+    bad_knobs = (
+        {"samples": 0},
+        {"horizon_jobs": -1},
+        {"keep_share": 0.0},
+        {"keep_share": 1.5},
+        {"bandwidth_share": 0.0},
+    )
+    for bad in bad_knobs:
         with pytest.raises(ValueError, match="samples|keep_share"):
             PlannerConfig(**bad)
 

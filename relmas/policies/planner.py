@@ -19,7 +19,7 @@ microsecond policies.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -50,13 +50,16 @@ class PlannerConfig:
     horizon_jobs: int = 40  # arrivals in each future
     keep_share: float = 0.5  # a present job is kept if at least this share of the plans serve it
     lp_time_limit_s: float = 2.0  # per LP solve
+    # the share of the bandwidth the LP plans with: the LP packs each window's bytes into all of
+    # it, which layers run in order rarely can (relmas.ceiling.admission's `scales`)
+    bandwidth_share: float = 1.0
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.samples < 1 or self.horizon_jobs < 0:
             raise ValueError(f"samples ≥ 1 and horizon_jobs ≥ 0, got {self}")
-        if not 0.0 < self.keep_share <= 1.0:
-            raise ValueError(f"keep_share in (0, 1], got {self.keep_share}")
+        if not 0.0 < self.keep_share <= 1.0 or not 0.0 < self.bandwidth_share <= 1.0:
+            raise ValueError(f"keep_share and bandwidth_share in (0, 1], got {self}")
 
 
 class Futures(Protocol):
@@ -207,7 +210,10 @@ def served(
     done[mine] = _layers_run(engine, present)
     release = instance.arrival_s.copy()
     release[mine] = engine.origin_s + _ready_at(engine, present) - instance.origin_s
-    bound = relaxation_bound(instance.remaining(done, release), time_limit_s=config.lp_time_limit_s)
+    left = instance.remaining(done, release)
+    if left.dram_gbps is not None:
+        left = replace(left, dram_gbps=left.dram_gbps * config.bandwidth_share)
+    bound = relaxation_bound(left, time_limit_s=config.lp_time_limit_s)
     return bound.shares[mine] > ADMITTED
 
 
