@@ -5,21 +5,29 @@ study's best baseline, paired per trace.
     .venv/bin/python benchmarks/bench_online_headroom.py [--config config/config.yaml]
         [--costs DIR] [--validation DIR] [--scenarios vision_heavy,bursty] [--seeds 1000,1001]
         [--jobs 200] [--samples 4] [--horizon 40] [--keep-share 0.5] [--lp-time-limit 2]
-        [--bandwidth-share 1] [--oracle] [--tune 1]
+        [--bandwidth-share 1] [--schedules planner,oracle,clairvoyant] [--tune 1]
 
 Per scenario: its best baseline and the placed rule the planner schedules with are those the
 study chose on its validation traces (`--validation`, the `relmas validate` files of a study run:
 results/<study>/validation). Per evaluation seed (`--seeds`, default the first two of
-`evaluation.seeds`) one trace of the scenario with `--jobs` jobs (the planner solves LPs at its
-decision points: a whole 1,000-job trace takes too long for a study; fewer jobs, the same arrival
-process) runs the best baseline and the planner (`--samples` futures of `--horizon` arrivals,
-kept at `--keep-share`, its LPs planning with `--bandwidth-share` of the bandwidth); with
-`--oracle`, also the planner fed the trace's own next `--horizon` arrivals (what knowing them is
-worth). Prints one row per trace, then per scenario the mean SLA
-rates, the paired mean difference to the best baseline in SLA points with its Student-t 95 %
-interval, and the planner's seconds per plan. With `--tune N`, the knobs are first chosen per
-scenario on N of its validation traces (`training.validation_seeds`, `--jobs` jobs): the options'
-own and each one-knob change of VARIATIONS, the best mean SLA rate.
+`evaluation.seeds`), one trace of the scenario with `--jobs` jobs (the scenario's own when 0; the
+planner solves LPs at its decisions, and a whole 1,000-job trace takes it too long) runs the best
+baseline and the schedules of `--schedules`:
+
+- `planner`: the planner over `--samples` futures of `--horizon` arrivals, keeping at
+  `--keep-share`, its LPs planning with `--bandwidth-share` of the bandwidth;
+- `oracle`: the planner fed the trace's own next `--horizon` arrivals (what knowing them is
+  worth to it);
+- `clairvoyant`: the LP's jobs of the whole trace served by the placed rule alone (`lp_once`), as
+  the bound stage serves them (`served`: the best of the deadline rules x placements x
+  `evaluation.ceiling.admission_bandwidth`, chosen after the fact), and the best of those rules x
+  placements on every job, chosen after the fact too (`rules_after`).
+
+Prints one row per trace, then per scenario the mean SLA rates, each schedule's paired mean
+difference to the best baseline in SLA points with its Student-t 95 % interval, and the planners'
+seconds per plan. With `--tune N`, the planner's knobs are first chosen per scenario on N of its
+validation traces (`training.validation_seeds`, `--jobs` jobs): the options' own and each
+one-knob change of VARIATIONS, the best mean SLA rate.
 """
 
 from __future__ import annotations
@@ -30,8 +38,20 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import polars as pl
 from command_line import LOADED, print_table, run, study_scenarios  # a sibling module
 
+from relmas.ceiling.admission import (
+    ADMITTED,
+    Run,
+    deadline_rules,
+    placements,
+    replayed,
+    serve_lp_jobs,
+)
+from relmas.ceiling.bound import relaxation_bound
+from relmas.ceiling.instance import Instance
+from relmas.errors import InputError
 from relmas.evaluate import best_placed, placement_option, read_placements, simulate
 from relmas.io import read_parquet
 from relmas.paths import validation_file
@@ -53,6 +73,8 @@ def planner_config(args: argparse.Namespace, seed: int) -> PlannerConfig:
     )
 
 
+CLAIRVOYANT_LP_S = 60.0  # the LP of a whole trace, as the bound stage's default
+CLAIRVOYANT = ("lp_once", "served", "rules_after")
 # What `--tune` tries beside the options' own knobs, one change at a time.
 VARIATIONS = ({"keep_share": 0.25}, {"keep_share": 0.75}, {"bandwidth_share": 0.8})
 
@@ -76,7 +98,7 @@ def tuned(study: Study, scenario: str, rule: str, where: str, args: argparse.Nam
     if not args.tune:
         return base
     seeds = study.config["training"]["validation_seeds"][: args.tune]
-    traces = study.traces(scenario, seeds, args.costs, args.jobs).values()
+    traces = study.traces(scenario, seeds, args.costs, args.jobs or None).values()
     scores = {}
     for config in (base, *(replace(base, **change) for change in VARIATIONS)):
         rates = [
@@ -97,14 +119,16 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> list[dict]
     rule, where = best_placed(path, scenario, tables.types)
     chosen = tuned(study, scenario, rule, where, args)
     rows = []
-    for seed, jobs in study.traces(scenario, args.seeds, args.costs, args.jobs).items():
+    for seed, jobs in study.traces(scenario, args.seeds, args.costs, args.jobs or None).items():
         baseline = simulate(
             system, jobs, tables, make_policy(best, **placement_option(best, placements))
         )
         config = replace(chosen, seed=seed)
         futures = SampledFutures(scenario, study.scenario(scenario), system, tables, config)
-        planners = {"planner": planner(make_policy(rule, placement=where), futures, config)}
-        if args.oracle:
+        planners = {}
+        if "planner" in args.schedules:
+            planners["planner"] = planner(make_policy(rule, placement=where), futures, config)
+        if "oracle" in args.schedules:
             oracle = RealFuture(args.horizon)  # one future: every sample would be the same
             once = replace(config, samples=1)
             planners["oracle"] = planner(make_policy(rule, placement=where), oracle, once)
@@ -125,13 +149,41 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> list[dict]
                 f"{name}_given_up": policy.given_up,
                 f"{name}_s_per_plan": (time.perf_counter() - started) / max(policy.plans, 1),
             }
+        if "clairvoyant" in args.schedules:
+            scales = study.config["evaluation"]["ceiling"]["admission_bandwidth"]
+            row |= clairvoyant(system, tables, jobs, (rule, where), scales)
         print(row, flush=True)
         rows.append(row)
     return rows
 
 
-def summary(rows: list[dict], planners: list[str]) -> list[dict]:
-    """Per scenario: mean SLA rates and each planner's paired difference to the best baseline."""
+def clairvoyant(system, tables, jobs, placed: tuple[str, str], scales) -> dict:
+    """The SLA rates of the LP's jobs served on the whole trace (relmas.ceiling.admission):
+    `lp_once` by the placed rule `placed` alone, `served` as the bound stage does (the best run of
+    the deadline rules x placements x bandwidth `scales`, chosen after the fact), and
+    `rules_after`: the best of those rules x placements on every job, chosen after the fact too
+    (what choosing the run after the fact wins without giving any job up)."""
+    whole = Instance.of(system, tables, jobs)
+    bound = relaxation_bound(whole, time_limit_s=CLAIRVOYANT_LP_S)
+    part = jobs.filter(pl.col("job_id").is_in(whole.job_id[bound.shares > ADMITTED].tolist()))
+    rule, where = placed
+    met = int(simulate(system, part, tables, make_policy(rule, placement=where)).jobs["met"].sum())
+    once = replayed(system, tables, jobs, whole, Run(part, 1.0, rule, where, met))
+    served = serve_lp_jobs(
+        system, tables, jobs, bound, scales=scales, time_limit_s=CLAIRVOYANT_LP_S
+    )
+    after = max(
+        int(simulate(system, jobs, tables, make_policy(r, placement=p)).jobs["met"].sum())
+        for r in deadline_rules()
+        for p in placements(system)
+    )
+    met = {"lp_once": once, "served": served.met, "rules_after": after}
+    return {f"{name}_sla": count / jobs.height for name, count in met.items()}
+
+
+def summary(rows: list[dict], schedules: list[str]) -> list[dict]:
+    """Per scenario: mean SLA rates and each schedule's paired difference to the best baseline
+    (with the planners' median seconds per plan)."""
     out = []
     for scenario in dict.fromkeys(r["scenario"] for r in rows):
         mine = [r for r in rows if r["scenario"] == scenario]
@@ -141,15 +193,16 @@ def summary(rows: list[dict], planners: list[str]) -> list[dict]:
             best=mine[0]["best"],
             best_sla=round(statistics.mean(r["best_sla"] for r in mine), 4),
         )
-        for name in planners:
+        for name in schedules:
             diff, half = mean_ci([100 * (r[f"{name}_sla"] - r["best_sla"]) for r in mine])
-            per_plan = statistics.median(r[f"{name}_s_per_plan"] for r in mine)
             entry |= {
                 f"{name}_sla": round(statistics.mean(r[f"{name}_sla"] for r in mine), 4),
                 f"{name}_points": round(diff, 2),
                 f"{name}_ci95": f"[{diff - half:.2f}, {diff + half:.2f}]",
-                f"{name}_s_per_plan": round(per_plan, 3),
             }
+            if f"{name}_s_per_plan" in mine[0]:
+                per_plan = statistics.median(r[f"{name}_s_per_plan"] for r in mine)
+                entry[f"{name}_s_per_plan"] = round(per_plan, 3)
         out.append(entry)
     return out
 
@@ -167,9 +220,14 @@ def main() -> int:
     parser.add_argument("--keep-share", type=float, default=0.5)
     parser.add_argument("--lp-time-limit", type=float, default=2.0)
     parser.add_argument("--bandwidth-share", type=float, default=1.0)
-    parser.add_argument("--oracle", action="store_true")
+    parser.add_argument(
+        "--schedules", default="planner", help="of planner,oracle,clairvoyant; comma-separated"
+    )
     parser.add_argument("--tune", type=int, default=0, help="validation traces to choose on")
     args = parser.parse_args()
+    args.schedules = args.schedules.split(",")
+    if not set(args.schedules) <= {"planner", "oracle", "clairvoyant"}:
+        raise InputError(None, "--schedules", "some of planner,oracle,clairvoyant", args.schedules)
     study, scenarios = study_scenarios(args)
     if args.validation is None:
         args.validation = study.paths.validation_dir
@@ -177,7 +235,8 @@ def main() -> int:
     args.seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else evaluation_seeds[:2]
     rows = [row for scenario in scenarios for row in measure(study, scenario, args)]
     print_table(args, rows)
-    print_table(args, summary(rows, ["planner", "oracle"] if args.oracle else ["planner"]))
+    named = {"planner": ["planner"], "oracle": ["oracle"], "clairvoyant": list(CLAIRVOYANT)}
+    print_table(args, summary(rows, [n for s in args.schedules for n in named[s]]))
     return 0
 
 
