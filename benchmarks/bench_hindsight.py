@@ -4,16 +4,17 @@ wins against the study's best baseline, paired per trace.
 
     .venv/bin/python benchmarks/bench_hindsight.py [--config config/config.yaml] [--costs DIR]
         [--validation DIR] [--scenarios vision_heavy,bursty] [--jobs 200] [--train-traces 4]
-        [--seeds 1000,1001] [--horizon 40] [--rounds 2] [--threshold 0.5]
+        [--seeds 1000,1001] [--eval-jobs 0] [--horizon 40] [--rounds 2] [--threshold 0.5]
 
 Per scenario: the best baseline and the placed rule (the keeper's rule) are those the study chose
 on its validation traces (`--validation`: results/<study>/validation). The keeper is learned on
 `--train-traces` traces of `training.seeds` (`--rounds` DAgger rounds, labels over the next
-`--horizon` arrivals), its AUC measured on the traces of `training.validation_seeds` at the
-states it visits there (beside the AUC of the fluid EDF lateness alone, the one-feature rule),
-and it runs against the best baseline on `--seeds` (default the first two of
-`evaluation.seeds`); every trace has `--jobs` jobs. Prints per scenario: the training seconds,
-both AUCs, the mean SLA rates, the paired mean difference in SLA points with its Student-t 95 %
+`--horizon` arrivals), its AUC measured on the traces of `training.validation_seeds` at the states
+it visits there (beside the AUC of the fluid EDF lateness alone, the one-feature rule), and it runs
+against the best baseline on `--seeds` (default `evaluation.seeds`). The training and validation
+traces have `--jobs` jobs (the labels solve an LP at every arrival), the evaluation traces `--eval-
+jobs` (0: the scenario's own, as the study's). Prints per scenario: the training seconds, both
+AUCs, the mean SLA rates, the paired mean difference in SLA points with its Student-t 95 %
 interval, and the keeper's decision time.
 """
 
@@ -73,7 +74,8 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> dict:
     )
     lateness = held_x[:, FEATURES.index("log_edf_lateness")]
     differences, keeper_sla, best_sla, decision_us = [], [], [], []
-    for jobs in traces(args.seeds):
+    evaluation = study.traces(scenario, args.seeds, args.costs, args.eval_jobs or None).values()
+    for jobs in evaluation:
         baseline = simulate(
             system, jobs, tables, make_policy(best, **placement_option(best, placements))
         )
@@ -111,7 +113,8 @@ def main() -> int:
     parser.add_argument("--validation", type=Path, default=None, help="the study's validation/")
     parser.add_argument("--scenarios", default=LOADED)
     parser.add_argument("--seeds", default=None, help="evaluation seeds, comma-separated")
-    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--jobs", type=int, default=200, help="per training/validation trace")
+    parser.add_argument("--eval-jobs", type=int, default=0, help="0: the scenario's own")
     parser.add_argument("--train-traces", type=int, default=4)
     parser.add_argument("--horizon", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=2)
@@ -121,7 +124,7 @@ def main() -> int:
     if args.validation is None:
         args.validation = study.paths.validation_dir
     evaluation_seeds = study.config["evaluation"]["seeds"]
-    args.seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else evaluation_seeds[:2]
+    args.seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else evaluation_seeds
     print_table(args, [measure(study, scenario, args) for scenario in scenarios])
     return 0
 
