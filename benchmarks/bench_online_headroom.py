@@ -6,13 +6,14 @@ study's best baseline, paired per trace.
         [--costs DIR] [--validation DIR] [--scenarios vision_heavy,bursty] [--seeds 1000,1001]
         [--jobs 200] [--samples 4] [--horizon 40] [--keep-share 0.5] [--lp-time-limit 2]
         [--bandwidth-share 1] [--schedules planner,oracle,clairvoyant] [--tune 1]
+        [--planned-by RULE@PLACEMENT]
 
-Per scenario: its best baseline and the placed rule the planner schedules with are those the
-study chose on its validation traces (`--validation`, the `relmas validate` files of a study run:
-results/<study>/validation). Per evaluation seed (`--seeds`, default the first two of
-`evaluation.seeds`), one trace of the scenario with `--jobs` jobs (the scenario's own when 0; the
-planner solves LPs at its decisions, and a whole 1,000-job trace takes it too long) runs the best
-baseline and the schedules of `--schedules`:
+Per scenario: its best baseline and the placed rule the planner schedules with (unless `--planned-
+by` names another) are those the study chose on its validation traces (`--validation`, the `relmas
+validate` files of a study run: results/<study>/validation). Per evaluation seed (`--seeds`,
+default the first two of `evaluation.seeds`), one trace of the scenario with `--jobs` jobs (the
+scenario's own when 0; the planner solves LPs at its decisions, and a whole 1,000-job trace takes
+it too long) runs the best baseline and the schedules of `--schedules`:
 
 - `planner`: the planner over `--samples` futures of `--horizon` arrivals, keeping at
   `--keep-share`, its LPs planning with `--bandwidth-share` of the bandwidth;
@@ -119,6 +120,8 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> list[dict]
     best, _ = best_baselines(validation)[scenario]
     placements = read_placements(path, scenario, tables.types)
     rule, where = best_placed(path, scenario, tables.types)
+    if args.planned_by:
+        rule, where = args.planned_by.split("@", 1)
     chosen = tuned(study, scenario, rule, where, args)
     rows = []
     for seed, jobs in study.traces(scenario, args.seeds, args.costs, args.jobs or None).items():
@@ -245,6 +248,7 @@ def main() -> int:
     parser.add_argument(
         "--schedules", default="planner", help="of planner,oracle,clairvoyant; comma-separated"
     )
+    parser.add_argument("--planned-by", default=None, help="RULE@PLACEMENT the planners run")
     parser.add_argument("--tune", type=int, default=0, help="validation traces to choose on")
     args = parser.parse_args()
     args.schedules = args.schedules.split(",")
