@@ -8,12 +8,12 @@ study's best baseline, paired per trace.
         [--bandwidth-share 1] [--schedules planner,oracle,clairvoyant] [--tune 1]
         [--planned-by RULE@PLACEMENT]
 
-Per scenario: its best baseline and the placed rule the planner schedules with (unless `--planned-
-by` names another) are those the study chose on its validation traces (`--validation`, the `relmas
-validate` files of a study run: results/<study>/validation). Per evaluation seed (`--seeds`,
-default the first two of `evaluation.seeds`), one trace of the scenario with `--jobs` jobs (the
-scenario's own when 0; the planner solves LPs at its decisions, and a whole 1,000-job trace takes
-it too long) runs the best baseline and the schedules of `--schedules`:
+Per scenario: its best baseline and the placed rule the planner schedules with (unless
+`--planned-by` names another) are those the study chose on its validation traces (`--validation`,
+the `relmas validate` files of a study run: results/<study>/validation). Per evaluation seed
+(`--seeds`, default the first two of `evaluation.seeds`), one trace of the scenario with `--jobs`
+jobs (the scenario's own when 0; the planner solves LPs at its decisions, and a whole 1,000-job
+trace takes it too long) runs the best baseline and the schedules of `--schedules`:
 
 - `planner`: the planner over `--samples` futures of `--horizon` arrivals, keeping at
   `--keep-share`, its LPs planning with `--bandwidth-share` of the bandwidth;
