@@ -1,18 +1,18 @@
 """An online admission planner over sampled futures: what a scheduler that does not know the
-future can win by giving jobs up (docs/simulator.md, "The sampled-futures planner").
+future can win by giving jobs up (docs/simulator.md, "Giving jobs up: the sampled-futures
+planner").
 
 The LP's jobs served (relmas.ceiling.admission) meet more deadlines than every rule by choosing,
 knowing the whole trace, which jobs never to start. An online scheduler knows the jobs that have
 arrived and the arrival process, not the arrivals to come. This planner, at each decision point
-after new arrivals, draws `samples` futures of the scenario's
-arrival process (traces of the workload generator with seeds of their own, never the trace being
-run), solves the ceiling's LP (relmas.ceiling.bound) on the present jobs (what is left of each)
-plus each future, and gives up (`Engine.give_up`) the present jobs that can still meet their
-deadline but that fewer than `keep_share` of the solutions serve; a rule baseline with its
-placement schedules the rest. Fed the real future instead of samples (`RealFuture`), the same
-code is the clairvoyant admission.
+after new arrivals, draws `samples` futures of the scenario's arrival process (traces of the
+workload generator with seeds of their own, never the trace being run), solves the ceiling's LP
+(relmas.ceiling.bound) on the present jobs (what is left of each) plus each future, and gives up
+(`Engine.give_up`) the present jobs that can still meet their deadline but that fewer than
+`keep_share` of the solutions serve; a rule baseline with its placement schedules the rest. Fed
+the real future instead of samples (`RealFuture`), the same code is the clairvoyant admission.
 
-It solves LPs at its decision points: seconds, not microseconds, per decision. It is a
+It solves LPs at its decision points: tenths of a second per plan, not microseconds. It is a
 measurement of the online headroom (benchmarks/bench_online_headroom.py), not a competitor of the
 microsecond policies.
 """
