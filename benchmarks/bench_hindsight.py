@@ -5,17 +5,18 @@ wins against the study's best baseline, paired per trace.
     .venv/bin/python benchmarks/bench_hindsight.py [--config config/config.yaml] [--costs DIR]
         [--validation DIR] [--scenarios vision_heavy,bursty] [--jobs 200] [--train-traces 4]
         [--seeds 1000,1001] [--eval-jobs 0] [--horizon 40] [--rounds 2] [--threshold 0.5]
+        [--kept-by RULE@PLACEMENT]
 
-Per scenario: the best baseline and the placed rule (the keeper's rule) are those the study chose
-on its validation traces (`--validation`: results/<study>/validation). The keeper is learned on
-`--train-traces` traces of `training.seeds` (`--rounds` DAgger rounds, labels over the next
-`--horizon` arrivals), its AUC measured on the traces of `training.validation_seeds` at the states
-it visits there (beside the AUC of the fluid EDF lateness alone, the one-feature rule), and it runs
-against the best baseline on `--seeds` (default `evaluation.seeds`). The training and validation
-traces have `--jobs` jobs (the labels solve an LP at every arrival), the evaluation traces `--eval-
-jobs` (0: the scenario's own, as the study's). Prints per scenario: the training seconds, both
-AUCs, the mean SLA rates, the paired mean difference in SLA points with its Student-t 95 %
-interval, and the keeper's decision time.
+Per scenario: the best baseline and the placed rule (the keeper's rule, unless `--kept-by` names
+another) are those the study chose on its validation traces (`--validation`:
+results/<study>/validation). The keeper is learned on `--train-traces` traces of `training.seeds`
+(`--rounds` DAgger rounds, labels over the next `--horizon` arrivals), its AUC measured on the
+traces of `training.validation_seeds` at the states it visits there (beside the AUC of the fluid
+EDF lateness alone, the one-feature rule), and it runs against the best baseline on `--seeds`
+(default `evaluation.seeds`). The training and validation traces have `--jobs` jobs (the labels
+solve an LP at every arrival), the evaluation traces `--eval-jobs` (0: the scenario's own, as the
+study's). Prints per scenario: the training seconds, both AUCs, the mean SLA rates, the paired mean
+difference in SLA points with its Student-t 95 % interval, and the keeper's decision time.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> dict:
     best, _ = best_baselines(validation)[scenario]
     placements = read_placements(path, scenario, tables.types)
     rule, where = best_placed(path, scenario, tables.types)
+    if args.kept_by:
+        rule, where = args.kept_by.split("@", 1)
     training = study.config["training"]
 
     def traces(seeds: list[int]) -> list:
@@ -119,6 +122,7 @@ def main() -> int:
     parser.add_argument("--horizon", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threshold", type=float, default=0.5)
+    parser.add_argument("--kept-by", default=None, help="RULE@PLACEMENT the keeper's rule")
     args = parser.parse_args()
     study, scenarios = study_scenarios(args)
     if args.validation is None:
