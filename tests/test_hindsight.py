@@ -44,7 +44,7 @@ def test_the_label_gives_up_the_job_whose_loss_lets_two_meet():
 def test_a_keeper_that_keeps_every_job_is_its_rule_schedule_for_schedule():
     system, tables, jobs = contended_case(4, 30, {"a": 3, "b": 5}, 8.0, (1.5, 3.0))
     rule = "edf_feasible_patient"
-    keeper = LearnedKeeper(fit(*_separable(4), HindsightConfig(epochs=5)), threshold=0.0)
+    keeper = LearnedKeeper(fit(*_separable(4), HindsightConfig(fit_epochs=5)), threshold=0.0)
     kept = Engine(system, tables, jobs).run(GivingUp(make_policy(rule), keeper, "keeper"))
     alone = Engine(system, tables, jobs).run(make_policy(rule))
     assert kept.jobs.drop("dropped").equals(alone.jobs.drop("dropped"))
@@ -58,7 +58,7 @@ def _separable(seed: int, n: int = 400) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_the_fit_ranks_held_out_labels_it_can_separate():
-    model = fit(*_separable(0), HindsightConfig(epochs=300))
+    model = fit(*_separable(0), HindsightConfig(fit_epochs=300))
     x, y = _separable(1)
     assert auc(model.probability(x), y) > 0.97
     assert auc(-model.probability(x), y) < 0.03
@@ -76,7 +76,8 @@ def test_auc_is_the_chance_a_served_job_scores_above_one_given_up():
 def test_dagger_labels_the_states_of_the_keeper_learned_so_far():
     system, tables, jobs = memory_bound_case(2, 12, spread=3.0)
     rule = make_policy("edf_feasible")
-    config = HindsightConfig(rounds=2, epochs=50, planner=PlannerConfig(samples=1, horizon_jobs=10))
+    labels_of = PlannerConfig(samples=1, horizon_jobs=10)
+    config = HindsightConfig(rounds=2, fit_epochs=50, planner=labels_of)
     keeper, features, labels = learn_keeper(system, tables, [jobs], rule, config)
     first, first_labels = label_runs(system, tables, [jobs], rule, keep_all, config.planner)
     assert features.shape[0] == labels.size > first.shape[0]  # both rounds' states

@@ -30,7 +30,7 @@ from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.instance import Instance
 from relmas.policies.base import Policy
 from relmas.policies.triage import feasible
-from relmas.sim import engine_kernels as ek
+from relmas.sim import access
 from relmas.sim.costs import CostTables
 from relmas.sim.engine import DecisionView, Engine
 from relmas.sim.system import System
@@ -114,7 +114,7 @@ class RealFuture:
         self.horizon = horizon_jobs
 
     def __call__(self, engine: Engine, sample: int) -> pl.DataFrame:
-        arrived = int(engine.state.si[ek.SI_NEXT_ARRIVAL])
+        arrived = access.arrived_count(engine.state)
         return engine.jobs.select(_PLANNED).slice(arrived, self.horizon)
 
 
@@ -157,13 +157,13 @@ class GivingUp(Policy):
 
     def decide(self, view: DecisionView) -> list[tuple[int, ...]]:
         engine = view.engine
-        arrived = int(engine.state.si[ek.SI_NEXT_ARRIVAL])
+        arrived = access.arrived_count(engine.state)
         if arrived > self.planned_arrivals:
             present = present_jobs(engine)
             if present.size:
                 self.give_up(engine, present[~self.keeper(engine, present)])
             self.planned_arrivals = arrived
-        if engine.state.si[ek.SI_READY_N] == 0:
+        if access.ready_count(engine.state) == 0:
             return []
         return self.rule.decide(view)
 
@@ -172,7 +172,7 @@ class GivingUp(Policy):
         self.plans += 1
         S = engine.state
         for job in jobs:
-            if S.ji[job, ek.JI_STATE] == ek.JOB_READY and S.ji[job, ek.JI_PENDING] == 0:
+            if access.job_is_ready(S, job) and access.job_pending_tasks(S, job) == 0:
                 engine.give_up(int(job))
                 self.given_up += 1
 
@@ -187,11 +187,10 @@ def present_jobs(engine: Engine) -> np.ndarray:
     what runs now (internal indices): what the planner plans (the others are the rule's hopeless
     jobs, or end with the task they run)."""
     S = engine.state
-    arrived = int(S.si[ek.SI_NEXT_ARRIVAL])
-    jobs = np.flatnonzero(np.isin(S.ji[:arrived, ek.JI_STATE], (ek.JOB_READY, ek.JOB_RUNNING)))
-    cursor = S.ji[jobs, ek.JI_CURSOR]
-    work = engine.tables.remaining_work_s[cursor]
-    deadline = S.jf[jobs, ek.JF_DEADLINE]
+    arrived = access.arrived_count(S)
+    jobs = np.flatnonzero(access.job_finish_times(S)[:arrived] < 0)  # neither done nor dropped
+    work = engine.tables.remaining_work_s[access.job_next_rows(S)[jobs]]
+    deadline = access.job_deadlines(S)[jobs]
     hopeful = np.array([feasible(engine.now, w, d) for w, d in zip(work, deadline, strict=True)])
     left = _layers_run(engine, jobs) < engine.tables.n_layers[engine.model_indices[jobs]]
     return jobs[hopeful.astype(bool) & left]
@@ -220,20 +219,24 @@ def served(
 def _running(engine: Engine, jobs: np.ndarray) -> np.ndarray:
     """Whether each of `jobs` runs its current layer's last tasks (none left to start)."""
     S = engine.state
-    return (S.ji[jobs, ek.JI_PENDING] > 0) & (S.ji[jobs, ek.JI_PIECES_LEFT] == 0)
+    return np.array(
+        [access.job_pending_tasks(S, j) > 0 and access.job_pieces_left(S, j) == 0 for j in jobs],
+        dtype=bool,
+    )
 
 
 def _layers_run(engine: Engine, jobs: np.ndarray) -> np.ndarray:
     """Layers of each of `jobs` ended or running with nothing left to start."""
     first_row = engine.tables.first_row[engine.model_indices[jobs]]
-    return engine.state.ji[jobs, ek.JI_CURSOR] - first_row + _running(engine, jobs)
+    return access.job_next_rows(engine.state)[jobs] - first_row + _running(engine, jobs)
 
 
 def _ready_at(engine: Engine, jobs: np.ndarray) -> np.ndarray:
     """When each of `jobs` can next start a layer, on the engine's clock: now, or once its
     running tasks end at their current rates."""
     busy_left = DecisionView(engine).busy_left_s
-    running = engine.state.ai[:, ek.AI_JOB]
+    S = engine.state
+    running = np.array([access.running_job(S, a) for a in range(access.accelerator_count(S))])
     at = np.full(jobs.size, engine.now)
     for i, job in enumerate(jobs):
         busy = busy_left[running == job]

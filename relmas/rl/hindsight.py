@@ -23,7 +23,7 @@ from torch import nn
 
 from relmas.policies.base import Policy
 from relmas.policies.planner import GivingUp, Keeper, PlannerConfig, RealFuture, served
-from relmas.sim import engine_kernels as ek
+from relmas.sim import access
 from relmas.sim.costs import CostTables
 from relmas.sim.engine import Engine
 from relmas.sim.system import System
@@ -48,11 +48,13 @@ FEATURES = (
 def job_features(engine: Engine, present: np.ndarray) -> np.ndarray:
     """float32[present, FEATURES]: each present job's online features."""
     S = engine.state
-    now, instances = engine.now, S.ai.shape[0]
-    work = engine.tables.remaining_work_s[S.ji[present, ek.JI_CURSOR]]
-    slack = np.maximum(S.jf[present, ek.JF_DEADLINE] - now, 1e-12)
-    isolated = S.jf[present, ek.JF_ISOLATED]
-    order = np.argsort(S.jf[present, ek.JF_DEADLINE], kind="stable")
+    now, instances = engine.now, access.accelerator_count(S)
+    work = engine.tables.remaining_work_s[access.job_next_rows(S)[present]]
+    deadline = access.job_deadlines(S)[present]
+    slack = np.maximum(deadline - now, 1e-12)
+    isolated = access.job_isolated_times(S)[present]
+    arrival = access.job_arrivals(S)[present]
+    order = np.argsort(deadline, kind="stable")
     ahead = np.empty_like(work)
     ahead[order] = np.cumsum(work[order]) - work[order]  # the work due before each job
     rank = np.empty(present.size)
@@ -64,9 +66,9 @@ def job_features(engine: Engine, present: np.ndarray) -> np.ndarray:
             np.log((ahead / instances + work) / slack),
             np.log(work.sum() / instances / slack),
             np.full(present.size, present.size / instances),
-            S.jf[present, ek.JF_PRIORITY] / 10.0,
+            access.job_priorities(S)[present] / 10.0,
             rank,
-            np.log1p((now - S.jf[present, ek.JF_ARRIVAL]) / isolated),
+            np.log1p((now - arrival) / isolated),
         )
     ).astype(np.float32)
 
@@ -128,8 +130,8 @@ class HindsightConfig:
     """How the keeper is learned: DAgger rounds over the training traces, the fit's epochs."""
 
     rounds: int = 2
-    epochs: int = 200
-    learning_rate: float = 1e-2
+    fit_epochs: int = 200
+    fit_learning_rate: float = 1e-2
     threshold: float = 0.5
     planner: PlannerConfig = PlannerConfig(samples=1)  # the labels' horizon and LP time limit
     seed: int = 0
@@ -159,11 +161,11 @@ def fit(features: np.ndarray, labels: np.ndarray, config: HindsightConfig) -> Cl
     """The classifier fitted to `labels` (full-batch Adam on the binary cross-entropy)."""
     torch.manual_seed(config.seed)
     model = Classifier(features.mean(axis=0), features.std(axis=0) + 1e-6)
-    optimiser = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    optimiser = torch.optim.Adam(model.parameters(), lr=config.fit_learning_rate)
     x = torch.as_tensor(features)
     y = torch.as_tensor(labels, dtype=torch.float32)
     loss_of = nn.BCEWithLogitsLoss()
-    for _ in range(config.epochs):
+    for _ in range(config.fit_epochs):
         optimiser.zero_grad()
         loss = loss_of(model(x), y)
         loss.backward()

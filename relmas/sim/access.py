@@ -389,6 +389,18 @@ def job_deadlines(state: State) -> np.ndarray:
 
 
 @njit(cache=True)
+def job_arrivals(state: State) -> np.ndarray:
+    """Every job's arrival time, a view."""
+    return state.jf[:, JF_ARRIVAL]
+
+
+@njit(cache=True)
+def job_isolated_times(state: State) -> np.ndarray:
+    """Every job's `job_isolated`, a view."""
+    return state.jf[:, JF_ISOLATED]
+
+
+@njit(cache=True)
 def job_priorities(state: State) -> np.ndarray:
     """Every job's priority, a view."""
     return state.jf[:, JF_PRIORITY]
