@@ -24,9 +24,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
-from command_line import LOADED, print_table, run, study_scenarios  # a sibling module
+from command_line import (  # a sibling module
+    add_validated_study,
+    print_table,
+    run,
+    validated_study,
+)
 
 from relmas.evaluate import best_placed, placement_option, read_placements, simulate
 from relmas.io import read_parquet
@@ -111,11 +115,7 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="config/config.yaml")
-    parser.add_argument("--costs", default=None, help="cost tables (default: the study's)")
-    parser.add_argument("--validation", type=Path, default=None, help="the study's validation/")
-    parser.add_argument("--scenarios", default=LOADED)
-    parser.add_argument("--seeds", default=None, help="evaluation seeds, comma-separated")
+    add_validated_study(parser)
     parser.add_argument("--jobs", type=int, default=200, help="per training/validation trace")
     parser.add_argument("--eval-jobs", type=int, default=0, help="0: the scenario's own")
     parser.add_argument("--train-traces", type=int, default=4)
@@ -124,11 +124,7 @@ def main() -> int:
     parser.add_argument("--threshold", type=float, default=0.5)
     parser.add_argument("--kept-by", default=None, help="RULE@PLACEMENT the keeper's rule")
     args = parser.parse_args()
-    study, scenarios = study_scenarios(args)
-    if args.validation is None:
-        args.validation = study.paths.validation_dir
-    evaluation_seeds = study.config["evaluation"]["seeds"]
-    args.seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else evaluation_seeds
+    study, scenarios = validated_study(args, None)
     print_table(args, [measure(study, scenario, args) for scenario in scenarios])
     return 0
 

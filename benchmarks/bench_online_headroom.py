@@ -39,10 +39,14 @@ import argparse
 import statistics
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import polars as pl
-from command_line import LOADED, print_table, run, study_scenarios  # a sibling module
+from command_line import (  # a sibling module
+    add_validated_study,
+    print_table,
+    run,
+    validated_study,
+)
 
 from relmas.ceiling.admission import (
     ADMITTED,
@@ -234,11 +238,7 @@ def summary(rows: list[dict], schedules: list[str]) -> list[dict]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="config/config.yaml")
-    parser.add_argument("--costs", default=None, help="cost tables (default: the study's)")
-    parser.add_argument("--validation", type=Path, default=None, help="the study's validation/")
-    parser.add_argument("--scenarios", default=LOADED)
-    parser.add_argument("--seeds", default=None, help="evaluation seeds, comma-separated")
+    add_validated_study(parser)
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--horizon", type=int, default=40)
@@ -254,11 +254,7 @@ def main() -> int:
     args.schedules = args.schedules.split(",")
     if not set(args.schedules) <= {"planner", "oracle", "clairvoyant"}:
         raise InputError(None, "--schedules", "some of planner,oracle,clairvoyant", args.schedules)
-    study, scenarios = study_scenarios(args)
-    if args.validation is None:
-        args.validation = study.paths.validation_dir
-    evaluation_seeds = study.config["evaluation"]["seeds"]
-    args.seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else evaluation_seeds[:2]
+    study, scenarios = validated_study(args, 2)
     rows = [row for scenario in scenarios for row in measure(study, scenario, args)]
     if "clairvoyant" in args.schedules:
         rows = with_best_fixed(rows)

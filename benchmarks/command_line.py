@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Collection
+from pathlib import Path
 from typing import NoReturn
 
 import polars as pl
@@ -26,6 +27,28 @@ def study_scenarios(args: argparse.Namespace) -> tuple[Study, list[str]]:
     study = Study(load_config(args.config), args.config)
     names = args.scenarios.split(",") if args.scenarios else list(study.config["scenarios"])
     return study, [study.check_scenario(name, "--scenarios") for name in names]
+
+
+def add_validated_study(parser: argparse.ArgumentParser) -> None:
+    """The options of a benchmark measured against a finished study's choices: its config, cost
+    tables, validation rows (`relmas validate`'s files), scenarios and evaluation seeds."""
+    parser.add_argument("--config", default="config/config.yaml")
+    parser.add_argument("--costs", default=None, help="cost tables (default: the study's)")
+    parser.add_argument("--validation", type=Path, default=None, help="the study's validation/")
+    parser.add_argument("--scenarios", default=LOADED)
+    parser.add_argument("--seeds", default=None, help="evaluation seeds, comma-separated")
+
+
+def validated_study(args: argparse.Namespace, seeds: int | None) -> tuple[Study, list[str]]:
+    """`study_scenarios` for the options of `add_validated_study`, with `args.validation` the
+    study's own by default and `args.seeds` the first `seeds` of `evaluation.seeds` (None: all)
+    unless given."""
+    study, scenarios = study_scenarios(args)
+    if args.validation is None:
+        args.validation = study.paths.validation_dir
+    chosen = study.config["evaluation"]["seeds"][:seeds]
+    args.seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else chosen
+    return study, scenarios
 
 
 def print_table(
