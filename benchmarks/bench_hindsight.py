@@ -29,29 +29,22 @@ from command_line import (  # a sibling module
     add_validated_study,
     print_table,
     run,
+    study_choices,
     validated_study,
 )
 
-from relmas.evaluate import best_placed, placement_option, read_placements, simulate
-from relmas.io import read_parquet
-from relmas.paths import validation_file
+from relmas.evaluate import placement_option, simulate
 from relmas.policies import make_policy
 from relmas.policies.planner import GivingUp, PlannerConfig
-from relmas.report.stats import best_baselines, mean_ci
+from relmas.report.stats import mean_ci
 from relmas.rl.hindsight import FEATURES, HindsightConfig, auc, label_runs, learn_keeper
-from relmas.schemas import SummaryRows
 from relmas.study import Study
 
 
 def measure(study: Study, scenario: str, args: argparse.Namespace) -> dict:
-    path = validation_file(args.validation, scenario)
-    validation = read_parquet(path, SummaryRows)
-    system, tables = study.system(scenario), study.costs(scenario, args.costs)
-    best, _ = best_baselines(validation)[scenario]
-    placements = read_placements(path, scenario, tables.types)
-    rule, where = best_placed(path, scenario, tables.types)
-    if args.kept_by:
-        rule, where = args.kept_by.split("@", 1)
+    chosen = study_choices(study, scenario, args, args.kept_by)
+    system, tables, best, placements = chosen.system, chosen.tables, chosen.best, chosen.placements
+    rule, where = chosen.rule, chosen.where
     training = study.config["training"]
 
     def traces(seeds: list[int]) -> list:

@@ -45,6 +45,7 @@ from command_line import (  # a sibling module
     add_validated_study,
     print_table,
     run,
+    study_choices,
     validated_study,
 )
 
@@ -59,13 +60,10 @@ from relmas.ceiling.admission import (
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.instance import Instance
 from relmas.errors import InputError
-from relmas.evaluate import best_placed, placement_option, read_placements, simulate
-from relmas.io import read_parquet
-from relmas.paths import validation_file
+from relmas.evaluate import placement_option, simulate
 from relmas.policies import make_policy
 from relmas.policies.planner import PlannerConfig, RealFuture, SampledFutures, planner
-from relmas.report.stats import best_baselines, mean_ci
-from relmas.schemas import SummaryRows
+from relmas.report.stats import mean_ci
 from relmas.study import Study
 
 
@@ -118,14 +116,14 @@ def tuned(study: Study, scenario: str, rule: str, where: str, args: argparse.Nam
 
 def measure(study: Study, scenario: str, args: argparse.Namespace) -> list[dict]:
     """One row per trace of `scenario`: the best baseline's and the planners' SLA rates."""
-    path = validation_file(args.validation, scenario)
-    validation = read_parquet(path, SummaryRows)
-    system, tables = study.system(scenario), study.costs(scenario, args.costs)
-    best, _ = best_baselines(validation)[scenario]
-    placements = read_placements(path, scenario, tables.types)
-    rule, where = best_placed(path, scenario, tables.types)
-    if args.planned_by:
-        rule, where = args.planned_by.split("@", 1)
+    choices = study_choices(study, scenario, args, args.planned_by)
+    system, tables, best, placements = (
+        choices.system,
+        choices.tables,
+        choices.best,
+        choices.placements,
+    )
+    rule, where = choices.rule, choices.where
     chosen = tuned(study, scenario, rule, where, args)
     rows = []
     for seed, jobs in study.traces(scenario, args.seeds, args.costs, args.jobs or None).items():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -13,7 +14,14 @@ import polars as pl
 
 from relmas.config import load_config
 from relmas.errors import InputError
+from relmas.evaluate import best_placed, read_placements
+from relmas.io import read_parquet
+from relmas.paths import validation_file
 from relmas.report import markdown_table
+from relmas.report.stats import best_baselines
+from relmas.schemas import SummaryRows
+from relmas.sim.costs import CostTables
+from relmas.sim.system import System
 from relmas.study import Study
 
 # The default study's loaded scenarios (issue 50): where a scheduler has deadlines to give up.
@@ -49,6 +57,35 @@ def validated_study(args: argparse.Namespace, seeds: int | None) -> tuple[Study,
     chosen = study.config["evaluation"]["seeds"][:seeds]
     args.seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else chosen
     return study, scenarios
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What a study chose for one scenario on its validation traces: its best baseline, every
+    placed baseline's placement, and the best placed baseline (`rule` at `where`, the agent's
+    teacher) unless an option named another rule@placement."""
+
+    system: System
+    tables: CostTables
+    best: str
+    placements: dict[str, str]
+    rule: str
+    where: str
+
+
+def study_choices(
+    study: Study, scenario: str, args: argparse.Namespace, rule_option: str | None
+) -> Choices:
+    """`scenario`'s Choices from `args.validation` (`add_validated_study`), its rule replaced by
+    `rule_option` (RULE@PLACEMENT) when given."""
+    path = validation_file(args.validation, scenario)
+    system, tables = study.system(scenario), study.costs(scenario, args.costs)
+    best, _ = best_baselines(read_parquet(path, SummaryRows))[scenario]
+    rule, where = best_placed(path, scenario, tables.types)
+    if rule_option:
+        rule, where = rule_option.split("@", 1)
+    placements = read_placements(path, scenario, tables.types)
+    return Choices(system, tables, best, placements, rule, where)
 
 
 def print_table(
