@@ -25,6 +25,7 @@ import argparse
 import statistics
 import time
 
+import numpy as np
 from command_line import (  # a sibling module
     add_validated_study,
     print_table,
@@ -37,7 +38,8 @@ from relmas.evaluate import placement_option, simulate
 from relmas.policies import make_policy
 from relmas.policies.planner import GivingUp, PlannerConfig
 from relmas.report.stats import mean_ci
-from relmas.rl.hindsight import FEATURES, HindsightConfig, auc, label_runs, learn_keeper
+from relmas.rl.hindsight import HindsightConfig, auc, label_runs, learn_keeper
+from relmas.rl.keeper import FEATURES, served_chance
 from relmas.study import Study
 
 
@@ -94,7 +96,7 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> dict:
         labels=labels.size,
         served_share=round(float(labels.mean()), 3) if labels.size else None,
         training_s=round(training_s, 1),
-        auc=round(auc(keeper.model.probability(held_x), held_y), 3),
+        auc=round(auc(served_chance(keeper.arrays, held_x.astype(np.float64)), held_y), 3),
         auc_lateness=round(auc(-lateness, held_y), 3),
         best_sla=round(statistics.mean(best_sla), 4),
         keeper_sla=round(statistics.mean(keeper_sla), 4),

@@ -10,15 +10,14 @@ import pytest
 from relmas.policies import make_policy
 from relmas.policies.planner import GivingUp, PlannerConfig
 from relmas.rl.hindsight import (
-    FEATURES,
     HindsightConfig,
-    LearnedKeeper,
     auc,
     fit,
     keep_all,
     label_runs,
     learn_keeper,
 )
+from relmas.rl.keeper import FEATURES, KernelKeeper, served_chance
 from relmas.sim import Engine
 from tests.synthetic import contended_case, memory_bound_case
 from tests.test_ceiling_admission import _one_instance
@@ -44,7 +43,8 @@ def test_the_label_gives_up_the_job_whose_loss_lets_two_meet():
 def test_a_keeper_that_keeps_every_job_is_its_rule_schedule_for_schedule():
     system, tables, jobs = contended_case(4, 30, {"a": 3, "b": 5}, 8.0, (1.5, 3.0))
     rule = "edf_feasible_patient"
-    keeper = LearnedKeeper(fit(*_separable(4), HindsightConfig(fit_epochs=5)), threshold=0.0)
+    model = fit(*_separable(4), HindsightConfig(fit_epochs=5))
+    keeper = KernelKeeper(model.weights(threshold=0.0).arrays())
     kept = Engine(system, tables, jobs).run(GivingUp(make_policy(rule), keeper, "keeper"))
     alone = Engine(system, tables, jobs).run(make_policy(rule))
     assert kept.jobs.drop("dropped").equals(alone.jobs.drop("dropped"))
@@ -58,10 +58,12 @@ def _separable(seed: int, n: int = 400) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_the_fit_ranks_held_out_labels_it_can_separate():
+    """Scored by the keeper's kernel on the exported weights, as the agent acts."""
     model = fit(*_separable(0), HindsightConfig(fit_epochs=300))
     x, y = _separable(1)
-    assert auc(model.probability(x), y) > 0.97
-    assert auc(-model.probability(x), y) < 0.03
+    chance = served_chance(model.weights(threshold=0.5).arrays(), x.astype(np.float64))
+    assert auc(chance, y) > 0.97
+    assert auc(-chance, y) < 0.03
 
 
 def test_auc_is_the_chance_a_served_job_scores_above_one_given_up():
@@ -84,7 +86,7 @@ def test_dagger_labels_the_states_of_the_keeper_learned_so_far():
     assert np.array_equal(features[: first.shape[0]], first)
     assert np.array_equal(labels[: first.shape[0]], first_labels)
     assert 0 < first_labels.mean() < 1  # contended: the future gives some jobs up
-    assert keeper.threshold == config.threshold
+    assert keeper.arrays.scalars[1] == config.threshold
 
 
 def test_bad_shapes_are_refused():

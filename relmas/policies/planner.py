@@ -28,8 +28,8 @@ import polars as pl
 from relmas.ceiling.admission import ADMITTED
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.instance import Instance
+from relmas.policies import triage
 from relmas.policies.base import Policy
-from relmas.policies.triage import feasible
 from relmas.sim import access
 from relmas.sim.costs import CostTables
 from relmas.sim.engine import DecisionView, Engine
@@ -183,17 +183,8 @@ def planner(rule: Policy, futures: Futures, config: PlannerConfig) -> GivingUp:
 
 
 def present_jobs(engine: Engine) -> np.ndarray:
-    """The arrived jobs that can still meet their deadline and have a layer left to start after
-    what runs now (internal indices): what the planner plans (the others are the rule's hopeless
-    jobs, or end with the task they run)."""
-    S = engine.state
-    arrived = access.arrived_count(S)
-    jobs = np.flatnonzero(access.job_finish_times(S)[:arrived] < 0)  # neither done nor dropped
-    work = engine.tables.remaining_work_s[access.job_next_rows(S)[jobs]]
-    deadline = access.job_deadlines(S)[jobs]
-    hopeful = np.array([feasible(engine.now, w, d) for w, d in zip(work, deadline, strict=True)])
-    left = _layers_run(engine, jobs) < engine.tables.n_layers[engine.model_indices[jobs]]
-    return jobs[hopeful.astype(bool) & left]
+    """The jobs a keeper plans (internal indices; `relmas.policies.triage.present_jobs`)."""
+    return triage.present_jobs(engine.kernel_tables, engine.state)
 
 
 def served(

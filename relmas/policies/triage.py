@@ -47,6 +47,28 @@ def feasible(now: float, remaining: float, deadline: float) -> bool:
     return _meets(now + remaining, deadline)
 
 
+@njit(cache=True)
+def present_jobs(T: Tables, S: State) -> np.ndarray:
+    """int64[]: the arrived jobs neither done nor dropped that can still meet their deadline and
+    have a layer left to start after what runs now (the others are the rule's hopeless jobs, or
+    end with the task they run): what a keeper plans (`relmas.policies.planner`,
+    `relmas.rl.keeper`)."""
+    now, arrived = access.now(S), access.arrived_count(S)
+    present = np.empty(arrived, dtype=np.int64)
+    n = 0
+    for job in range(arrived):
+        if access.job_finish(S, job) >= 0.0 or access.job_dropped(S, job):
+            continue
+        row = access.job_next_row(S, job)
+        if not feasible(now, T.remaining_work[row], access.job_deadline(S, job)):
+            continue
+        running = access.job_pending_tasks(S, job) > 0 and access.job_pieces_left(S, job) == 0
+        if row + running < access.job_end_row(S, job):
+            present[n] = job
+            n += 1
+    return present[:n]
+
+
 @njit(cache=True, inline="always")
 def fastest_idle(T: Tables, S: State, row: int, allowed: np.ndarray) -> int:
     """The idle instance of an `allowed` type (bool[types]) with the lowest latency for layer

@@ -8,7 +8,8 @@ present jobs plus the trace's own next `horizon_jobs` arrivals serves it (relmas
 of the rule alone (every job kept); each later round labels the states of the keeper learned so
 far, and the classifier is refitted on every label so far. The learned keeper gives up a present
 job whose predicted chance of being served is below `threshold`; the placed rule schedules the
-rest (`GivingUp`). It reads nothing of the future: only the features below.
+rest (`GivingUp`). It reads nothing of the future: only the online features of
+`relmas.rl.keeper`, whose kernels it acts by.
 """
 
 from __future__ import annotations
@@ -23,54 +24,17 @@ from torch import nn
 
 from relmas.policies.base import Policy
 from relmas.policies.planner import GivingUp, Keeper, PlannerConfig, RealFuture, served
-from relmas.sim import access
+from relmas.rl.keeper import FEATURES, KeeperWeights, KernelKeeper, keeper_features
 from relmas.sim.costs import CostTables
 from relmas.sim.engine import Engine
 from relmas.sim.system import System
 
-# Per present job, what an online scheduler sees (docs/relmas.md, "Giving jobs up"): its slack
-# over its remaining work, its progress, a fluid EDF estimate of its lateness (the work due
-# before it shared by the instances, plus its own, over its slack), the whole queue's work over
-# its slack, the crowd (present jobs per instance), its priority, its place in SJF order and
-# its age; ratios in log scale.
-FEATURES = (
-    "log_slack_ratio",
-    "progress",
-    "log_edf_lateness",
-    "log_queue_load",
-    "crowd",
-    "priority",
-    "sjf_rank",
-    "log_age",
-)
-
 
 def job_features(engine: Engine, present: np.ndarray) -> np.ndarray:
-    """float32[present, FEATURES]: each present job's online features."""
-    S = engine.state
-    now, instances = engine.now, access.accelerator_count(S)
-    work = engine.tables.remaining_work_s[access.job_next_rows(S)[present]]
-    deadline = access.job_deadlines(S)[present]
-    slack = np.maximum(deadline - now, 1e-12)
-    isolated = access.job_isolated_times(S)[present]
-    arrival = access.job_arrivals(S)[present]
-    order = np.argsort(deadline, kind="stable")
-    ahead = np.empty_like(work)
-    ahead[order] = np.cumsum(work[order]) - work[order]  # the work due before each job
-    rank = np.empty(present.size)
-    rank[np.argsort(work, kind="stable")] = np.arange(present.size) / present.size
-    return np.column_stack(
-        (
-            np.log(slack / work),
-            1.0 - work / isolated,
-            np.log((ahead / instances + work) / slack),
-            np.log(work.sum() / instances / slack),
-            np.full(present.size, present.size / instances),
-            access.job_priorities(S)[present] / 10.0,
-            rank,
-            np.log1p((now - arrival) / isolated),
-        )
-    ).astype(np.float32)
+    """float32[present, FEATURES]: each present job's online features, as the keeper's kernel
+    computes them."""
+    T, S = engine.kernel_tables, engine.state
+    return keeper_features(T, S, present.astype(np.int64)).astype(np.float32)
 
 
 def keep_all(engine: Engine, present: np.ndarray) -> np.ndarray:
@@ -109,20 +73,22 @@ class Classifier(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net((x - self.mean) / self.std).squeeze(-1)
 
-    def probability(self, features: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return torch.sigmoid(self(torch.as_tensor(features))).numpy()
+    def weights(self, threshold: float) -> KeeperWeights:
+        """This classifier as the keeper's kernels read it, giving up below `threshold`."""
+        first, second = self.net[0], self.net[2]
 
+        def values(tensor: torch.Tensor) -> tuple:
+            return tuple(tensor.detach().double().numpy().tolist())
 
-class LearnedKeeper:
-    """Keeps a present job when the classifier's P(served) is at least `threshold`."""
-
-    def __init__(self, model: Classifier, threshold: float) -> None:
-        self.model = model
-        self.threshold = threshold
-
-    def __call__(self, engine: Engine, present: np.ndarray) -> np.ndarray:
-        return self.model.probability(job_features(engine, present)) >= self.threshold
+        return KeeperWeights(
+            first=tuple(tuple(row) for row in values(first.weight)),
+            first_bias=values(first.bias),
+            second=values(second.weight[0]),
+            second_bias=float(second.bias.item()),
+            mean=values(self.mean),
+            std=values(self.std),
+            threshold=threshold,
+        )
 
 
 @dataclass(frozen=True)
@@ -179,7 +145,7 @@ def learn_keeper(
     traces: list[pl.DataFrame],
     rule: Policy,
     config: HindsightConfig,
-) -> tuple[LearnedKeeper, np.ndarray, np.ndarray]:
+) -> tuple[KernelKeeper, np.ndarray, np.ndarray]:
     """The keeper learned over `config.rounds` DAgger rounds on `traces` with `rule` (a rule
     baseline with its placement), with every (features, labels) it was fitted to."""
     acting: Keeper = keep_all
@@ -189,7 +155,7 @@ def learn_keeper(
     for _ in range(config.rounds):
         x, y = label_runs(system, tables, traces, rule, acting, config.planner)
         features, labels = np.concatenate([features, x]), np.concatenate([labels, y])
-        keeper = LearnedKeeper(fit(features, labels, config), config.threshold)
+        keeper = KernelKeeper(fit(features, labels, config).weights(config.threshold).arrays())
         acting = keeper
     assert keeper is not None, "at least one round"
     return keeper, features, labels

@@ -1,0 +1,222 @@
+"""The learned keeper as a kernel: which present jobs a RELMAS agent gives up before it chooses
+(issue 50; docs/relmas.md, "Giving jobs up").
+
+At each decision point after new arrivals, every present job (arrived, neither done nor dropped,
+still able to meet its deadline at full speed, with a layer left to start) is scored by a small
+MLP over online features (`FEATURES`); the ready ones with nothing running whose score is below
+the threshold are given up (`Engine.give_up`), and the agent, or its teacher, chooses among the
+rest. The same kernel serves the fused evaluation loop (`relmas.rl.policy.run_agent`), the
+training environment (`relmas.rl.env`) and the Python keeper that labels and evaluates it
+(`relmas.rl.hindsight`), so that all three give up the same jobs.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+from numba import njit
+
+from relmas.hw import jit_cache
+from relmas.policies import triage
+from relmas.policies.triage import present_jobs
+from relmas.sim import access, engine_kernels
+from relmas.sim.engine import Engine
+from relmas.sim.engine_kernels import STATUS_DECISION, State, Tables, advance, give_up
+
+# Per present job, what an online scheduler sees: its slack over its remaining work, its
+# progress, a fluid EDF estimate of its lateness (the work due before it shared by the
+# instances, plus its own, over its slack), the whole queue's work over its slack, the crowd
+# (present jobs per instance), its priority, its place in SJF order and its age; ratios in log
+# scale.
+FEATURES = (
+    "log_slack_ratio",
+    "progress",
+    "log_edf_lateness",
+    "log_queue_load",
+    "crowd",
+    "priority",
+    "sjf_rank",
+    "log_age",
+)
+COUNT_PLANNED, COUNT_PLANS, COUNT_GIVEN_UP = 0, 1, 2  # KeeperArrays.counts
+
+
+class KeeperArrays(NamedTuple):
+    """A keeper as its kernels read it; no hidden units: it keeps every job."""
+
+    first: np.ndarray  # float64[hidden, FEATURES]: the hidden layer's weights
+    first_bias: np.ndarray  # float64[hidden]
+    second: np.ndarray  # float64[hidden]: the output's weights
+    scalars: np.ndarray  # float64[2]: the output's bias, the threshold on P(served)
+    mean: np.ndarray  # float64[FEATURES]: the features' standardisation
+    std: np.ndarray  # float64[FEATURES]
+    counts: np.ndarray  # int64[3]: arrivals planned for, plans, jobs given up (this run)
+
+
+@njit(cache=True)
+def keeper_features(T: Tables, S: State, present: np.ndarray) -> np.ndarray:
+    """float64[present, FEATURES]: each present job's online features."""
+    n, now = present.shape[0], access.now(S)
+    instances = access.accelerator_count(S)
+    work, slack = np.empty(n), np.empty(n)
+    for i in range(n):
+        job = present[i]
+        work[i] = T.remaining_work[access.job_next_row(S, job)]
+        slack[i] = max(access.job_deadline(S, job) - now, 1e-12)
+    ahead = np.empty(n)  # the work due before each job, in deadline order
+    due = 0.0
+    for i in np.argsort(slack, kind="mergesort"):
+        ahead[i] = due
+        due += work[i]
+    rank = np.empty(n)
+    for place, i in enumerate(np.argsort(work, kind="mergesort")):
+        rank[i] = place / n
+    out = np.empty((n, len(FEATURES)))
+    for i in range(n):
+        job = present[i]
+        isolated = access.job_isolated(S, job)
+        out[i, 0] = np.log(slack[i] / work[i])
+        out[i, 1] = 1.0 - work[i] / isolated
+        out[i, 2] = np.log((ahead[i] / instances + work[i]) / slack[i])
+        out[i, 3] = np.log(due / instances / slack[i])
+        out[i, 4] = n / instances
+        out[i, 5] = access.job_priority(S, job) / 10.0
+        out[i, 6] = rank[i]
+        out[i, 7] = np.log1p((now - access.job_arrival(S, job)) / isolated)
+    return out
+
+
+@njit(cache=True)
+def served_chance(K: KeeperArrays, features: np.ndarray) -> np.ndarray:
+    """float64[rows]: the MLP's P(served) of each row of `features`."""
+    x = (features - K.mean) / K.std
+    hidden = np.maximum(x @ K.first.T + K.first_bias, 0.0)
+    return 1.0 / (1.0 + np.exp(-(hidden @ K.second + K.scalars[0])))
+
+
+@njit(cache=True)
+def give_up_unkept(T: Tables, S: State, K: KeeperArrays) -> None:
+    """At a decision point after new arrivals: give up the ready present jobs with nothing
+    running whose P(served) is below the threshold (none without a keeper)."""
+    arrived = access.arrived_count(S)
+    if K.first.shape[0] == 0 or arrived <= K.counts[COUNT_PLANNED]:
+        return
+    K.counts[COUNT_PLANNED] = arrived
+    present = present_jobs(T, S)
+    if present.shape[0] == 0:
+        return
+    K.counts[COUNT_PLANS] += 1
+    chance = served_chance(K, keeper_features(T, S, present))
+    for i in range(present.shape[0]):
+        job = present[i]
+        if (
+            chance[i] < K.scalars[1]
+            and access.job_is_ready(S, job)
+            and access.job_pending_tasks(S, job) == 0
+        ):
+            give_up(S, job)
+            K.counts[COUNT_GIVEN_UP] += 1
+
+
+@njit(cache=True)
+def advance_keeping(T: Tables, S: State, K: KeeperArrays) -> int:
+    """`advance` to the next decision point at which a job is left ready once the keeper has
+    given up what it does not keep; a point where it gave up every ready job counts as a
+    decision to wait (as `GivingUp`'s empty decision on the stepping path)."""
+    while True:
+        status = advance(T, S)
+        if status != STATUS_DECISION:
+            return status
+        give_up_unkept(T, S, K)
+        if access.ready_count(S) > 0:
+            return status
+        access.count_decision(S)
+        access.request_wait(S)
+
+
+# The cached kernels embed the engine's and the triage's: recompile when one of them changes.
+jit_cache.refresh(
+    advance_keeping,
+    (engine_kernels, access, triage, sys.modules[__name__]),
+    stamp="relmas-rl-keeper.sha256",
+)
+
+
+@dataclass(frozen=True)
+class KeeperWeights:
+    """A learned keeper as an agent stores it (agent.json, `relmas.rl.agent`)."""
+
+    first: tuple[tuple[float, ...], ...]
+    first_bias: tuple[float, ...]
+    second: tuple[float, ...]
+    second_bias: float
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    threshold: float
+
+    def arrays(self) -> KeeperArrays:
+        """Fresh kernel arrays of this keeper (counts at 0: one per run)."""
+        return KeeperArrays(
+            np.array(self.first, dtype=np.float64).reshape(-1, len(FEATURES)),
+            np.array(self.first_bias, dtype=np.float64),
+            np.array(self.second, dtype=np.float64),
+            np.array([self.second_bias, self.threshold]),
+            np.array(self.mean, dtype=np.float64),
+            np.array(self.std, dtype=np.float64),
+            np.zeros(3, dtype=np.int64),
+        )
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> KeeperWeights:
+        """From agent.json's `keeper` (shapes checked: a hand-edited keeper is refused)."""
+        weights = cls(
+            first=tuple(tuple(float(v) for v in row) for row in raw["first"]),
+            first_bias=tuple(float(v) for v in raw["first_bias"]),
+            second=tuple(float(v) for v in raw["second"]),
+            second_bias=float(raw["second_bias"]),
+            mean=tuple(float(v) for v in raw["mean"]),
+            std=tuple(float(v) for v in raw["std"]),
+            threshold=float(raw["threshold"]),
+        )
+        hidden = len(weights.first_bias)
+        shapes_ok = (
+            all(len(row) == len(FEATURES) for row in weights.first)
+            and len(weights.first) == hidden == len(weights.second)
+            and len(weights.mean) == len(weights.std) == len(FEATURES)
+            and min(weights.std) > 0.0
+            and 0.0 <= weights.threshold <= 1.0
+        )
+        if not shapes_ok:
+            raise ValueError(
+                f"a keeper of {len(FEATURES)} features, positive std and a threshold in [0, 1]"
+            )
+        return weights
+
+
+def no_keeper() -> KeeperArrays:
+    """Kernel arrays of a keeper that keeps every job (an agent without one)."""
+    empty = np.zeros(0)
+    features = np.ones(len(FEATURES))
+    return KeeperArrays(
+        np.zeros((0, len(FEATURES))), empty, empty, np.zeros(2), features, features,
+        np.zeros(3, dtype=np.int64),
+    )  # fmt: skip
+
+
+class KernelKeeper:
+    """The keeper of `arrays` on the stepping path (`relmas.policies.planner.Keeper`): the
+    kernel's features and scores, so that it keeps exactly what the fused loops keep."""
+
+    def __init__(self, arrays: KeeperArrays) -> None:
+        self.arrays = arrays
+
+    def chance(self, engine: Engine, present: np.ndarray) -> np.ndarray:
+        """P(served) of each of `present`."""
+        T, S = engine.kernel_tables, engine.state
+        return served_chance(self.arrays, keeper_features(T, S, present.astype(np.int64)))
+
+    def __call__(self, engine: Engine, present: np.ndarray) -> np.ndarray:
+        return self.chance(engine, present) >= self.arrays.scalars[1]
