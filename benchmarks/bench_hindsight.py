@@ -39,7 +39,7 @@ from relmas.policies import make_policy
 from relmas.policies.planner import GivingUp, PlannerConfig
 from relmas.report.stats import mean_ci
 from relmas.rl.hindsight import HindsightConfig, auc, label_runs, learn_keeper
-from relmas.rl.keeper import FEATURES, served_chance
+from relmas.rl.keeper import FEATURES, KernelKeeper, served_chance
 from relmas.study import Study
 
 
@@ -58,7 +58,7 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> dict:
         planner=PlannerConfig(samples=1, horizon_jobs=args.horizon),
     )
     started = time.perf_counter()
-    keeper, features, labels = learn_keeper(
+    weights, features, labels = learn_keeper(
         system,
         tables,
         traces(training["seeds"][: args.train_traces]),
@@ -66,6 +66,9 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> dict:
         config,
     )
     training_s = time.perf_counter() - started
+    if weights is None:
+        raise SystemExit(f"{scenario}: no state of the training traces had a job to label")
+    keeper = KernelKeeper(weights.arrays())
     held_x, held_y = label_runs(
         system,
         tables,

@@ -395,12 +395,16 @@ def read_placements(path: str | Path, scenario: str, types: Sequence[str]) -> di
     return dict(chosen.select("policy", "placement").iter_rows())
 
 
-def best_placed(path: str | Path, scenario: str, types: Sequence[str]) -> tuple[str, str]:
-    """The rule or target-aware baseline (`catalog.placed`) of the best validation rows of
-    `scenario` (`validation_order`, as the report's best baseline; ties in the catalog's order)
-    and its placement chosen there: the agent's reference baseline and teacher."""
+def best_placed(
+    path: str | Path, scenario: str, types: Sequence[str], among: Sequence[str] | None = None
+) -> tuple[str, str]:
+    """The rule or target-aware baseline (`catalog.placed`; only those `among`, if given) of the
+    best validation rows of `scenario` (`validation_order`, as the report's best baseline; ties
+    in the catalog's order) and its placement chosen there: the agent's reference baseline and
+    teacher."""
     placements = read_placements(path, scenario, types)
-    rows = read_parquet(path, SummaryRows).filter(pl.col("policy").is_in(list(placements)))
+    names = [p for p in placements if among is None or p in among]
+    rows = read_parquet(path, SummaryRows).filter(pl.col("policy").is_in(names))
     if rows.height == 0:
         raise InputError(path, "policy", "validation rows of a rule or target-aware baseline")
     order = validation_order(rows, "policy")

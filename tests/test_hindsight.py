@@ -86,7 +86,7 @@ def test_dagger_labels_the_states_of_the_keeper_learned_so_far():
     assert np.array_equal(features[: first.shape[0]], first)
     assert np.array_equal(labels[: first.shape[0]], first_labels)
     assert 0 < first_labels.mean() < 1  # contended: the future gives some jobs up
-    assert keeper.arrays.scalars[1] == config.threshold
+    assert keeper is not None and keeper.threshold == config.threshold
 
 
 def test_bad_shapes_are_refused():

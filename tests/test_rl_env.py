@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import shutil
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from relmas.errors import InputError
 from relmas.evaluate import evaluate_scenario, simulate
 from relmas.io import write_parquet
 from relmas.policies import make_policy
+from relmas.policies.planner import GivingUp
 from relmas.rl import train as train_module
 from relmas.rl.agent import read_agent_info, write_agent_info
 from relmas.rl.checkpoint import (
@@ -38,6 +40,7 @@ from relmas.rl.collect import FusedSteps, episode_steps
 from relmas.rl.dqn import Learner
 from relmas.rl.env import SchedulingEnv
 from relmas.rl.features import GlobalFeature, PairFeature, SlotFeature
+from relmas.rl.keeper import FEATURES, KeeperWeights, KernelKeeper
 from relmas.rl.network import (
     GreedyPolicy,
     QNetwork,
@@ -1076,3 +1079,89 @@ def keep_replays(monkeypatch: pytest.MonkeyPatch) -> None:
             shutil.copy2(replay, out_dir.parent / f"{out_dir.name}-{replay.name}")
 
     monkeypatch.setattr(train_module, "save_training_state", save_and_keep)
+
+
+# ----------------------------------------------------------------------------- keeper
+
+
+def hand_keeper() -> KeeperWeights:
+    """A keeper of one hidden unit: it gives a job up when its fluid EDF lateness estimate says
+    it ends later than a seventh of its slack before its deadline (P(served) = sigmoid(-10 x
+    max(0, log_edf_lateness + 2)) < 0.5): an eager keeper, for a lightly loaded trace."""
+    first = tuple(1.0 if name == "log_edf_lateness" else 0.0 for name in FEATURES)
+    ones = (1.0,) * len(FEATURES)
+    return KeeperWeights((first,), (2.0,), (-10.0,), 0.0, (0.0,) * len(FEATURES), ones, 0.5)
+
+
+def test_an_agent_with_a_keeper_gives_jobs_up_as_its_rule_does_beside_it(quick, trained, tmp_path):
+    """Following its teacher, an agent with a keeper is `GivingUp(its rule, the keeper)`
+    schedule for schedule — on the stepping path, in the fused kernel and in training's
+    environment — and the keeper gives jobs up."""
+    config, root = quick
+    agent = tmp_path / "agent"
+    shutil.copytree(root / "agent", agent)
+    info = replace(read_agent_info(agent), keeper=hand_keeper(), teacher_bonus=1e6)
+    write_agent_info(agent, info)
+    assert read_agent_info(agent).keeper == hand_keeper()
+    system = scenario_system(config, "mixed")
+    tables = load_costs(root / "costs", system, models=tuple(config["models"]))
+    jobs = generate_trace("mixed", config["scenarios"]["mixed"], system, tables, 7)
+    rule = make_policy(info.observation.reference, placement=info.observation.placement)
+    keeper = KernelKeeper(hand_keeper().arrays())
+    given = simulate(system, jobs, tables, GivingUp(rule, keeper, "kept"))
+    assert given.jobs["dropped"].sum() > 0
+    fused = simulate(system, jobs, tables, make_policy("relmas", agent=agent))
+    engine = Engine(system, tables, jobs)
+    stepping = make_policy("relmas", agent=agent)
+    stepping.reset(engine)
+    while (view := engine.next_decision()) is not None:
+        engine.step(stepping.decide(view))
+    for run in (fused, engine.result("relmas")):
+        assert run.jobs["finish_s"].equals(given.jobs["finish_s"])
+        assert run.jobs["dropped"].to_list() == given.jobs["dropped"].to_list()
+        assert run.metrics["decisions"] == given.metrics["decisions"]
+    env = SchedulingEnv(
+        system, tables, jobs, info.observation, info.reward, 0.95, keeper=hand_keeper()
+    )
+    teacher = named_teacher(info.teacher, info.observation.reference, env.layout, ())
+    assert rollout(env, teacher)["sla_rate"] == given.metrics["sla_rate"]
+    assert env.engine.result("x").jobs["finish_s"].equals(given.jobs["finish_s"])
+
+
+def test_an_edited_keeper_is_refused(quick, trained, tmp_path):
+    _, root = quick
+    agent = tmp_path / "agent"
+    shutil.copytree(root / "agent", agent)
+    raw = json.loads((agent / "agent.json").read_text())
+    raw["keeper"] = {**asdict(hand_keeper()), "std": [0.0] * len(FEATURES)}
+    (agent / "agent.json").write_text(json.dumps(raw))
+    with pytest.raises(InputError, match="keeper"):
+        read_agent_info(agent)
+
+
+def test_training_learns_a_keeper_and_keeps_it_only_where_it_wins_validation(quick, tmp_path):
+    """With `training.keeper`, the keeper of the best deadline-ranked rule of the validation rows
+    is learned from the future's labels; the agent gives jobs up by it only if that rule with it
+    beats the reference baseline on validation, and its environment is then the keeper's."""
+    config, root = quick
+    config = copy.deepcopy(config)
+    keeper = {"traces": 1, "jobs": 30, "rounds": 1, "horizon_jobs": 10}
+    config["training"]["keeper"] = {**config["training"]["keeper"], **keeper}
+    logs = []
+    result = train_scenario(
+        config,
+        "mixed",
+        tmp_path / "kept",
+        root / "costs",
+        logger=lambda m, s: logs.append(m),
+        validation=root / "validation.parquet",
+    )
+    assert result.keeper is not None and result.keeper.rule == ("edf_feasible", "simba_chiplet")
+    assert result.keeper.labels > 0 and result.keeper.weights is not None
+    scores = {k: v for m in logs for k, v in m.items() if k.startswith("val_")}
+    kept = scores["val_kept_edf_feasible_sla_rate"]
+    alone = scores[f"val_teacher_{TEACHER}_sla_rate"]
+    info = read_agent_info(tmp_path / "kept")
+    assert result.kept == (kept > alone) == (info.keeper == result.keeper.weights)
+    assert info.observation.reference == ("edf_feasible" if result.kept else TEACHER)
+    assert result.metrics()["keeper_kept"] == float(result.kept)

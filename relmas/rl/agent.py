@@ -8,7 +8,8 @@ system layout) and what one decision costs (MACs, energy on the configured accel
                   "decision_cost": {accelerator, macs, energy_j, latency_s (every row scored),
                                     fixed: {...}, per_row: {...}, rows},
                   "validation": {...}, "teacher", "teacher_bonus",
-                  "teachers_validation": {...}, "teachers_shortfall": {...}}
+                  "teachers_validation": {...}, "teachers_shortfall": {...},
+                  "keeper": null or the learned keeper's weights (relmas.rl.keeper)}
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from relmas.policies.placement import Placement
 from relmas.rl.checkpoint import BEST, load_policy
 from relmas.rl.env import RewardSettings
 from relmas.rl.features import FEATURES_VERSION, Layout
+from relmas.rl.keeper import KeeperWeights
 from relmas.rl.network import GreedyPolicy
 from relmas.rl.observation import ObservationSettings, observation_layout
 from relmas.rl.overhead import COST_VERSION, COSTS
@@ -51,6 +53,7 @@ class AgentInfo:
     teachers_validation: dict[str, float]  # SLA rate of the teacher (whole, cut) on validation
     # on traces with service targets, their shortfall, which ranks them first (relmas.rl.run)
     teachers_shortfall: dict[str, float] = field(default_factory=dict)
+    keeper: KeeperWeights | None = None  # gives jobs up before each decision; None: keeps all
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, **asdict(self)}
@@ -86,6 +89,7 @@ def read_agent_info(directory: str | Path) -> AgentInfo:
             teacher_bonus=float(raw["teacher_bonus"]),
             teachers_validation=dict(raw["teachers_validation"]),
             teachers_shortfall=dict(raw["teachers_shortfall"]),
+            keeper=_keeper(path, raw.get("keeper")),  # absent from agents before keepers
         )
     except (KeyError, TypeError) as error:
         raise InputError(path, str(error), "the keys of an agent.json") from None
@@ -98,6 +102,16 @@ def read_agent_info(directory: str | Path) -> AgentInfo:
     placement.allowed(info.accelerator_types, path)
     check_decision_cost(path, info.decision_cost)
     return info
+
+
+def _keeper(path: Path, raw: Any) -> KeeperWeights | None:
+    """agent.json's keeper: null, or weights of the keeper's shapes (an edited one is refused)."""
+    if raw is None:
+        return None
+    try:
+        return KeeperWeights.parse(raw)
+    except (KeyError, TypeError, ValueError) as error:
+        raise InputError(path, "keeper", str(error), "other weights") from None
 
 
 def check_decision_cost(path: Path, cost: Mapping[str, Any]) -> None:

@@ -3,7 +3,9 @@
 A step is one decision of the engine's stepping API: start one candidate job's next layer on an
 idle instance of one accelerator type (whole, or for a resizing agent possibly cut into pieces),
 or wait for the next event (candidates, features, mask and the teacher's action:
-`relmas.rl.observation`). The episode ends when
+`relmas.rl.observation`). With a learned keeper (`relmas.rl.keeper`) the jobs it does not keep are
+given up before each decision point is observed, as where the agent is deployed; they count as
+missed. The episode ends when
 every job has finished or been dropped past its firm deadline (`terminated`).
 
 Reward (docs/relmas.md), for jobs weighted w_i = p_i^e / mean_j(p_j^e) by priority p_i (e = 0:
@@ -45,8 +47,10 @@ from numba import njit
 
 from relmas.hw import jit_cache
 from relmas.policies.triage import feasible, service_rates
+from relmas.rl import keeper as keeper_module
 from relmas.rl.candidates import deficit
 from relmas.rl.features import FEATURE_BOUND
+from relmas.rl.keeper import KeeperArrays, KeeperWeights, advance_keeping, no_keeper
 from relmas.rl.observation import (
     OBSERVE_SOURCES,
     ObservationArrays,
@@ -68,7 +72,6 @@ from relmas.sim.engine_kernels import (
     Pieces,
     State,
     Tables,
-    advance,
     on_time,
     start_layer,
     start_piece,
@@ -167,6 +170,7 @@ class EnvArrays(NamedTuple):
     group_size: np.ndarray  # int64[groups]: the jobs of each group
     group_target: np.ndarray  # float64[groups]: its target
     group_met: np.ndarray  # int64[groups]: its jobs that met their deadline so far
+    K: KeeperArrays  # the jobs given up before each decision (`no_keeper`: none)
 
 
 COUNT_MET, COUNT_MISSED, COUNT_CREDITED = 0, 1, 2
@@ -181,7 +185,7 @@ def reach_decision(E: EnvArrays) -> tuple[bool, float]:
     and settle the reward's bookkeeping. Returns (terminated, credit since the last decision
     point, with the shortfall term at the end); the new potential is left in `E.values`."""
     T, S = E.V.T, E.V.S
-    status = advance(T, S)
+    status = advance_keeping(T, S, E.K)
     if status == STATUS_STALLED:
         raise RuntimeError("the agent waited although no event can happen any more")
     missed, deficit_weight = E.reward[REWARD_MISSED], E.reward[REWARD_DEFICIT]
@@ -263,7 +267,7 @@ def env_step(E: EnvArrays, action: int) -> tuple[float, float, bool]:
 # of these sources changes.
 jit_cache.refresh(
     env_step,
-    OBSERVE_SOURCES + (service_module, sys.modules[__name__]),
+    OBSERVE_SOURCES + (service_module, keeper_module, sys.modules[__name__]),
     stamp="relmas-rl-env.sha256",
 )
 
@@ -306,8 +310,10 @@ class SchedulingEnv(gym.Env):
         observation: ObservationSettings,
         reward: RewardSettings,
         gamma: float,
+        keeper: KeeperWeights | None = None,
     ) -> None:
         self.system = system
+        self.keeper = keeper
         self.tables = tables
         self.jobs = jobs
         self.observation_settings = observation = resolve_service(observation, jobs)
@@ -351,6 +357,7 @@ class SchedulingEnv(gym.Env):
             group_size=group_size,
             group_target=group_target,
             group_met=np.zeros(group_size.shape[0], dtype=np.int64),
+            K=self.keeper.arrays() if self.keeper is not None else no_keeper(),
         )
         self._step = engine_kernels.entry_point(env_step, self.arrays, 0)
         _, credit = engine_kernels.entry_point(reach_decision, self.arrays)(self.arrays)

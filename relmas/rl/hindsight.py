@@ -145,20 +145,22 @@ def learn_keeper(
     traces: list[pl.DataFrame],
     rule: Policy,
     config: HindsightConfig,
-) -> tuple[KernelKeeper, np.ndarray, np.ndarray]:
+) -> tuple[KeeperWeights | None, np.ndarray, np.ndarray]:
     """The keeper learned over `config.rounds` DAgger rounds on `traces` with `rule` (a rule
-    baseline with its placement), with every (features, labels) it was fitted to."""
+    baseline with its placement), with every (features, labels) it was fitted to; None where no
+    state had a job to label."""
     acting: Keeper = keep_all
     features = np.zeros((0, len(FEATURES)), np.float32)
     labels = np.zeros(0, bool)
-    keeper = None
+    weights = None
     for _ in range(config.rounds):
         x, y = label_runs(system, tables, traces, rule, acting, config.planner)
         features, labels = np.concatenate([features, x]), np.concatenate([labels, y])
-        keeper = KernelKeeper(fit(features, labels, config).weights(config.threshold).arrays())
-        acting = keeper
-    assert keeper is not None, "at least one round"
-    return keeper, features, labels
+        if labels.size == 0:
+            return None, features, labels
+        weights = fit(features, labels, config).weights(config.threshold)
+        acting = KernelKeeper(weights.arrays())
+    return weights, features, labels
 
 
 def auc(scores: np.ndarray, labels: np.ndarray) -> float:

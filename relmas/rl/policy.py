@@ -8,7 +8,8 @@ into pieces, or the next piece of a layer already cut): the engine then offers t
 at the same instant if instances are still idle, exactly as in training. A decision scores only
 the rows of its valid actions; its energy is that of running those rows of the network on the
 accelerator recorded at training (`agent.json`, `relmas.rl.overhead`), and the simulator adds the
-run's total to the system's energy.
+run's total to the system's energy. An agent with a learned keeper (`relmas.rl.keeper`) first
+gives up the jobs it does not keep, at each decision point after new arrivals, as in training.
 """
 
 from __future__ import annotations
@@ -24,28 +25,33 @@ from relmas.hw import jit_cache
 from relmas.policies.base import Policy, register
 from relmas.rl import acting as acting_module
 from relmas.rl import env as env_module
+from relmas.rl import keeper as keeper_module
 from relmas.rl import network as network_module
 from relmas.rl import teacher as teacher_module
 from relmas.rl.acting import Actor, favoured_action, greedy_actor
 from relmas.rl.agent import AGENT_FILE, deployed, load_agent
 from relmas.rl.env import apply_action
+from relmas.rl.keeper import KeeperArrays, advance_keeping, give_up_unkept, no_keeper
 from relmas.rl.network import GreedyPolicy, greedy_decision
 from relmas.rl.observation import OBSERVE_SOURCES, ObservationArrays, Observer, observe
 from relmas.rl.overhead import overhead_energy_j
+from relmas.sim import access
 from relmas.sim import service as service_module
 from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.engine_kernels import STATUS_DECISION, State, Tables, advance
+from relmas.sim.engine_kernels import STATUS_DECISION, State, Tables
 
 
 @njit(cache=True)
-def run_agent(T: Tables, S: State, V: ObservationArrays, A: Actor, scored: np.ndarray) -> int:
+def run_agent(
+    T: Tables, S: State, V: ObservationArrays, A: Actor, K: KeeperArrays, scored: np.ndarray
+) -> int:
     """Simulate to the end (or to a full timeline buffer) deciding with the agent: at each
-    decision point the observation `V` (the reference baseline deciding first), the greedy action
-    of `A`'s network with `A.bonus` on its teacher's — `RelmasPolicy.decide`'s steps, in one call.
-    `scored[0]` counts the network's rows scored."""
+    decision point the jobs its keeper `K` gives up, then the observation `V` (the reference
+    baseline deciding first), the greedy action of `A`'s network with `A.bonus` on its teacher's —
+    `RelmasPolicy.decide`'s steps, in one call. `scored[0]` counts the network's rows scored."""
     obs, mask = V.obs, V.mask
     while True:
-        status = advance(T, S)
+        status = advance_keeping(T, S, K)
         if status != STATUS_DECISION:
             return status
         observe(V)
@@ -61,7 +67,7 @@ def run_agent(T: Tables, S: State, V: ObservationArrays, A: Actor, scored: np.nd
 jit_cache.refresh(
     run_agent,
     OBSERVE_SOURCES
-    + (service_module, env_module, network_module, teacher_module, acting_module)
+    + (service_module, env_module, network_module, teacher_module, acting_module, keeper_module)
     + (sys.modules[__name__],),
     stamp="relmas-rl-policy.sha256",
 )
@@ -103,6 +109,8 @@ class RelmasPolicy(Policy):
             expected = f"an agent trained on these piece tables' cuts {list(engine.split_variants)}"
             raise InputError(path, "split_variants", expected, list(self.info.split_variants))
         self.observer = Observer(engine, self.info.observation)
+        keeper = self.info.keeper
+        self.keeper = keeper.arrays() if keeper is not None else no_keeper()
         self.rows_scored[0] = 0
         cut_pieces = engine.tables.pieces.most_pieces if self.resize else ()
         try:
@@ -111,6 +119,10 @@ class RelmasPolicy(Policy):
             raise InputError(path, "teacher", "its reference baseline", error.args[0]) from None
 
     def decide(self, view: DecisionView) -> list[tuple[int, int, int]]:
+        engine = view.engine
+        give_up_unkept(engine.kernel_tables, engine.state, self.keeper)
+        if access.ready_count(engine.state) == 0:  # it gave every ready job up: wait
+            return []
         seen = self.observer.observe(view)
         action, rows = self.greedy.decide(seen.obs, seen.mask)
         self.rows_scored[0] += rows
@@ -124,7 +136,7 @@ class RelmasPolicy(Policy):
         """The whole trace in `run_agent`: the same decisions as `decide`'s (tested), without a
         call from Python per decision."""
         actor = greedy_actor(self.greedy, self.observer.layout)
-        engine.run_jitted(run_agent, self.observer.arrays, actor, self.rows_scored)
+        engine.run_jitted(run_agent, self.observer.arrays, actor, self.keeper, self.rows_scored)
         return True
 
 

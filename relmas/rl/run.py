@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -41,6 +41,8 @@ from relmas.rl.checkpoint import BEST, load_network
 from relmas.rl.collect import play
 from relmas.rl.env import NO_SERVICE_TERMS, SchedulingEnv
 from relmas.rl.features import FEATURES_VERSION, Layout
+from relmas.rl.keeper import KeeperWeights
+from relmas.rl.keeping import LearnedKeeper, keeper_rule, learn_agent_keeper
 from relmas.rl.network import GreedyPolicy, QNetwork
 from relmas.rl.observation import ObservationSettings, resolve_service
 from relmas.rl.overhead import decision_cost
@@ -72,6 +74,8 @@ class ScenarioTrainResult:
     # shortfall, which ranks them first, is in agent.json
     validation: dict[str, float]  # the best agent's validation metrics
     decision_cost: dict[str, Any]  # MACs, energy, latency of a decision (overhead.decision_cost)
+    keeper: LearnedKeeper | None  # the keeper learned (None: training.keeper.traces 0)
+    kept: bool  # whether the agent gives jobs up by it (its rule won on validation)
     wall_seconds: float
     cpu_seconds: float
     restarted_because: list[str]  # settings changed since the saved run, which was not resumed
@@ -89,6 +93,7 @@ class ScenarioTrainResult:
             # the worst case, every row scored
             "decision_macs": float(self.decision_cost["macs"]),
             "decision_energy_j": float(self.decision_cost["energy_j"]),
+            **(self.keeper.metrics(self.kept) if self.keeper is not None else {}),
         }
 
 
@@ -104,13 +109,30 @@ class TrainingSetup:
     resize: bool
     observation: ObservationSettings
     validation_traces: list[pl.DataFrame]
+    keeper: KeeperWeights | None = None  # gives jobs up before each decision (None: none)
 
     def env(self, jobs: pl.DataFrame) -> SchedulingEnv:
         """The training environment on `jobs`."""
         settings = self.settings
         return SchedulingEnv(
-            self.system, self.tables, jobs, self.observation, settings.reward, settings.dqn.gamma
+            self.system,
+            self.tables,
+            jobs,
+            self.observation,
+            settings.reward,
+            settings.dqn.gamma,
+            self.keeper,
         )
+
+    def validator(self) -> Callable[[Policy], dict[str, float]]:
+        """The mean metrics of a policy's rollouts on the validation traces."""
+        envs = [self.env(jobs) for jobs in self.validation_traces]
+
+        def validate(policy: Policy) -> dict[str, float]:
+            runs = [rollout(env, policy) for env in envs]
+            return {key: float(np.mean([run[key] for run in runs])) for key in runs[0]}
+
+        return validate
 
 
 def training_setup(
@@ -170,25 +192,40 @@ def train_scenario(
     split_variants = tables.pieces.variants if resize else (WHOLE,)
     problem = _problem(config, scenario, system, tables, split_variants if resize else None)
 
+    pieces = tables.pieces.most_pieces if resize else None
+    validate = setup.validator()
+    layout = setup.env(setup.validation_traces[0]).layout
+    teachers, best = _best_teacher(observation, layout, validate, pieces)
+    log(_scores_log("teacher", teachers), 0)
+    keeper = None
+    if settings.keeper.traces > 0 and validation is not None:
+        keeper = learn_agent_keeper(
+            study,
+            scenario,
+            system,
+            tables,
+            settings.seeds,
+            settings.keeper,
+            keeper_rule(validation, scenario, tables.types),
+        )
+        kept = _kept_teacher(setup, keeper, layout, pieces)
+        if kept is not None:
+            log(_scores_log("kept", kept.teachers), 0)
+            ours = validation_key(kept.teachers[kept.best.name], "sla_rate")
+            if ours > validation_key(teachers[best.name], "sla_rate"):
+                setup, validate, teachers, best = kept
+                observation = setup.observation
+
     def make_env(seed: int) -> SchedulingEnv:
         return setup.env(generate_trace(scenario, parsed, system, tables, seed, source))
 
-    validation_envs = [setup.env(jobs) for jobs in setup.validation_traces]
-
-    def validate(policy: Policy) -> dict[str, float]:
-        runs = [rollout(env, policy) for env in validation_envs]
-        return {key: float(np.mean([run[key] for run in runs])) for key in runs[0]}
-
-    pieces = tables.pieces.most_pieces if resize else None
-    teachers, best = _best_teacher(observation, validation_envs[0].layout, validate, pieces)
-    log(_scores_log("teacher", teachers), 0)
     teacher_rule = best if settings.dqn.teacher_steps > 0 else None
     teacher = teacher_rule.name if teacher_rule is not None else None
     learner = train(
         make_env,
         settings.dqn,
         out_dir,
-        manifest=_manifest(observation, settings, problem),
+        manifest=_manifest(observation, settings, problem, setup.keeper),
         logger=log,
         validate=validate,
         teacher=teacher_rule,
@@ -209,6 +246,7 @@ def train_scenario(
         teacher_bonus=settings.dqn.teacher_bonus if teacher is not None else 0.0,
         teachers_validation=_metric(teachers, "sla_rate"),
         teachers_shortfall=_metric(teachers, "shortfall"),
+        keeper=setup.keeper,
     )
     write_agent_info(out_dir, info)
     return ScenarioTrainResult(
@@ -219,10 +257,39 @@ def train_scenario(
         teachers_validation=info.teachers_validation,
         validation=learner.best_metrics,
         decision_cost=cost,
+        keeper=keeper,
+        kept=setup.keeper is not None,
         wall_seconds=time.perf_counter() - wall,
         restarted_because=learner.restarted_because,
         cpu_seconds=time.process_time() - cpu,
     )
+
+
+class KeptTeacher(NamedTuple):
+    """The keeper's rule as the agent's teacher, giving jobs up by the keeper: its setup, its
+    validator and its validation scores (whole, and cut for a resizing agent), the better."""
+
+    setup: TrainingSetup
+    validate: Callable[[Policy], dict[str, float]]
+    teachers: Scores
+    best: BaselineTeacher
+
+
+def _kept_teacher(
+    setup: TrainingSetup,
+    keeper: LearnedKeeper,
+    layout: Layout,
+    most_pieces: tuple[int, ...] | None,
+) -> KeptTeacher | None:
+    """`keeper`'s rule with its placement as reference and teacher, in environments where the
+    keeper gives jobs up, scored on the validation traces; None without a keeper learned."""
+    if keeper.weights is None:
+        return None
+    traces = setup.validation_traces
+    observation = _observation(setup.settings.observation, setup.resize, keeper.rule, traces[0])
+    kept = replace(setup, observation=observation, keeper=keeper.weights)
+    validate = kept.validator()
+    return KeptTeacher(kept, validate, *_best_teacher(observation, layout, validate, most_pieces))
 
 
 def _reference(
@@ -366,16 +433,21 @@ def rollout(env: SchedulingEnv, policy: Policy) -> dict[str, float]:
 
 
 def _manifest(
-    observation: ObservationSettings, settings: TrainingSettings, problem: Mapping[str, Any]
+    observation: ObservationSettings,
+    settings: TrainingSettings,
+    problem: Mapping[str, Any],
+    keeper: KeeperWeights | None,
 ) -> dict[str, Any]:
-    """The run's manifest besides the learner config: what the agent sees, how it is rewarded and
-    the `problem` it is trained on; resuming across a change of any of them would finish training
-    on another problem (the learner restarts instead, `relmas.rl.train`)."""
+    """The run's manifest besides the learner config: what the agent sees, how it is rewarded,
+    the `problem` it is trained on and the keeper that gives jobs up in its environment; resuming
+    across a change of any of them would finish training on another problem (the learner
+    restarts instead, `relmas.rl.train`)."""
     return {
         "observation": _recorded(asdict(observation), {"service": False}),
         "features": FEATURES_VERSION,
         "reward": _recorded(asdict(settings.reward), NO_SERVICE_TERMS),
         **problem,
+        **({"keeper": asdict(keeper)} if keeper is not None else {}),
     }
 
 
@@ -387,7 +459,7 @@ def _recorded(settings: dict[str, Any], neutral: Mapping[str, Any]) -> dict[str,
 
 
 # The validation scores of the baseline policies that train_scenario logs beside the agent's own.
-_BASELINE_METRIC = re.compile(r"val_(teacher)_([a-z0-9_]+?)_(sla_rate|shortfall)")
+_BASELINE_METRIC = re.compile(r"val_(teacher|kept)_([a-z0-9_]+?)_(sla_rate|shortfall)")
 
 
 def train_command(args: argparse.Namespace) -> None:

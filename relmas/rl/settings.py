@@ -7,6 +7,7 @@
       observation: {candidates: 2, reference: best, service: null}
       reward: {met: 1.0, missed: 1.0, priority_exponent: 0.0, progress: 1.0,
                deficit_weight: 0.0, shortfall: 0.0}
+      keeper: {traces: 0, jobs: 500, rounds: 2, horizon_jobs: 40, threshold: 0.5}
       overhead_accelerator: null        # runs the policy network (null = cheapest system type)
       dqn: {...}                        # relmas.rl.dqn.DQNConfig keys except train_seeds
 
@@ -28,6 +29,18 @@ from relmas.rl.observation import ObservationSettings
 
 
 @dataclass(frozen=True)
+class KeeperSettings:
+    """The `training.keeper` section: how the keeper that gives jobs up is learned
+    (`relmas.rl.keeping`); `traces` 0: no keeper."""
+
+    traces: int
+    jobs: int
+    rounds: int
+    horizon_jobs: int
+    threshold: float
+
+
+@dataclass(frozen=True)
 class TrainingSettings:
     """The `training:` section; no defaults here: the schema's are filled in when it is loaded."""
 
@@ -36,6 +49,7 @@ class TrainingSettings:
     jobs: int | None
     observation: ObservationSettings
     reward: RewardSettings
+    keeper: KeeperSettings
     overhead_accelerator: str | None
     dqn: DQNConfig
 
@@ -54,6 +68,10 @@ def parse_training(config: Mapping[str, Any], source: str | Path | None = None) 
     if set(seeds) & set(validation):
         overlap = sorted(set(seeds) & set(validation))
         raise InputError(source, "training.validation_seeds", "seeds unused for training", overlap)
+    keeper = KeeperSettings(**raw["keeper"])
+    if keeper.traces > len(seeds):
+        expected = f"at most the {len(seeds)} training.seeds"
+        raise InputError(source, "training.keeper.traces", expected, keeper.traces)
     overhead = raw["overhead_accelerator"]
     if overhead is not None and overhead not in config["accelerators"]:
         known_acc = sorted(config["accelerators"])
@@ -66,6 +84,7 @@ def parse_training(config: Mapping[str, Any], source: str | Path | None = None) 
         jobs=raw["jobs"],
         observation=ObservationSettings(**raw["observation"]),
         reward=RewardSettings(**raw["reward"]),
+        keeper=keeper,
         overhead_accelerator=overhead,
         dqn=DQNConfig.from_dict({**raw["dqn"], "train_seeds": seeds}, source),
     )
