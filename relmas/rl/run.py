@@ -15,6 +15,11 @@ On a scenario whose jobs carry service targets, "best" is the least service shor
 validation traces, ties by SLA rate (`relmas.rl.train.validation_key`), for the teacher and
 best.pt alike; the observation then has the service-level slots and features unless
 `training.observation.service` says otherwise.
+
+With `training.keeper.traces` > 0 a keeper that gives jobs up is learned for the best
+deadline-ranked rule of the validation rows (`relmas.rl.keeping`); that rule with its keeper
+replaces the reference baseline, as teacher and in the agent's environment, only if it scores
+better on the validation traces.
 """
 
 from __future__ import annotations
@@ -199,22 +204,11 @@ def train_scenario(
     log(_scores_log("teacher", teachers), 0)
     keeper = None
     if settings.keeper.traces > 0 and validation is not None:
-        keeper = learn_agent_keeper(
-            study,
-            scenario,
-            system,
-            tables,
-            settings.seeds,
-            settings.keeper,
-            keeper_rule(validation, scenario, tables.types),
+        keeper = _learn_keeper(setup, study, scenario, validation)
+        setup, validate, teachers, best = _with_keeper_if_better(
+            KeptTeacher(setup, validate, teachers, best), keeper, layout, pieces, log
         )
-        kept = _kept_teacher(setup, keeper, layout, pieces)
-        if kept is not None:
-            log(_scores_log("kept", kept.teachers), 0)
-            ours = validation_key(kept.teachers[kept.best.name], "sla_rate")
-            if ours > validation_key(teachers[best.name], "sla_rate"):
-                setup, validate, teachers, best = kept
-                observation = setup.observation
+        observation = setup.observation
 
     def make_env(seed: int) -> SchedulingEnv:
         return setup.env(generate_trace(scenario, parsed, system, tables, seed, source))
@@ -290,6 +284,35 @@ def _kept_teacher(
     kept = replace(setup, observation=observation, keeper=keeper.weights)
     validate = kept.validator()
     return KeptTeacher(kept, validate, *_best_teacher(observation, layout, validate, most_pieces))
+
+
+def _learn_keeper(
+    setup: TrainingSetup, study: Study, scenario: str, validation: str | Path
+) -> LearnedKeeper:
+    """The keeper of the best deadline-ranked rule of the `validation` rows."""
+    rule = keeper_rule(validation, scenario, setup.tables.types)
+    settings = setup.settings
+    return learn_agent_keeper(
+        study, scenario, setup.system, setup.tables, settings.seeds, settings.keeper, rule
+    )
+
+
+def _with_keeper_if_better(
+    plain: KeptTeacher,
+    keeper: LearnedKeeper,
+    layout: Layout,
+    most_pieces: tuple[int, ...] | None,
+    log: Logger,
+) -> KeptTeacher:
+    """The teacher giving jobs up by `keeper` where it beats `plain` on validation, else `plain`:
+    a keeper that does not pay on held-out traces is not deployed."""
+    kept = _kept_teacher(plain.setup, keeper, layout, most_pieces)
+    if kept is None:
+        return plain
+    log(_scores_log("kept", kept.teachers), 0)
+    ours = validation_key(kept.teachers[kept.best.name], "sla_rate")
+    theirs = validation_key(plain.teachers[plain.best.name], "sla_rate")
+    return kept if ours > theirs else plain
 
 
 def _reference(
