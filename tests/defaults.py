@@ -33,10 +33,11 @@ def reward_settings(**values: Any) -> RewardSettings:
 
 def decision_cost(accelerator: str, macs: int = 100, energy_j: float = 1e-9) -> dict[str, Any]:
     """An agent.json's decision cost of `macs` and `energy_j` per decision, every row scored
-    (one row: no fixed part), as `relmas.rl.overhead.decision_cost` lays it out."""
+    (one row: no fixed part; no keeper), as `relmas.rl.overhead.decision_cost` lays it out."""
     cost = {"macs": macs, "energy_j": energy_j, "latency_s": 1e-7}
     fixed = dict.fromkeys(cost, 0.0)
-    return {"accelerator": accelerator, **cost, "fixed": fixed, "per_row": cost, "rows": 1}
+    parts = {"fixed": fixed, "per_row": cost, "keeper_plan": fixed, "keeper_job": fixed}
+    return {"accelerator": accelerator, **cost, **parts, "rows": 1}
 
 
 def write_untrained_agent(

@@ -1026,11 +1026,11 @@ def test_an_agent_json_edited_after_training(work: Path, capsys: pytest.CaptureF
         line = assert_refused([*argv, "--out", f"{key}.parquet"], work, capsys, "agent.json")
         assert key in line, line
     # an agent trained on the features before the (slot, type) actions, one whose decisions
-    # were priced before the rows scored
-    for old in ("relmas-agent/2", "relmas-agent/3"):
+    # were priced before the rows scored, one before its keeper's plans
+    for old in ("relmas-agent/2", "relmas-agent/3", "relmas-agent/3.2"):
         (work / "agent" / AGENT_FILE).write_text(json.dumps({**raw, "format": old}))
         line = assert_refused([*argv, "--out", "old.parquet"], work, capsys, "agent.json")
-        assert "format: expected 'relmas-agent/3.2'" in line, line
+        assert "format: expected 'relmas-agent/3.3'" in line, line
     # a decision cost without its part per row, or with a row that costs nothing
     for per_row in ({}, {**raw["decision_cost"]["per_row"], "energy_j": 0.0}):
         cost = {**raw["decision_cost"], "per_row": per_row}

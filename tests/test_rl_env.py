@@ -49,7 +49,8 @@ from relmas.rl.network import (
     policy_layer_table,
     to_numpy_weights,
 )
-from relmas.rl.overhead import overhead_metrics
+from relmas.rl.overhead import COSTS, overhead_energy_j, overhead_metrics
+from relmas.rl.overhead import decision_cost as priced_decision
 from relmas.rl.replay_buffer import NStepCollector
 from relmas.rl.run import best_scored, rollout, train_scenario
 from relmas.rl.settings import parse_training
@@ -502,7 +503,8 @@ def test_quick_training_gives_an_agent_that_evaluation_runs(quick, trained):
     assert metrics["jobs"] == jobs.height and 0.0 <= metrics["sla_rate"] <= 1.0
     cost = result.decision_cost
     fixed = cost["fixed"]["energy_j"] * metrics["decisions"]
-    rows = (metrics["energy_overhead_j"] - fixed) / cost["per_row"]["energy_j"]
+    rows = metrics["rows_scored"]
+    assert metrics["energy_overhead_j"] == pytest.approx(fixed + rows * cost["per_row"]["energy_j"])
     assert metrics["decisions"] <= rows < cost["rows"] * metrics["decisions"]
     assert cost["energy_j"] == pytest.approx(cost["fixed"]["energy_j"] + rows_cost(cost))
     assert result.metrics()["train_steps"] == 900
@@ -574,6 +576,7 @@ def test_overhead_is_positive_and_consistent(quick, trained):
     jobs = generate_trace("mixed", config["scenarios"]["mixed"], system, tables, 8)
     run = simulate(system, jobs, tables, make_policy("relmas", agent=root / "agent"))
     overhead = overhead_metrics(cost, run)
+    assert overhead.pop("overhead_keeper_jobs_per_decision") == 0  # no keeper
     assert all(value > 0 for value in overhead.values())
     assert overhead["overhead_energy_j"] == pytest.approx(run.metrics["energy_overhead_j"])
     assert overhead["overhead_energy_ratio"] > overhead["overhead_energy_share"]
@@ -1093,6 +1096,25 @@ def hand_keeper() -> KeeperWeights:
     return KeeperWeights((first,), (2.0,), (-10.0,), 0.0, (0.0,) * len(FEATURES), ones, 0.5)
 
 
+KEEPER_PLAN = {"macs": 0.0, "energy_j": 7e-9, "latency_s": 0.0}
+KEEPER_JOB = {"macs": 9.0, "energy_j": 2e-9, "latency_s": 1e-9}
+
+
+def test_a_keeper_is_priced_per_plan_and_per_job_it_scores(quick, trained):
+    """The keeper's MACs per job are its MLP's (features x hidden + hidden), none per plan; its
+    weights' fetch makes a plan cost energy of its own; an agent without one pays nothing."""
+    config, root = quick
+    net = load_network(root / "agent" / "best.pt")
+    spec = Study(config).spec("simba_chiplet")
+    kept = priced_decision(net, "simba_chiplet", spec, hand_keeper())
+    assert kept["keeper_job"]["macs"] == pytest.approx(len(FEATURES) + 1)
+    assert kept["keeper_plan"]["macs"] == pytest.approx(0.0, abs=1e-9)
+    assert kept["keeper_job"]["energy_j"] > 0 and kept["keeper_plan"]["energy_j"] > 0
+    plain = priced_decision(net, "simba_chiplet", spec)
+    assert all(plain[part] == dict.fromkeys(COSTS, 0.0) for part in ("keeper_plan", "keeper_job"))
+    assert all(plain[part] == kept[part] for part in ("fixed", "per_row"))
+
+
 def test_an_agent_with_a_keeper_gives_jobs_up_as_its_rule_does_beside_it(quick, trained, tmp_path):
     """Following its teacher, an agent with a keeper is `GivingUp(its rule, the keeper)`
     schedule for schedule — on the stepping path, in the fused kernel and in training's
@@ -1100,7 +1122,9 @@ def test_an_agent_with_a_keeper_gives_jobs_up_as_its_rule_does_beside_it(quick, 
     config, root = quick
     agent = tmp_path / "agent"
     shutil.copytree(root / "agent", agent)
-    info = replace(read_agent_info(agent), keeper=hand_keeper(), teacher_bonus=1e6)
+    info = read_agent_info(agent)
+    cost = {**info.decision_cost, "keeper_plan": KEEPER_PLAN, "keeper_job": KEEPER_JOB}
+    info = replace(info, keeper=hand_keeper(), teacher_bonus=1e6, decision_cost=cost)
     write_agent_info(agent, info)
     assert read_agent_info(agent).keeper == hand_keeper()
     system = scenario_system(config, "mixed")
@@ -1120,6 +1144,17 @@ def test_an_agent_with_a_keeper_gives_jobs_up_as_its_rule_does_beside_it(quick, 
         assert run.jobs["finish_s"].equals(given.jobs["finish_s"])
         assert run.jobs["dropped"].to_list() == given.jobs["dropped"].to_list()
         assert run.metrics["decisions"] == given.metrics["decisions"]
+    # the keeper's plans are paid for: per plan, and per present job scored
+    counts = stepping.overhead_counts()
+    assert all(fused.metrics[key] == value for key, value in counts.items())
+    plans, scored = counts["keeper_plans"], counts["keeper_jobs_scored"]
+    assert 1 <= plans <= jobs.height and scored >= plans
+    network = overhead_energy_j(cost, {**counts, "keeper_plans": 0, "keeper_jobs_scored": 0,
+                                       "decisions": fused.metrics["decisions"]})  # fmt: skip
+    paid = network + plans * KEEPER_PLAN["energy_j"] + scored * KEEPER_JOB["energy_j"]
+    assert fused.metrics["energy_overhead_j"] == pytest.approx(paid, rel=1e-12)
+    overhead = overhead_metrics(cost, fused)
+    assert overhead["overhead_keeper_jobs_per_decision"] == scored / fused.metrics["decisions"]
     env = SchedulingEnv(
         system, tables, jobs, info.observation, info.reward, 0.95, keeper=hand_keeper()
     )

@@ -40,6 +40,11 @@ class Policy(ABC):
         """The policy's own energy over a run of `decisions` decisions (after the run)."""
         return self.decision_energy_j * decisions
 
+    def overhead_counts(self) -> dict[str, float]:
+        """What the policy's own computation amounted to over the run (after it), beside its
+        energy: added to the run's metrics (e.g. rows a policy network scored)."""
+        return {}
+
     def run_to_completion(self, engine: Engine) -> bool:
         """Run the whole simulation in a fast path if the policy has one; False = step instead."""
         return False

@@ -6,7 +6,8 @@ system layout) and what one decision costs (MACs, energy on the configured accel
                   "reward": {...},
                   "instance_types": [...], "accelerator_types": [...], "split_variants": [...],
                   "decision_cost": {accelerator, macs, energy_j, latency_s (every row scored),
-                                    fixed: {...}, per_row: {...}, rows},
+                                    fixed: {...}, per_row: {...}, keeper_plan: {...},
+                                    keeper_job: {...}, rows},
                   "validation": {...}, "teacher", "teacher_bonus",
                   "teachers_validation": {...}, "teachers_shortfall": {...},
                   "keeper": null or the learned keeper's weights (relmas.rl.keeper)}
@@ -30,7 +31,7 @@ from relmas.rl.features import FEATURES_VERSION, Layout
 from relmas.rl.keeper import KeeperWeights
 from relmas.rl.network import GreedyPolicy
 from relmas.rl.observation import ObservationSettings, observation_layout
-from relmas.rl.overhead import COST_VERSION, COSTS
+from relmas.rl.overhead import COST_VERSION, COSTS, PAID_PER
 from relmas.rl.teacher import named_teacher
 
 AGENT_FILE = "agent.json"
@@ -116,9 +117,8 @@ def _keeper(path: Path, raw: Any) -> KeeperWeights | None:
 
 def check_decision_cost(path: Path, cost: Mapping[str, Any]) -> None:
     """Refuse a decision cost that would price the run's decisions wrongly or not at all: each
-    part's costs finite and >= 0, a row's energy > 0 (`relmas.rl.overhead.overhead_metrics`
-    reads the rows scored back from it)."""
-    for part in ("fixed", "per_row"):
+    part's costs finite and >= 0, a row's energy > 0 (a network's row costs something)."""
+    for part in PAID_PER:
         for key in COSTS:
             value = cost.get(part, {}).get(key) if isinstance(cost.get(part), dict) else None
             positive = part == "per_row" and key == "energy_j"

@@ -41,7 +41,7 @@ FEATURES = (
     "sjf_rank",
     "log_age",
 )
-COUNT_PLANNED, COUNT_PLANS, COUNT_GIVEN_UP = 0, 1, 2  # KeeperArrays.counts
+COUNT_PLANNED, COUNT_PLANS, COUNT_GIVEN_UP, COUNT_SCORED = 0, 1, 2, 3  # KeeperArrays.counts
 
 
 class KeeperArrays(NamedTuple):
@@ -53,7 +53,7 @@ class KeeperArrays(NamedTuple):
     scalars: np.ndarray  # float64[2]: the output's bias, the threshold on P(served)
     mean: np.ndarray  # float64[FEATURES]: the features' standardisation
     std: np.ndarray  # float64[FEATURES]
-    counts: np.ndarray  # int64[3]: arrivals planned for, plans, jobs given up (this run)
+    counts: np.ndarray  # int64[4]: arrivals planned for, plans, jobs given up, jobs scored
 
 
 @njit(cache=True)
@@ -109,6 +109,7 @@ def give_up_unkept(T: Tables, S: State, K: KeeperArrays) -> None:
     if present.shape[0] == 0:
         return
     K.counts[COUNT_PLANS] += 1
+    K.counts[COUNT_SCORED] += present.shape[0]
     chance = served_chance(K, keeper_features(T, S, present))
     for i in range(present.shape[0]):
         job = present[i]
@@ -166,8 +167,14 @@ class KeeperWeights:
             np.array([self.second_bias, self.threshold]),
             np.array(self.mean, dtype=np.float64),
             np.array(self.std, dtype=np.float64),
-            np.zeros(3, dtype=np.int64),
+            np.zeros(4, dtype=np.int64),
         )
+
+    def layers(self, jobs: int) -> list[tuple[str, int, int, int]]:
+        """(name, runs, in, out) of the linear layers a plan scoring `jobs` present jobs runs,
+        as `served_chance` runs them (priced by `relmas.rl.overhead`)."""
+        hidden = len(self.first_bias)
+        return [("keeper.hidden", jobs, len(FEATURES), hidden), ("keeper.out", jobs, hidden, 1)]
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> KeeperWeights:
@@ -202,7 +209,7 @@ def no_keeper() -> KeeperArrays:
     features = np.ones(len(FEATURES))
     return KeeperArrays(
         np.zeros((0, len(FEATURES))), empty, empty, np.zeros(2), features, features,
-        np.zeros(3, dtype=np.int64),
+        np.zeros(4, dtype=np.int64),
     )  # fmt: skip
 
 

@@ -410,7 +410,7 @@ def _linear_layers(net: QNetwork) -> list[tuple[str, nn.Linear]]:
     return [(name, m) for name, m in net.named_modules() if isinstance(m, nn.Linear)]
 
 
-def _decision_layers(net: QNetwork, rows: int | None) -> list[tuple[str, int, int, int]]:
+def decision_layers(net: QNetwork, rows: int | None) -> list[tuple[str, int, int, int]]:
     """(name, runs, in, out) of the layers a decision scoring `rows` rows (None: all) runs, as
     `greedy_decision` runs them: each shared block's projection once per part, the first
     layer's other columns and the later layers once per row scored; not the value head (the
@@ -434,15 +434,14 @@ def _decision_layers(net: QNetwork, rows: int | None) -> list[tuple[str, int, in
 
 def forward_macs(net: QNetwork, rows: int | None = None) -> int:
     """Multiply-accumulates of a decision scoring `rows` rows (None: every row, the worst case)."""
-    return sum(n * c * k for _, n, c, k in _decision_layers(net, rows))
+    return sum(n * c * k for _, n, c, k in decision_layers(net, rows))
 
 
-def policy_layer_table(
-    net: QNetwork, rows: int | None = None, model: str = "relmas_policy"
+def linear_layer_table(
+    layers: Sequence[tuple[str, int, int, int]], model: str = "relmas_policy"
 ) -> pl.DataFrame:
-    """The layers of a decision scoring `rows` rows (None: every row) as layer-table rows
-    (LAYER_SCHEMA), in execution order, batched over the parts or rows they run for: the shared
-    blocks' projections (`Factors`), then the per-row layers."""
+    """Linear `layers` (name, runs, in, out), in execution order, as layer-table rows
+    (LAYER_SCHEMA), each batched over the runs: what `profile_layers` prices."""
     table = [
         {
             "model": model,
@@ -463,6 +462,14 @@ def policy_layer_table(
             "w_elems": c * k,
             "out_elems": n * k,
         }
-        for index, (name, n, c, k) in enumerate(_decision_layers(net, rows))
+        for index, (name, n, c, k) in enumerate(layers)
     ]
     return pl.DataFrame(table, schema=LAYER_SCHEMA)
+
+
+def policy_layer_table(
+    net: QNetwork, rows: int | None = None, model: str = "relmas_policy"
+) -> pl.DataFrame:
+    """The layers of a decision scoring `rows` rows (None: every row): the shared blocks'
+    projections (`Factors`), then the per-row layers."""
+    return linear_layer_table(decision_layers(net, rows), model)

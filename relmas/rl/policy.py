@@ -31,7 +31,14 @@ from relmas.rl import teacher as teacher_module
 from relmas.rl.acting import Actor, favoured_action, greedy_actor
 from relmas.rl.agent import AGENT_FILE, deployed, load_agent
 from relmas.rl.env import apply_action
-from relmas.rl.keeper import KeeperArrays, advance_keeping, give_up_unkept, no_keeper
+from relmas.rl.keeper import (
+    COUNT_PLANS,
+    COUNT_SCORED,
+    KeeperArrays,
+    advance_keeping,
+    give_up_unkept,
+    no_keeper,
+)
 from relmas.rl.network import GreedyPolicy, greedy_decision
 from relmas.rl.observation import OBSERVE_SOURCES, ObservationArrays, Observer, observe
 from relmas.rl.overhead import overhead_energy_j
@@ -128,9 +135,20 @@ class RelmasPolicy(Policy):
         self.rows_scored[0] += rows
         return self.observer.assignments(action)
 
+    def overhead_counts(self) -> dict[str, float]:
+        """What its networks computed in the run: rows the agent's network scored, plans its
+        keeper made and present jobs it scored (`relmas.rl.overhead.PAID_PER`)."""
+        return {
+            "rows_scored": float(self.rows_scored[0]),
+            "keeper_plans": float(self.keeper.counts[COUNT_PLANS]),
+            "keeper_jobs_scored": float(self.keeper.counts[COUNT_SCORED]),
+        }
+
     def overhead_energy_j(self, decisions: int) -> float:
-        """The network's energy over the run: each decision's by the rows it scored."""
-        return overhead_energy_j(self.info.decision_cost, decisions, int(self.rows_scored[0]))
+        """The networks' energy over the run: each decision's by the rows it scored, each
+        keeper plan's by the jobs it scored."""
+        counts = {"decisions": float(decisions), **self.overhead_counts()}
+        return overhead_energy_j(self.info.decision_cost, counts)
 
     def run_to_completion(self, engine: Engine) -> bool:
         """The whole trace in `run_agent`: the same decisions as `decide`'s (tested), without a

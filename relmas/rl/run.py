@@ -226,7 +226,8 @@ def train_scenario(
         resume=resume,
     )
     hosts = (settings.overhead_accelerator,) if settings.overhead_accelerator else tables.types
-    cost = cheapest_decision(load_network(out_dir / BEST), {h: study.spec(h) for h in hosts})
+    specs = {host: study.spec(host) for host in hosts}
+    cost = cheapest_decision(load_network(out_dir / BEST), specs, setup.keeper)
     info = AgentInfo(
         scenario=scenario,
         observation=observation,
@@ -423,10 +424,12 @@ def _ranked(metrics: Mapping[str, float]) -> dict[str, float]:
     return {key: metrics[key] for key in RANKED if key in metrics}
 
 
-def cheapest_decision(network: QNetwork, specs: Mapping[str, Spec]) -> dict[str, Any]:
-    """The cost of a decision on the accelerator (of `specs`) where it takes the least energy
-    (every row scored)."""
-    costs = [decision_cost(network, name, spec) for name, spec in specs.items()]
+def cheapest_decision(
+    network: QNetwork, specs: Mapping[str, Spec], keeper: KeeperWeights | None
+) -> dict[str, Any]:
+    """The cost of a decision (and of its `keeper`'s plans) on the accelerator (of `specs`)
+    where a decision takes the least energy (every row scored)."""
+    costs = [decision_cost(network, name, spec, keeper) for name, spec in specs.items()]
     return min(costs, key=lambda cost: cost["energy_j"])
 
 

@@ -104,6 +104,7 @@ class Engine:
         self._give_up = engine_kernels.entry_point(engine_kernels.give_up, S, 0)
         self.decision_seconds = 0.0
         self.decision_energy_j = 0.0
+        self.overhead_counts: dict[str, float] = {}  # the policy's own, after a run
         # Flushed timeline chunks, each with the chunk recorded before it: a tree of the branches
         # a search took (`restore`), read from the state's last chunk back (SI_TIMELINE).
         self._chunks: list[np.ndarray] = []
@@ -215,6 +216,7 @@ class Engine:
                 self.step(assignments)
             self.decision_seconds = spent
         self.decision_energy_j = policy.overhead_energy_j(self.decisions)
+        self.overhead_counts = policy.overhead_counts()
         return self.result(policy.name)
 
     def run_jitted(self, loop: Callable[..., int], *args: object) -> None:

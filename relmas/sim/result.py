@@ -152,6 +152,7 @@ def build_result(engine: Engine, policy: str, timeline: pl.DataFrame | None) -> 
             else 0.0,
         }
     )
+    metrics.update(engine.overhead_counts)
     accelerators = pl.DataFrame(
         {
             "instance": list(engine.system.instance_labels),
