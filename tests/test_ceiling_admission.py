@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from relmas import catalog
-from relmas.ceiling.admission import best_run, deadline_rules, on_whole, replayed, serve_lp_jobs
+from relmas.ceiling.admission import (
+    best_run,
+    deadline_rules,
+    on_whole,
+    placements,
+    replayed,
+    serve_lp_jobs,
+)
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.exact import solve_exact
 from relmas.ceiling.instance import Instance
@@ -105,3 +112,19 @@ def test_nothing_counted_serves_nothing_and_bad_shares_are_refused():
             serve_lp_jobs(system, tables, jobs, bound, scales=scales, time_limit_s=1.0)
     with pytest.raises(ValueError, match="2 shares for a trace of 1 jobs"):
         best_run(system, tables, jobs, Instance.of(system, tables, jobs), np.ones(2))
+
+
+def test_moving_the_admitted_set_finds_a_schedule_the_rules_and_the_lp_s_choice_miss():
+    """A contended burst (8 jobs, memory binding) where the LP keeps jobs whose bytes the rules'
+    runs cannot fit: serving its choice meets 3 (every rule alone at most 1). Giving up some of
+    them and serving others, by the engine's own runs, meets 6 — replayed on the whole trace,
+    never above the ceiling."""
+    system, tables, jobs = memory_bound_case(56, 8)
+    assert max(_met(system, tables, jobs, make_policy(r)) for r in catalog.of_kind("rule")) == 1
+    bound = relaxation_bound(Instance.of(system, tables, jobs), time_limit_s=10.0)
+    options = {"scales": (1.0, 0.85), "time_limit_s": 10.0}
+    chosen = serve_lp_jobs(system, tables, jobs, bound, **options)
+    moved = serve_lp_jobs(system, tables, jobs, bound, **options, tries=300)
+    assert (chosen.met, chosen.search_runs, moved.met, bound.met) == (3, 0, 6, 7)
+    assert 0 < moved.search_runs <= 300 + len(deadline_rules()) * len(placements(system))
+    assert moved.admitted != chosen.admitted or moved.source != chosen.source

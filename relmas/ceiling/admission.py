@@ -12,6 +12,8 @@ search's schedule: it is a lower side of the ceiling's sandwich, not a policy (d
 The LP packs each window's bytes into the whole of its bandwidth, which an engine schedule, whose
 layers run in order, rarely can; so the jobs are also chosen by the LP of the same trace with a
 share of the bandwidth (`scales`: fewer jobs, each with room to run), and the best run is kept.
+The LP's choice is then moved by a local search whose counts are the engine's (`move_admitted`:
+serve a left-out job, give a served one up, where the run then meets more).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Admission:
     scale: float
     source: str | None
     seconds: float
+    search_runs: int = 0  # the runs `move_admitted` made
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,17 +96,20 @@ def serve_lp_jobs(
     time_limit_s: float,
     threads: int = 1,
     rules: Sequence[str] | None = None,
+    tries: int = 0,
 ) -> Admission:
     """The best of `best_run` on `jobs` over the jobs the LP counts as met with each of `scales`
     of the system's bandwidth (1: `bound`'s own LP; others solved within `time_limit_s` each),
-    replayed on the whole trace. A share whose LP counts no more jobs than a run already met is
-    not run, nor any once a run meets the bound: neither could meet more. `rules`: the rules
-    `best_run` tries (default `deadline_rules`)."""
+    moved by `move_admitted` (at most about `tries` runs), replayed on the whole trace. A share
+    whose LP counts no more jobs than a run already met is not run, nor any once a run meets
+    the bound: neither could meet more. `rules`: the rules `best_run` tries (default
+    `deadline_rules`)."""
     if not scales or not all(0 < scale <= 1 for scale in scales):
         raise ValueError(f"shares of the bandwidth in (0, 1], at least one, got {list(scales)}")
     started = time.perf_counter()
     whole = Instance.of(system, tables, jobs)
     best: Run | None = None
+    best_shares = bound.shares
     for scale in (1.0,) if whole.dram_gbps is None else scales:  # unlimited: nothing to share
         if best is not None and best.met >= bound.met:  # the ceiling: nothing meets more
             break
@@ -113,14 +119,19 @@ def serve_lp_jobs(
             shares = relaxation_bound(planned, time_limit_s=time_limit_s, threads=threads).shares
         if best is None or np.count_nonzero(shares > ADMITTED) > best.met:
             run = best_run(system, tables, jobs, whole, shares, scale, rules)
-            best = run if best is None or run.met > best.met else best
+            if best is None or run.met > best.met:
+                best, best_shares = run, shares
     assert best is not None  # scales is not empty
+    runs = 0
+    if best.met < bound.met:
+        best, runs = move_admitted(system, tables, jobs, whole, best_shares, best, tries, rules)
     return Admission(
         met=replayed(system, tables, jobs, whole, best),
         admitted=best.part.height,
         scale=best.scale,
         source=None if best.rule is None else f"{best.rule}@{best.placement}",
         seconds=time.perf_counter() - started,
+        search_runs=runs,
     )
 
 
@@ -151,6 +162,51 @@ def best_run(
             if met == part.height:  # no run meets more
                 return best
     return best
+
+
+def move_admitted(
+    system: System,
+    tables: CostTables,
+    jobs: pl.DataFrame,
+    whole: Instance,
+    shares: np.ndarray,
+    start: Run,
+    tries: int,
+    rules: Sequence[str] | None = None,
+) -> tuple[Run, int]:
+    """A local search over which jobs are served, from `start` (a run of `best_run` on `jobs`,
+    `whole` its instance): job by job, the LP's least sure first (`shares` nearest ADMITTED),
+    serve a left-out job or give up a served one wherever the run's rule@placement then meets
+    more (giving up a job that meets pays when it lets two others meet); once a pass over every
+    job gains nothing, choose the rule and placement again (`best_run`) and go on while that
+    gains. At most about `tries` runs (a pass's end may add a `best_run`); the best run and the
+    runs made. The LP keeps jobs by its fluid byte budget, which the rules' runs cannot always
+    realise: the search lets the engine's own runs say which jobs fit."""
+    if start.rule is None:
+        return start, 0
+    best, runs = start, 0
+    served = np.isin(whole.job_id, start.part["job_id"].to_numpy())
+    order = np.argsort(np.abs(shares - ADMITTED), kind="stable")  # the LP's least sure first
+    while runs < tries:
+        gained = False
+        for j in order:
+            candidate = served.copy()
+            candidate[j] = not served[j]
+            if runs >= tries or not candidate.any():
+                continue
+            runs += 1
+            part = jobs.filter(pl.col("job_id").is_in(whole.job_id[candidate].tolist()))
+            policy = make_policy(best.rule, placement=best.placement)
+            met = int(Engine(system, tables, part).run(policy).jobs["met"].sum())
+            if met > best.met:
+                best, served, gained = replace(best, part=part, met=met), candidate, True
+        if not gained:
+            chosen = best_run(system, tables, jobs, whole, served.astype(float), best.scale, rules)
+            runs += len(rules or deadline_rules()) * len(placements(system))
+            if chosen.met <= best.met:
+                break
+            best = chosen
+    return best, runs
 
 
 def replayed(
