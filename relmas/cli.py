@@ -35,6 +35,8 @@ def _run_stage(args: argparse.Namespace) -> None:
             from relmas.profile_stage import profile_command as command
         case "workload":
             from relmas.workload_stage import workload_command as command
+        case "keeper":
+            from relmas.rl.keeping import keeper_command as command
         case "train":
             from relmas.rl.run import train_command as command
         case "validate":
@@ -73,6 +75,7 @@ COSTS_HELP = "directory of cost tables {accelerator}.parquet (default: the confi
 # files of the study it is given.
 RESULT_DEFAULTS: dict[str, dict[str, Callable[[ResultPaths], Any]]] = {
     "workload": {"costs": lambda paths: paths.costs_dir},
+    "keeper": {"costs": lambda paths: paths.costs_dir},
     "train": {"costs": lambda paths: paths.costs_dir},
     "evaluate": {
         "costs": lambda paths: paths.costs_dir,
@@ -134,7 +137,7 @@ def _seeds_arg(sp: argparse.ArgumentParser, seed: str) -> None:
 
 
 def _add_build_commands(sub: Any) -> None:
-    """The stages that build the study's inputs: zoo, profile, workload, train."""
+    """The stages that build the study's inputs: zoo, profile, workload, keeper, train."""
     zoo = _command(sub, "zoo", "extract the layer table of the configured models")
     _config_arg(zoo)
     zoo.add_argument("--out", required=True, type=Path, help="layer table Parquet to write")
@@ -162,6 +165,18 @@ def _add_build_commands(sub: Any) -> None:
         "--out", required=True, help="job trace Parquet to write ('{seed}' with several seeds)"
     )
 
+    keeper = _command(sub, "keeper", "learn which jobs a scenario's agents give up")
+    _config_arg(keeper)
+    keeper.add_argument("--scenario", required=True, help="a scenario of the config")
+    keeper.add_argument("--costs", type=Path, help=COSTS_HELP)
+    keeper.add_argument(
+        "--validation",
+        required=True,
+        type=Path,
+        help="the scenario's validation rows (relmas validate): the keeper's rule is read there",
+    )
+    keeper.add_argument("--out", required=True, type=Path, help="keeper JSON to write")
+
     train = _command(sub, "train", "train the RELMAS agent of one scenario")
     _config_arg(train)
     train.add_argument("--scenario", required=True, help="a scenario of the config")
@@ -172,6 +187,12 @@ def _add_build_commands(sub: Any) -> None:
         type=Path,
         help="the scenario's validation rows (relmas validate): the reference baseline and its "
         "placement are read there (needed with training.observation.reference: best)",
+    )
+    train.add_argument(
+        "--keeper",
+        type=Path,
+        help="the scenario's keeper (relmas keeper; with training.keeper.traces > 0): learned "
+        "here without it",
     )
     # an interrupted training resumes from last.pt and the replay buffer: keep them on failure
     train.set_defaults(keep_partial=True)

@@ -146,6 +146,10 @@ class ResultPaths:
     def agent(self, scenario: str, policy: str) -> Path:
         return agent_dir(self.agents_dir, scenario, policy)
 
+    def keeper(self, scenario: str) -> Path:
+        """The keeper every learned policy of `scenario` trains with (`relmas keeper`)."""
+        return self.agents_dir / scenario / "keeper.json"
+
     @property
     def eval_dir(self) -> Path:
         return self.root / "eval"

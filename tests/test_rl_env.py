@@ -41,6 +41,7 @@ from relmas.rl.dqn import Learner
 from relmas.rl.env import SchedulingEnv
 from relmas.rl.features import GlobalFeature, PairFeature, SlotFeature
 from relmas.rl.keeper import FEATURES, KeeperWeights, KernelKeeper
+from relmas.rl.keeping import keeper_made_for, learn_agent_keeper, read_keeper
 from relmas.rl.network import (
     GreedyPolicy,
     QNetwork,
@@ -1174,14 +1175,20 @@ def test_an_edited_keeper_is_refused(quick, trained, tmp_path):
         read_agent_info(agent)
 
 
+def with_keeper(config: dict) -> dict:
+    """`config` with a tiny keeper to learn."""
+    config = copy.deepcopy(config)
+    keeper = {"traces": 1, "jobs": 30, "rounds": 1, "horizon_jobs": 10}
+    config["training"]["keeper"] = {**config["training"]["keeper"], **keeper}
+    return config
+
+
 def test_training_learns_a_keeper_and_keeps_it_only_where_it_wins_validation(quick, tmp_path):
     """With `training.keeper`, the keeper of the best deadline-ranked rule of the validation rows
     is learned from the future's labels; the agent gives jobs up by it only if that rule with it
     beats the reference baseline on validation, and its environment is then the keeper's."""
     config, root = quick
-    config = copy.deepcopy(config)
-    keeper = {"traces": 1, "jobs": 30, "rounds": 1, "horizon_jobs": 10}
-    config["training"]["keeper"] = {**config["training"]["keeper"], **keeper}
+    config = with_keeper(config)
     logs = []
     result = train_scenario(
         config,
@@ -1200,3 +1207,40 @@ def test_training_learns_a_keeper_and_keeps_it_only_where_it_wins_validation(qui
     assert result.kept == (kept > alone) == (info.keeper == result.keeper.weights)
     assert info.observation.reference == ("edf_feasible" if result.kept else TEACHER)
     assert result.metrics()["keeper_kept"] == float(result.kept)
+
+
+def test_a_scenario_s_keeper_is_learned_once_into_a_file_and_a_stale_one_is_refused(
+    quick, tmp_path
+):
+    """`relmas keeper` (the DAG's keeper rule) learns the keeper the scenario's agents train
+    with: the same as training learns without the file. A file learned for other settings, or
+    with edited weights, is refused, by training too, before it trains."""
+    config, root = quick
+    config = with_keeper(config)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    inputs = ["--costs", str(root / "costs"), "--validation", str(root / "validation.parquet")]
+    argv = ["keeper", "--config", str(tmp_path / "c.yaml"), "--scenario", "mixed", *inputs]
+    assert cli.main([*argv, "--out", str(tmp_path / "keeper.json")]) == 0
+    rule = ("edf_feasible", "simba_chiplet")
+    made_for = keeper_made_for(config, "mixed", rule)
+    keeper = read_keeper(tmp_path / "keeper.json", made_for)
+    study, settings = Study(config), parse_training(config)
+    system, tables = study.system("mixed"), study.costs("mixed", root / "costs")
+    seeds = settings.seeds
+    learned = learn_agent_keeper(study, "mixed", system, tables, seeds, settings.keeper, rule)
+    assert keeper.rule == rule and keeper.weights is not None
+    assert (keeper.weights, keeper.labels) == (learned.weights, learned.labels)
+    # learned for another threshold: stale
+    other = copy.deepcopy(config)
+    other["training"]["keeper"]["threshold"] = 0.3
+    with pytest.raises(InputError, match="made_for"):
+        train_scenario(
+            other, "mixed", tmp_path / "agent", root / "costs",
+            validation=root / "validation.parquet", keeper_file=tmp_path / "keeper.json",
+        )  # fmt: skip
+    assert not (tmp_path / "agent" / "best.pt").exists()
+    raw = json.loads((tmp_path / "keeper.json").read_text())
+    raw["weights"]["second"] = [1.0, 2.0]  # another number of hidden units
+    (tmp_path / "keeper.json").write_text(json.dumps(raw))
+    with pytest.raises(InputError, match="weights"):
+        read_keeper(tmp_path / "keeper.json", made_for)

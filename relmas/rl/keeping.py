@@ -7,23 +7,34 @@ keeper's rule is the best deadline-ranked rule of the validation rows with its p
 own states (`relmas.rl.hindsight`); `relmas.rl.run` then scores that rule with its keeper as the
 agent's teacher on the validation traces against the study's best baseline without one, and the
 better is the agent's teacher, its keeper with it.
+
+`relmas keeper` learns a scenario's keeper once into a file (`write_keeper`) that every learned
+policy of the scenario trains with (`relmas train --keeper`): its labels cost an LP per plan,
+the bulk of a training's time. The file records what it was learned for (`keeper_made_for`), and
+a training refuses one learned for other settings.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from relmas.ceiling.admission import deadline_rules
+from relmas.command import check_distinct_outputs, cost_inputs, load_configs
 from relmas.errors import InputError
 from relmas.evaluate import best_placed
+from relmas.hashing import config_hash
+from relmas.io import atomic_path
 from relmas.policies import make_policy
 from relmas.policies.planner import PlannerConfig
 from relmas.rl.hindsight import HindsightConfig, learn_keeper
 from relmas.rl.keeper import KeeperWeights
-from relmas.rl.settings import KeeperSettings
+from relmas.rl.settings import KeeperSettings, parse_training
 from relmas.sim.costs import CostTables
 from relmas.sim.system import System
 from relmas.study import Study
@@ -88,3 +99,97 @@ def learn_agent_keeper(
     )
     served = float(labels.mean()) if labels.size else 1.0
     return LearnedKeeper(weights, rule, labels.size, served, time.perf_counter() - started)
+
+
+KEEPER_FORMAT = "relmas-keeper/1"
+
+
+def keeper_made_for(config: Mapping[str, Any], scenario: str, rule: tuple[str, str]) -> str:
+    """What a keeper of `scenario` depends on, hashed: the scenario, the system, the zoo and
+    accelerators (its cost tables), the keeper's settings and training seeds, and its rule."""
+    training = config["training"]
+    return config_hash(
+        {
+            "scenario": config["scenarios"][scenario],
+            "system": config["system"],
+            "models": config["models"],
+            "accelerators": config["accelerators"],
+            "keeper": training["keeper"],
+            "seeds": training["seeds"],
+            "rule": list(rule),
+        }
+    )
+
+
+def write_keeper(path: str | Path, keeper: LearnedKeeper, made_for: str) -> None:
+    """`keeper` as JSON at `path` (written whole or not at all)."""
+    weights = None if keeper.weights is None else asdict(keeper.weights)
+    record = {
+        "format": KEEPER_FORMAT,
+        "made_for": made_for,
+        "rule": list(keeper.rule),
+        "labels": keeper.labels,
+        "served_share": keeper.served_share,
+        "seconds": keeper.seconds,
+        "weights": weights,
+    }
+    with atomic_path(path, suffix=".json") as tmp:
+        Path(tmp).write_text(json.dumps(record, indent=2, sort_keys=True))
+
+
+def read_keeper(path: str | Path, made_for: str) -> LearnedKeeper:
+    """The keeper of `path`, refused unless learned for `made_for` (`keeper_made_for`)."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(path, None, "a keeper file (relmas keeper)") from None
+    except json.JSONDecodeError as error:
+        raise InputError(path, None, "well-formed JSON", error.msg) from None
+    if not isinstance(raw, dict) or raw.get("format") != KEEPER_FORMAT:
+        found = raw.get("format") if isinstance(raw, dict) else raw
+        raise InputError(path, "format", repr(KEEPER_FORMAT), found)
+    if raw.get("made_for") != made_for:
+        expected = "a keeper learned for this config and rule (rerun relmas keeper)"
+        raise InputError(path, "made_for", expected, raw.get("made_for"))
+    try:
+        weights = None if raw["weights"] is None else KeeperWeights.parse(raw["weights"])
+        name, placement = raw["rule"]
+        return LearnedKeeper(
+            weights,
+            (str(name), str(placement)),
+            int(raw["labels"]),
+            float(raw["served_share"]),
+            float(raw["seconds"]),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise InputError(path, "weights", "a keeper's fields and weights", str(error)) from None
+
+
+def keeper_command(args: argparse.Namespace) -> None:
+    """Learn the keeper of one scenario into `--out`, for every learned policy's training."""
+    config = load_configs(args.config)
+    source = ", ".join(args.config)
+    study = Study(config, source)
+    system = study.system(study.check_scenario(args.scenario))
+    tables = study.costs(args.scenario, args.costs)
+    check_distinct_outputs(
+        {
+            "--config": args.config,
+            "--costs": cost_inputs(args.costs, system.accelerator_types),
+            "--validation": [args.validation],
+        },
+        {"--out": [args.out]},
+    )
+    settings = parse_training(config, source)
+    if settings.keeper.traces == 0:
+        raise InputError(source, "training.keeper.traces", "at least 1 to learn a keeper", 0)
+    rule = keeper_rule(args.validation, args.scenario, tables.types)
+    keeper = learn_agent_keeper(
+        study, args.scenario, system, tables, settings.seeds, settings.keeper, rule
+    )
+    write_keeper(args.out, keeper, keeper_made_for(config, args.scenario, rule))
+    print(
+        f"{args.scenario}: the keeper of {rule[0]}@{rule[1]} from {keeper.labels} labels "
+        f"({keeper.served_share:.1%} served) in {keeper.seconds:.0f} s -> {args.out}"
+    )

@@ -47,7 +47,13 @@ from relmas.rl.collect import play
 from relmas.rl.env import NO_SERVICE_TERMS, SchedulingEnv
 from relmas.rl.features import FEATURES_VERSION, Layout
 from relmas.rl.keeper import KeeperWeights
-from relmas.rl.keeping import LearnedKeeper, keeper_rule, learn_agent_keeper
+from relmas.rl.keeping import (
+    LearnedKeeper,
+    keeper_made_for,
+    keeper_rule,
+    learn_agent_keeper,
+    read_keeper,
+)
 from relmas.rl.network import GreedyPolicy, QNetwork
 from relmas.rl.observation import ObservationSettings, resolve_service
 from relmas.rl.overhead import decision_cost
@@ -173,12 +179,16 @@ def train_scenario(
     resume: bool = True,
     policy: str | None = None,
     validation: str | Path | None = None,
+    keeper_file: str | Path | None = None,
 ) -> ScenarioTrainResult:
     """Train the agent of `scenario` into `out_dir` (best.pt, last.pt, agent.json).
 
     `policy` is a learned policy of the catalog (None: the first, `relmas`); a resizing one
     (`relmas_resize`) trains an agent whose actions also cut layers into pieces: it needs the piece
     tables beside the cost tables (`relmas profile --pieces`).
+
+    With `training.keeper.traces` > 0 the keeper is `keeper_file`'s (`relmas keeper`) or, without
+    one, learned here.
 
     `logger(metrics, step)` receives the learner's curves and the validation scores;
     `resume` continues from `out_dir`/last.pt when present; when the training settings changed
@@ -204,7 +214,7 @@ def train_scenario(
     log(_scores_log("teacher", teachers), 0)
     keeper = None
     if settings.keeper.traces > 0 and validation is not None:
-        keeper = _learn_keeper(setup, study, scenario, validation)
+        keeper = _keeper_of(setup, study, scenario, validation, keeper_file)
         setup, validate, teachers, best = _with_keeper_if_better(
             KeptTeacher(setup, validate, teachers, best), keeper, layout, pieces, log
         )
@@ -287,11 +297,18 @@ def _kept_teacher(
     return KeptTeacher(kept, validate, *_best_teacher(observation, layout, validate, most_pieces))
 
 
-def _learn_keeper(
-    setup: TrainingSetup, study: Study, scenario: str, validation: str | Path
+def _keeper_of(
+    setup: TrainingSetup,
+    study: Study,
+    scenario: str,
+    validation: str | Path,
+    keeper_file: str | Path | None,
 ) -> LearnedKeeper:
-    """The keeper of the best deadline-ranked rule of the `validation` rows."""
+    """The keeper of the best deadline-ranked rule of the `validation` rows: `keeper_file`'s
+    (`relmas keeper`; refused if learned for other settings) where given, else learned here."""
     rule = keeper_rule(validation, scenario, setup.tables.types)
+    if keeper_file is not None:
+        return read_keeper(keeper_file, keeper_made_for(study.config, scenario, rule))
     settings = setup.settings
     return learn_agent_keeper(
         study, scenario, setup.system, setup.tables, settings.seeds, settings.keeper, rule
@@ -505,10 +522,14 @@ def train_command(args: argparse.Namespace) -> None:
             "--config": args.config,
             "--costs": cost_inputs(args.costs, system.accelerator_types),
             "--validation": [args.validation] if args.validation else [],
+            "--keeper": [args.keeper] if args.keeper else [],
         },
         {"--out": [args.out]},
     )
     settings = parse_training(config, source)
+    if args.keeper and (settings.keeper.traces == 0 or not args.validation):
+        expected = "a keeper (training.keeper.traces > 0) and --validation beside --keeper"
+        raise InputError(source, "training.keeper.traces", expected, settings.keeper.traces)
     bar = progress(settings.dqn.total_steps, f"train {args.scenario} {args.policy}", "step")
     with tracking.stage_run(
         "train",
@@ -541,6 +562,7 @@ def train_command(args: argparse.Namespace) -> None:
             resume=not args.fresh,
             policy=args.policy,
             validation=args.validation,
+            keeper_file=args.keeper,
         )
         bar.close()
         run.log_metrics(result.metrics())

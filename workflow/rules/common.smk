@@ -184,3 +184,10 @@ def sweep_agents(wildcards):
     return [
         path for policy in sweep_policies(CONFIG, wildcards.sweep) for path in agent_files(base, policy)
     ]
+
+
+def scenario_keeper(wildcards):
+    """The scenario's keeper file where its agents give jobs up (training.keeper.traces > 0)."""
+    if CONFIG["training"]["keeper"]["traces"] == 0:
+        return []
+    return str(PATHS.keeper(wildcards.scenario))

@@ -1,3 +1,30 @@
+rule keeper:
+    """Learn which jobs the agents of one scenario give up (training.keeper.traces > 0): the
+    keeper of the best deadline-ranked rule of the validation rows, from labels of the future on
+    training traces. Learned once per scenario, for every learned policy's training: its labels
+    cost an LP per plan."""
+    input:
+        costs=scenario_costs,
+        validation=PATHS.validation("{scenario}"),
+    output:
+        PATHS.keeper("{scenario}"),
+    params:
+        training=slice_hash("training"),
+        scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
+        system=slice_hash("system"),
+        costs=lambda wildcards, input: Path(input.costs[0]).parent,
+    threads: 1
+    # the training of the scenario's agents waits for it
+    priority: 10
+    log:
+        PATHS.log("keeper", "{scenario}"),
+    benchmark:
+        PATHS.benchmark("keeper", "{scenario}")
+    shell:
+        "{RELMAS} keeper {CONFIG_ARGS} --scenario {wildcards.scenario:q} --costs {params.costs:q}"
+        " --validation {input.validation:q} --out {output:q} > {log:q} 2>&1"
+
+
 rule train:
     """Train the agent of one learned policy (relmas, or relmas_resize: its actions also cut
     layers, so it reads the piece tables) for one scenario on its training seeds (validated on
@@ -11,6 +38,7 @@ rule train:
     input:
         costs=scenario_costs,
         validation=PATHS.validation("{scenario}"),
+        keeper=scenario_keeper,
     output:
         agent=PATHS.agent("{scenario}", "{policy}") / "best.pt",
         info=PATHS.agent("{scenario}", "{policy}") / "agent.json",
@@ -21,6 +49,9 @@ rule train:
         system=slice_hash("system"),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
         out=lambda wildcards, output: Path(output.agent).parent,
+        keeper=lambda wildcards, input: (
+            f"--keeper {shlex.quote(str(input.keeper))}" if input.keeper else ""
+        ),
     wildcard_constraints:
         policy="|".join(catalog.learned()),
     threads: 1
@@ -34,4 +65,4 @@ rule train:
     shell:
         "{RELMAS} train {CONFIG_ARGS} --scenario {wildcards.scenario:q} --policy {wildcards.policy}"
         " --costs {params.costs:q} --validation {input.validation:q} --out {params.out:q}"
-        " > {log:q} 2>&1"
+        " {params.keeper} > {log:q} 2>&1"
