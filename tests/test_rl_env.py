@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from relmas import catalog, cli
+from relmas.ceiling.admission import deadline_rules
 from relmas.config import load_config, validate_config
 from relmas.errors import InputError
 from relmas.evaluate import evaluate_scenario, simulate
@@ -431,7 +432,9 @@ def quick(tmp_path_factory):
         write_parquet(part, root / "costs" / f"{name}.parquet")
     # the validation rows of relmas validate: the best rule baseline and its placement
     rates = {"sjf": [0.9], "sjf_feasible": [0.5], TEACHER: [0.7], "edf_feasible": [0.6]}
+    rates["edf_feasible_patient"] = [0.55]
     placements = {"sjf_feasible": "all", TEACHER: "bandwidth", "edf_feasible": "simba_chiplet"}
+    placements["edf_feasible_patient"] = "all"
     rows = validation(rates).with_columns(
         pl.col("policy").replace_strict(placements, default=None).alias("placement"),
         jobs=pl.lit(30),
@@ -1184,9 +1187,10 @@ def with_keeper(config: dict) -> dict:
 
 
 def test_training_learns_a_keeper_and_keeps_it_only_where_it_wins_validation(quick, tmp_path):
-    """With `training.keeper`, the keeper of the best deadline-ranked rule of the validation rows
-    is learned from the future's labels; the agent gives jobs up by it only if that rule with it
-    beats the reference baseline on validation, and its environment is then the keeper's."""
+    """With `training.keeper`, a keeper is learned from the future's labels under edf_feasible
+    at its validation placement; the agent gives jobs up by it only if a deadline-ranked rule
+    with it beats the reference baseline on validation (the best such rule is then its
+    reference and teacher), and its environment is then the keeper's."""
     config, root = quick
     config = with_keeper(config)
     logs = []
@@ -1201,11 +1205,17 @@ def test_training_learns_a_keeper_and_keeps_it_only_where_it_wins_validation(qui
     assert result.keeper is not None and result.keeper.rule == ("edf_feasible", "simba_chiplet")
     assert result.keeper.labels > 0 and result.keeper.weights is not None
     scores = {k: v for m in logs for k, v in m.items() if k.startswith("val_")}
-    kept = scores["val_kept_edf_feasible_sla_rate"]
+    kept = {
+        rule: scores[f"val_kept_{rule}_sla_rate"]
+        for rule in deadline_rules()
+        if f"val_kept_{rule}_sla_rate" in scores
+    }
+    assert set(kept) == {"edf_feasible", "edf_feasible_patient"}  # those of the validation rows
     alone = scores[f"val_teacher_{TEACHER}_sla_rate"]
     info = read_agent_info(tmp_path / "kept")
-    assert result.kept == (kept > alone) == (info.keeper == result.keeper.weights)
-    assert info.observation.reference == ("edf_feasible" if result.kept else TEACHER)
+    best = max(kept, key=kept.__getitem__)
+    assert result.kept == (kept[best] > alone) == (info.keeper == result.keeper.weights)
+    assert info.observation.reference == (best if result.kept else TEACHER)
     assert result.metrics()["keeper_kept"] == float(result.kept)
 
 

@@ -1,12 +1,12 @@
 """The agent's keeper, learned at training (`training.keeper`; docs/relmas.md, "Giving jobs up").
 
 Giving jobs up pays beside a rule ranked by deadline: a rule ranked by work already starts the
-short jobs first, and the jobs it serves are not those the future would (docs/relmas.md). So the
-keeper's rule is the best deadline-ranked rule of the validation rows with its placement
-(`keeper_rule`); the keeper is learned from the future's labels on training traces, DAgger on its
-own states (`relmas.rl.hindsight`); `relmas.rl.run` then scores that rule with its keeper as the
-agent's teacher on the validation traces against the study's best baseline without one, and the
-better is the agent's teacher, its keeper with it.
+short jobs first, and the jobs it serves are not those the future would (docs/relmas.md). The
+keeper is learned under `edf_feasible` with its placement chosen on validation (`keeper_rule`),
+from the future's labels on training traces, DAgger on its own states (`relmas.rl.hindsight`).
+Its features belong to no rule, so `relmas.rl.run` then scores each deadline-ranked rule with
+it (`kept_candidates`) as the agent's teacher on the validation traces, against the study's best
+baseline without one; the best is the agent's teacher, its keeper with it.
 
 `relmas keeper` learns a scenario's keeper once into a file (`write_keeper`) that every learned
 policy of the scenario trains with (`relmas train --keeper`): its labels cost an LP per plan,
@@ -24,10 +24,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from relmas.catalog import RuleParts
 from relmas.ceiling.admission import deadline_rules
 from relmas.command import check_distinct_outputs, cost_inputs, load_configs
 from relmas.errors import InputError
-from relmas.evaluate import best_placed
+from relmas.evaluate import best_placed, read_placements
 from relmas.hashing import config_hash
 from relmas.io import atomic_path
 from relmas.policies import make_policy
@@ -62,14 +63,28 @@ class LearnedKeeper:
         }
 
 
+# the rule whose states a keeper's labels are gathered on: EDF among the feasible jobs, no gate
+LEARNED_UNDER = RuleParts(rank="deadline").name
+
+
 def keeper_rule(validation: str | Path, scenario: str, types: Sequence[str]) -> tuple[str, str]:
-    """The best deadline-ranked rule of the validation rows of `scenario`, with its placement."""
+    """The rule a keeper of `scenario` is learned under: LEARNED_UNDER with its placement chosen
+    on the validation rows."""
     try:
-        return best_placed(validation, scenario, types, among=deadline_rules())
+        return best_placed(validation, scenario, types, among=(LEARNED_UNDER,))
     except InputError:
         raise InputError(
-            validation, "policy", "validation rows of a deadline-ranked rule (the keeper's)"
+            validation, "policy", f"validation rows of {LEARNED_UNDER} (the keeper's rule)"
         ) from None
+
+
+def kept_candidates(
+    validation: str | Path, scenario: str, types: Sequence[str]
+) -> list[tuple[str, str]]:
+    """The rules a keeper may serve: each deadline-ranked rule of the validation rows with its
+    placement chosen there."""
+    placements = read_placements(validation, scenario, types)
+    return [(rule, placements[rule]) for rule in deadline_rules() if rule in placements]
 
 
 def learn_agent_keeper(

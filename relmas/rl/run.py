@@ -16,10 +16,9 @@ validation traces, ties by SLA rate (`relmas.rl.train.validation_key`), for the 
 best.pt alike; the observation then has the service-level slots and features unless
 `training.observation.service` says otherwise.
 
-With `training.keeper.traces` > 0 a keeper that gives jobs up is learned for the best
-deadline-ranked rule of the validation rows (`relmas.rl.keeping`); that rule with its keeper
-replaces the reference baseline, as teacher and in the agent's environment, only if it scores
-better on the validation traces.
+With `training.keeper.traces` > 0 a keeper that gives jobs up is learned (`relmas.rl.keeping`);
+the best deadline-ranked rule with it replaces the reference baseline, as teacher and in the
+agent's environment, only if it scores better on the validation traces.
 """
 
 from __future__ import annotations
@@ -51,6 +50,7 @@ from relmas.rl.keeping import (
     LearnedKeeper,
     keeper_made_for,
     keeper_rule,
+    kept_candidates,
     learn_agent_keeper,
     read_keeper,
 )
@@ -215,9 +215,9 @@ def train_scenario(
     keeper = None
     if settings.keeper.traces > 0 and validation is not None:
         keeper = _keeper_of(setup, study, scenario, validation, keeper_file)
-        setup, validate, teachers, best = _with_keeper_if_better(
-            KeptTeacher(setup, validate, teachers, best), keeper, layout, pieces, log
-        )
+        plain = KeptTeacher(setup, validate, teachers, best)
+        rules = kept_candidates(validation, scenario, tables.types)
+        setup, validate, teachers, best = _with_keeper_if_better(plain, keeper, rules, pieces, log)
         observation = setup.observation
 
     def make_env(seed: int) -> SchedulingEnv:
@@ -282,17 +282,16 @@ class KeptTeacher(NamedTuple):
 
 def _kept_teacher(
     setup: TrainingSetup,
-    keeper: LearnedKeeper,
+    weights: KeeperWeights,
+    rule: tuple[str, str],
     layout: Layout,
     most_pieces: tuple[int, ...] | None,
-) -> KeptTeacher | None:
-    """`keeper`'s rule with its placement as reference and teacher, in environments where the
-    keeper gives jobs up, scored on the validation traces; None without a keeper learned."""
-    if keeper.weights is None:
-        return None
+) -> KeptTeacher:
+    """`rule` (name, placement) as reference and teacher, in environments where the keeper of
+    `weights` gives jobs up, scored on the validation traces."""
     traces = setup.validation_traces
-    observation = _observation(setup.settings.observation, setup.resize, keeper.rule, traces[0])
-    kept = replace(setup, observation=observation, keeper=keeper.weights)
+    observation = _observation(setup.settings.observation, setup.resize, rule, traces[0])
+    kept = replace(setup, observation=observation, keeper=weights)
     validate = kept.validator()
     return KeptTeacher(kept, validate, *_best_teacher(observation, layout, validate, most_pieces))
 
@@ -304,7 +303,7 @@ def _keeper_of(
     validation: str | Path,
     keeper_file: str | Path | None,
 ) -> LearnedKeeper:
-    """The keeper of the best deadline-ranked rule of the `validation` rows: `keeper_file`'s
+    """The keeper of `keeper_rule` (of the `validation` rows): `keeper_file`'s
     (`relmas keeper`; refused if learned for other settings) where given, else learned here."""
     rule = keeper_rule(validation, scenario, setup.tables.types)
     if keeper_file is not None:
@@ -318,19 +317,24 @@ def _keeper_of(
 def _with_keeper_if_better(
     plain: KeptTeacher,
     keeper: LearnedKeeper,
-    layout: Layout,
+    rules: Sequence[tuple[str, str]],
     most_pieces: tuple[int, ...] | None,
     log: Logger,
 ) -> KeptTeacher:
-    """The teacher giving jobs up by `keeper` where it beats `plain` on validation, else `plain`:
-    a keeper that does not pay on held-out traces is not deployed."""
-    kept = _kept_teacher(plain.setup, keeper, layout, most_pieces)
-    if kept is None:
+    """The best of `rules` (name, placement) giving jobs up by `keeper` where it beats `plain`
+    on validation, else `plain`: a keeper that does not pay on held-out traces is not deployed.
+    The keeper reads online features of no rule in particular, so the rule it serves best is
+    chosen with it, each candidate a few validation runs (its labels are the costly part)."""
+    if keeper.weights is None:
         return plain
-    log(_scores_log("kept", kept.teachers), 0)
-    ours = validation_key(kept.teachers[kept.best.name], "sla_rate")
-    theirs = validation_key(plain.teachers[plain.best.name], "sla_rate")
-    return kept if ours > theirs else plain
+    best, score = plain, validation_key(plain.teachers[plain.best.name], "sla_rate")
+    for rule in rules:
+        kept = _kept_teacher(plain.setup, keeper.weights, rule, plain.best.layout, most_pieces)
+        log(_scores_log("kept", kept.teachers), 0)
+        ours = validation_key(kept.teachers[kept.best.name], "sla_rate")
+        if ours > score:
+            best, score = kept, ours
+    return best
 
 
 def _reference(
