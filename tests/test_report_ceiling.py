@@ -119,11 +119,14 @@ def test_headroom_and_what_a_learned_policy_takes_of_it_in_points():
             ("relmas", 2, 0.74),
         ]
     )
-    refs = reference_rows(summary, _bounds({1: 70, 2: 80}), BOUNDS)
-    table = ceiling_table(summary, refs, {"s": ("sjf_feasible", 0.65)})
+    bounds = _bounds({1: 70, 2: 80}, served={1: 65, 2: 71})
+    refs = reference_rows(summary, bounds, BOUNDS)
+    table = ceiling_table(summary, refs, {"s": ("sjf_feasible", 0.65)}, bounds)
     row = table.row(0, named=True)
     assert row["policy"] == "relmas"
+    assert row["served_sla"] == pytest.approx(0.68)  # the LP's jobs served: 65 and 71
+    assert row["served_gain"] == pytest.approx(3.0)  # 5 and 1 points above the rule
     assert row["headroom"] == pytest.approx(10.0)  # ceiling − rule: 10 and 10 points
     assert row["gain"] == pytest.approx(3.0)  # 2 and 4 points
     assert row["taken"] == pytest.approx(0.3)
-    assert row["width"] == pytest.approx(7.0)  # ceiling − best known (relmas): 8 and 6
+    assert row["width"] == pytest.approx(5.5)  # ceiling − best known (served, relmas): 5 and 6

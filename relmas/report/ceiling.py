@@ -101,11 +101,22 @@ def mean_ceilings(references: pl.DataFrame) -> dict[str, float]:
 
 
 def ceiling_table(
-    summary: pl.DataFrame, references: pl.DataFrame, baselines: Mapping[str, tuple[str, float]]
+    summary: pl.DataFrame,
+    references: pl.DataFrame,
+    baselines: Mapping[str, tuple[str, float]],
+    bounds: pl.DataFrame,
 ) -> pl.DataFrame:
     """Per scenario (with a best baseline): mean SLA rates of the baseline, of each learned
-    policy, of the best known and of the ceiling, and the per-trace differences in points."""
+    policy, of the LP's jobs served (`bounds`' `admission_met`: what knowing the future wins by
+    giving jobs up alone), of the best known and of the ceiling, and the per-trace differences
+    in points."""
     rows = []
+    served = bounds.select(
+        "scenario",
+        pl.lit(LP_JOBS_SERVED).alias("policy"),
+        "seed",
+        (pl.col("admission_met") / pl.col("jobs")).alias("sla_rate"),
+    )
     own = summary.filter(
         pl.col("agent_scenario").is_null() | (pl.col("agent_scenario") == pl.col("scenario"))
     )
@@ -118,6 +129,7 @@ def ceiling_table(
                 [
                     own.filter(pl.col("scenario") == scenario).select("policy", "seed", "sla_rate"),
                     refs.select("policy", "seed", "sla_rate"),
+                    served.filter(pl.col("scenario") == scenario).drop("scenario"),
                 ]
             )
             .pivot(on="policy", index="seed", values="sla_rate")
@@ -127,10 +139,12 @@ def ceiling_table(
             continue
         points = {name: 100 * rates[name].to_numpy() for name in rates.columns if name != "seed"}
         row: dict[str, Any] = {"scenario": scenario, "rule": rule, "seeds": rates.height}
-        for name in (rule, BEST_KNOWN, CEILING):
-            row[f"{_label(name, rule)}_sla"] = float(points[name].mean()) / 100
+        named = {"rule": rule, "served": LP_JOBS_SERVED, BEST_KNOWN: BEST_KNOWN, CEILING: CEILING}
+        for label, name in named.items():
+            row[f"{label}_sla"] = float(points[name].mean()) / 100
         for label, (high, low) in {
             "headroom": (CEILING, rule),
+            "served_gain": (LP_JOBS_SERVED, rule),
             "known_gain": (BEST_KNOWN, rule),
             "width": (CEILING, BEST_KNOWN),
         }.items():
@@ -151,10 +165,6 @@ def ceiling_table(
         if not any(p in points for p in catalog.learned()):
             rows.append(row | {"policy": None})
     return pl.DataFrame(rows)
-
-
-def _label(name: str, rule: str) -> str:
-    return "rule" if name == rule else name
 
 
 def _points(mean: float, half: float) -> str:
@@ -184,6 +194,8 @@ def ceiling_markdown(table: pl.DataFrame, bounds: pl.DataFrame) -> list[str]:
             "its SLA rate": f"{row['rule_sla']:.3f}",
             "learned": row["policy"] or "—",
             "SLA rate": "—" if row["policy"] is None else f"{row['policy_sla']:.3f}",
+            LP_JOBS_SERVED: f"{row['served_sla']:.3f}",
+            "served − rule (points)": _points(row["served_gain"], row["served_gain_ci95"]),
             "best known": f"{row['best_known_sla']:.3f}",
             "ceiling": f"{row['ceiling_sla']:.3f}",
             "ceiling − rule (points)": _points(row["headroom"], row["headroom_ci95"]),
@@ -196,7 +208,8 @@ def ceiling_markdown(table: pl.DataFrame, bounds: pl.DataFrame) -> list[str]:
         first = group.row(0, named=True)
         text = (
             f"{scenario}: at most {first['headroom']:.1f} points above {first['rule']} can be "
-            "won on these traces by any schedule"
+            f"won on these traces by any schedule, {first['served_gain']:.1f} by giving jobs up "
+            "knowing the future (the LP's jobs served)"
         )
         takes = [_taken(row) for row in group.iter_rows(named=True) if row["policy"] is not None]
         sentences.append(text + (f"; {', '.join(takes)}." if takes else "."))
@@ -212,7 +225,11 @@ def ceiling_markdown(table: pl.DataFrame, bounds: pl.DataFrame) -> list[str]:
     return [
         header,
         "Per scenario, the best baseline (chosen on validation, as in the headline), the learned "
-        "policies, the *best known* schedule (the most deadlines met on each trace by any "
+        f"policies, the {LP_JOBS_SERVED} alone (the jobs the ceiling's LP meets, served by a "
+        "deadline rule: what giving jobs up wins knowing the future; what a scheduler that "
+        "does not know it can win is measured by `benchmarks/bench_online_headroom.py`, "
+        'docs/relmas.md "Giving jobs up"), the *best known* schedule (the most deadlines met '
+        "on each trace by any "
         f"evaluated policy, the exact search's replayed schedule ({EXACT_SEARCH}) or the LP's "
         f"jobs served by a deadline rule ({LP_JOBS_SERVED}), both schedules that know the "
         "future) and the *ceiling*: a proven "

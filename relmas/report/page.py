@@ -225,7 +225,7 @@ def write_report(
     targets = service_markdown(
         service, service_headline(service, validation), verdicts, figures, out_dir
     )
-    ceiling = ceiling_markdown(ceiling_table(summary, references, baselines), bounds)
+    ceiling = ceiling_markdown(ceiling_table(summary, references, baselines, bounds), bounds)
     top = headline_markdown(config, headline, targeted) + targets + ceiling
     sections = _markdown(config, aggregated, top, tenants, figures, out_dir, gantt_caption)
     sections += generalisation_markdown(config, generalisation)
