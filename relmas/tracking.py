@@ -43,6 +43,7 @@ STAGES = (
     "zoo",
     "profile",
     "workload",
+    "keeper",
     "train",
     "validate",
     "evaluate",

@@ -213,6 +213,7 @@ RULE_STAGES = {
     "profile": "profile",
     "profile_pieces": "profile",
     "workload": "workload",
+    "keeper": "keeper",
     "train": "train",
     "validate": "validate",
     "evaluate": "evaluate",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import mlflow
 import numpy as np
 import polars as pl
 import pytest
@@ -1240,6 +1241,12 @@ def test_a_scenario_s_keeper_is_learned_once_into_a_file_and_a_stale_one_is_refu
     learned = learn_agent_keeper(study, "mixed", system, tables, seeds, settings.keeper, rule)
     assert keeper.rule == rule and keeper.weights is not None
     assert (keeper.weights, keeper.labels) == (learned.weights, learned.labels)
+    (run,) = mlflow.search_runs(
+        experiment_names=[config["experiment"]],
+        filter_string="tags.stage = 'keeper'",
+        output_format="list",
+    )
+    assert run.data.metrics["keeper_labels"] == keeper.labels
     # learned for another threshold: stale
     other = copy.deepcopy(config)
     other["training"]["keeper"]["threshold"] = 0.3

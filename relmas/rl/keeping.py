@@ -182,7 +182,10 @@ def read_keeper(path: str | Path, made_for: str) -> LearnedKeeper:
 
 
 def keeper_command(args: argparse.Namespace) -> None:
-    """Learn the keeper of one scenario into `--out`, for every learned policy's training."""
+    """Learn the keeper of one scenario into `--out`, for every learned policy's training; one
+    MLflow run with its labels, share served and seconds."""
+    from relmas import tracking
+
     config = load_configs(args.config)
     source = ", ".join(args.config)
     study = Study(config, source)
@@ -200,10 +203,19 @@ def keeper_command(args: argparse.Namespace) -> None:
     if settings.keeper.traces == 0:
         raise InputError(source, "training.keeper.traces", "at least 1 to learn a keeper", 0)
     rule = keeper_rule(args.validation, args.scenario, tables.types)
-    keeper = learn_agent_keeper(
-        study, args.scenario, system, tables, settings.seeds, settings.keeper, rule
-    )
-    write_keeper(args.out, keeper, keeper_made_for(config, args.scenario, rule))
+    with tracking.stage_run(
+        "keeper",
+        config,
+        tags={"scenario": args.scenario},
+        params={"scenario": args.scenario, "rule": "@".join(rule), **asdict(settings.keeper)},
+    ) as run:
+        keeper = learn_agent_keeper(
+            study, args.scenario, system, tables, settings.seeds, settings.keeper, rule
+        )
+        write_keeper(args.out, keeper, keeper_made_for(config, args.scenario, rule))
+        metrics = keeper.metrics(kept=False)
+        run.log_metrics({k: v for k, v in metrics.items() if k != "keeper_kept"})
+        run.log_artifact(args.out, "keeper")
     print(
         f"{args.scenario}: the keeper of {rule[0]}@{rule[1]} from {keeper.labels} labels "
         f"({keeper.served_share:.1%} served) in {keeper.seconds:.0f} s -> {args.out}"
