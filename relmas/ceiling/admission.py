@@ -190,9 +190,11 @@ def move_admitted(
     while runs < tries:
         gained = False
         for j in order:
+            if runs >= tries:
+                break
             candidate = served.copy()
             candidate[j] = not served[j]
-            if runs >= tries or not candidate.any():
+            if not candidate.any():
                 continue
             runs += 1
             part = jobs.filter(pl.col("job_id").is_in(whole.job_id[candidate].tolist()))

@@ -1,15 +1,18 @@
 rule keeper:
-    """Learn which jobs the agents of one scenario give up (training.keeper.traces > 0): the
-    keeper of the best deadline-ranked rule of the validation rows, from labels of the future on
-    training traces. Learned once per scenario, for every learned policy's training: its labels
-    cost an LP per plan."""
+    """Learn which jobs the agents of one scenario give up (training.keeper.traces > 0), from
+    labels of the future on training traces under edf_feasible at its validation placement
+    (each training then chooses the deadline rule it serves best). Learned once per scenario,
+    for every learned policy's training: its labels cost an LP per plan. It reads only
+    training.keeper and training.seeds of the training section: the learner's knobs do not
+    relearn it."""
     input:
         costs=scenario_costs,
         validation=PATHS.validation("{scenario}"),
     output:
         PATHS.keeper("{scenario}"),
     params:
-        training=slice_hash("training"),
+        keeper=slice_of("training", "keeper"),
+        seeds=slice_of("training", "seeds"),
         scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
         system=slice_hash("system"),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
