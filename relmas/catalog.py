@@ -242,6 +242,12 @@ def teachers() -> tuple[str, ...]:
     return placed()
 
 
+def keeper_rule() -> str:
+    """The rule a keeper's labels are gathered under (relmas.rl.keeping): EDF among the feasible
+    jobs, no gate; its placement is chosen on validation, so the study must evaluate it."""
+    return RuleParts(rank="deadline").name
+
+
 def floors() -> tuple[str, ...]:
     """Sanity floors (random): references of the report, not competitors."""
     return tuple(e.name for e in entries() if e.floor)

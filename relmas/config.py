@@ -129,8 +129,8 @@ def _check_references(config: Mapping[str, Any], source: str | Path | None) -> N
 
 def _check_teacher(config: Mapping[str, Any], source: str | Path | None) -> None:
     """A learned policy's teacher is a rule or target-aware baseline taken from the validation
-    rows `relmas validate` writes, which hold only the evaluated baselines: refuse a config whose
-    training could not find it, before anything runs."""
+    rows `relmas validate` writes, which hold only the evaluated baselines, as is its keeper's
+    rule: refuse a config whose training could not find them, before anything runs."""
     evaluated = config["evaluation"]["policies"]
     if not set(evaluated) & set(catalog.learned()):
         return
@@ -141,6 +141,12 @@ def _check_teacher(config: Mapping[str, Any], source: str | Path | None) -> None
     if reference != catalog.BEST and reference not in evaluated:
         expected = "a baseline of evaluation.policies (its placement is chosen on validation)"
         raise InputError(source, "training.observation.reference", expected, reference)
+    keeper = catalog.keeper_rule()
+    if config["training"]["keeper"]["traces"] > 0 and keeper not in evaluated:
+        expected = (
+            f"{keeper} beside a learned policy with a keeper (its rule, placed on validation)"
+        )
+        raise InputError(source, "evaluation.policies", expected, evaluated)
 
 
 def _validator_with_defaults(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:

@@ -72,12 +72,14 @@ def mlflow_server(tmp_path: Path):
 
 def test_quick_dag_on_cluster_generic_with_tracking_server(tmp_path: Path, mlflow_server: str):
     project = copy_project(tmp_path / "project")
-    # Every rule but the piece tables, with three policies (the agent and its teacher's rule) and
-    # one point per sweep: the executor and the tracking server are under test here, the policies
-    # and the pieces in test_pipeline (the suite must stay under 15 minutes on 2 cores).
+    # Every rule but the piece tables, with four policies (the agent, its teacher's rule and its
+    # keeper's), one point per sweep and a keeper of one labelled trace (every stage runs): the
+    # executor and the tracking server are under test here, the policies and the pieces in
+    # test_pipeline (the suite must stay under 15 minutes on 2 cores).
     (project / "config" / "cluster.yaml").write_text(
-        "evaluation: {policies: [fcfs, sjf_feasible, relmas]}\n"
+        "evaluation: {policies: [fcfs, sjf_feasible, edf_feasible, relmas]}\n"
         "sweeps: {load: {values: [1.2]}, bandwidth: {values: [4.0]}}\n"
+        "training: {keeper: {traces: 1, jobs: 40, rounds: 1}}\n"
     )
     env = dict(os.environ, MLFLOW_TRACKING_URI=mlflow_server)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"

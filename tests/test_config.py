@@ -80,6 +80,22 @@ def test_bad_values_name_the_key(path, value, key, expected) -> None:
     assert "\n" not in message
 
 
+def test_a_keeper_needs_its_rule_evaluated() -> None:
+    # the keeper is learned under edf_feasible at the placement its validation rows chose: a study
+    # that does not evaluate it would fail at the keeper job, after its validation ran
+    raw = _mutated(["training", "keeper"], {"traces": 1})
+    raw["evaluation"]["policies"] = ["fcfs", "sjf_feasible", "relmas"]
+    with pytest.raises(
+        InputError, match=r"^quick.yaml: evaluation.policies: expected edf_feasible"
+    ):
+        validate_config(raw, "quick.yaml")
+    raw["evaluation"]["policies"].append("edf_feasible")
+    validate_config(raw, "quick.yaml")
+    del raw["training"]["keeper"]  # no keeper: no rule needed
+    raw["evaluation"]["policies"].remove("edf_feasible")
+    validate_config(raw, "quick.yaml")
+
+
 def test_missing_required_section_is_named() -> None:
     raw = _quick()
     del raw["accelerators"]

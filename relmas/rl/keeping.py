@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from relmas.catalog import RuleParts
+from relmas import catalog
 from relmas.ceiling.admission import deadline_rules
 from relmas.command import check_distinct_outputs, cost_inputs, load_configs
 from relmas.errors import InputError
@@ -63,8 +63,7 @@ class LearnedKeeper:
         }
 
 
-# the rule whose states a keeper's labels are gathered on: EDF among the feasible jobs, no gate
-LEARNED_UNDER = RuleParts(rank="deadline").name
+LEARNED_UNDER = catalog.keeper_rule()
 
 
 def keeper_rule(validation: str | Path, scenario: str, types: Sequence[str]) -> tuple[str, str]:
