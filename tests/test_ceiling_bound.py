@@ -5,14 +5,15 @@ checked with the exact search, in tests/test_ceiling_exact.py."""
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
 
-from relmas.ceiling.bound import Relaxation, WindowCounts, relaxation_bound
+from relmas.ceiling.bound import Relaxation, WindowCounts, _layer_costs, relaxation_bound
 from relmas.ceiling.exact import solve_exact
 from relmas.ceiling.instance import Instance
 from relmas.policies import make_policy
 from relmas.sim import CostTables, load_system
-from tests.synthetic import cost_frame, memory_bound_case
+from tests.synthetic import cost_frame, memory_bound_case, synthetic_costs, synthetic_pieces
 from tests.test_ceiling_exact import _case, _met, _trace
 
 
@@ -101,3 +102,45 @@ def test_a_deadline_is_widened_as_the_engine_widens_it_before_zero():
     jobs = _trace([("one", -0.5, -0.5 + 1.0 - 1.3e-12)])
     assert _met(system, tables, jobs, make_policy("edf")) == 1
     assert _bound(system, tables, jobs).met == 1
+
+
+@pytest.mark.parametrize("dram_gbps", [None, 2.0])
+def test_layer_costs_are_the_least_of_the_whole_and_every_cut(dram_gbps):
+    # the costs are computed for all cost rows at once, with pieces of 2 and 4 (padded to 4): each
+    # must be the per-layer definition, which reads the layer's own pieces only
+    names = ["e", "s"]
+    costs = synthetic_costs({"a": 5, "b": 3}, names, seed=3)
+    system = load_system(
+        {
+            "instances": [{"name": "e", "count": 2}, {"name": "s", "count": 1}],
+            "dram_gbps": dram_gbps,
+        }
+    )
+    tables = CostTables.from_frame(costs, names, bandwidth_bps=system.bandwidth_bytes_per_s)
+    pieces = synthetic_pieces(costs, splits=(2, 4), seed=3)
+    # layer 1 of a has 2 units along K: 2 pieces where the cut asks 4 (a padded row)
+    short = (pl.col("model") == "a") & (pl.col("layer") == 1) & (pl.col("dim") == "K")
+    short = short & (pl.col("splits") == 4)
+    pieces = pieces.filter(~short | (pl.col("piece") < 2))
+    pieces = pieces.with_columns(pieces=pl.when(short).then(2).otherwise(pl.col("pieces")))
+    tables = tables.with_pieces(pieces.cast(pieces.schema))
+    assert (tables.pieces.count == 2).any() and (tables.pieces.count == 4).any()
+    jobs = _trace([("a", 0.0, 1.0), ("b", 0.1, 1.0), ("a", 0.2, 1.0)])
+    whole = Instance.of(system, tables, jobs)
+    instance = whole.remaining(np.array([1, 0, 4]), whole.arrival_s)  # a keeps its layer 1
+    unit, per_byte = 0.5, 0.0 if dram_gbps is None else 1e-9
+    time, moved, chain = _layer_costs(instance, unit, per_byte)
+    assert time.shape == (instance.n_ops, 2)
+    for op in range(instance.n_ops):
+        want_time = instance.alone_s[op] / unit
+        want_moved = instance.dram_bytes[op] * per_byte
+        want_chain = want_time.copy()
+        for alone, _, dram in instance.cuts(op):
+            count = alone.shape[0]
+            want_time = np.minimum(want_time, count * alone.min(axis=0) / unit)
+            want_moved = np.minimum(want_moved, count * dram.min(axis=0) * per_byte)
+            want_chain = np.minimum(want_chain, alone.min(axis=1).max() / unit)
+        assert np.array_equal(time[op], want_time)
+        assert np.array_equal(moved[op], want_moved)
+        assert np.array_equal(chain[op], want_chain)
+    assert np.all(chain < time)  # a cut holds the chain less than the whole: the cuts are read

@@ -37,7 +37,7 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from relmas.ceiling.instance import Instance
+from relmas.ceiling.instance import Instance, alone_latency
 from relmas.sim.engine_kernels import met_by
 
 _INF = highspy.kHighsInf
@@ -72,59 +72,117 @@ class _Block:
 
     columns: int
     upper: np.ndarray  # float64[columns]
-    # Equality rows `coef . cols - x_coef x_j = 0`: each class's layers are all placed.
-    equality: list[tuple[np.ndarray, np.ndarray, float]]
-    chain: tuple[np.ndarray, np.ndarray]  # the job's least time: coef . cols
     use: list[tuple[np.ndarray, np.ndarray]]  # per resource: coef . cols
     shortest: float  # the chain's least time, layers at their fastest
+    rows: _Rows  # its structure rows, for any job it is the block of
+
+
+# Where an entry of a block's row goes (`_Rows.column`): a column of the block (local index), or
+# its job's x_j; u_jr is r itself (0, 1, ...).
+_LOCAL, _X = -1, -2
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """A block's structure rows as a template (`Relaxation._structure_rows` places it per job),
+    in order: per class, `coef . cols - n_c x_j = 0` (its layers are all placed); the chain
+    `coef . cols - (deadline - arrival) x_j <= 0`; per resource, `coef . cols - u_jr = 0`."""
+
+    local: np.ndarray  # int64[entries]: the block's local column (where column is _LOCAL)
+    column: np.ndarray  # int64[entries]: _LOCAL, _X or the resource r of u_jr
+    value: np.ndarray  # float64[entries]; the chain's x_j entry is the job's own (`window`)
+    window: np.ndarray  # bool[entries]: the entry is -(deadline - arrival) of the job
+    length: np.ndarray  # int64[rows]: entries per row
+    lower: np.ndarray  # float64[rows]
+    upper: np.ndarray  # float64[rows]
 
 
 def _layer_costs(
-    instance: Instance, op: int, unit: float, per_byte: float
+    instance: Instance, unit: float, per_byte: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per type, the least busy time, bytes and chain time of layer `op` per unit placed there.
+    """Per layer and type, float64[ops, types] each: the least busy time, bytes and chain time of
+    the layer per unit placed there.
 
     Whole on type k, the layer costs its alone latency and bytes there. Cut by variant v into P
     pieces, a share f of its pieces on type k costs at least f * P * (cheapest piece on k) of time
     and bytes, and the layer holds its chain at least max over pieces of the fastest piece time
     (in parallel at best) — at most what any share of it on k is charged. So the least of the
-    whole and every cut, per type, keeps the LP a relaxation with one column per type.
+    whole and every cut, per type, keeps the LP a relaxation with one column per type. The cuts
+    depend on the layer's cost row only: computed once per row present, all rows at once.
     """
-    time = instance.alone_s[op] / unit
-    moved = instance.dram_bytes[op] * per_byte
+    time = instance.alone_s / unit
+    moved = instance.dram_bytes * per_byte
     chain = time.copy()
-    for alone, _, dram in instance.cuts(op):
-        count = alone.shape[0]
-        time = np.minimum(time, count * alone.min(axis=0) / unit)
-        moved = np.minimum(moved, count * dram.min(axis=0) * per_byte)
-        chain = np.minimum(chain, alone.min(axis=1).max() / unit)
+    pieces = instance.pieces
+    if pieces is None or len(pieces.variants) == 1:
+        return time, moved, chain
+    rows, of_op = np.unique(instance.op_row, return_inverse=True)
+    for v in range(1, len(pieces.variants)):
+        count = pieces.count[rows, v]
+        columns = pieces.offset[v] + np.arange(count.max())
+        real = (np.arange(columns.size) < count[:, None])[:, :, None]  # [rows, pieces, 1]
+        demand = pieces.demand_bps[rows[:, None], columns]
+        alone = alone_latency(
+            pieces.latency_s[rows[:, None], columns], demand, instance.bandwidth_bps
+        )
+        dram = pieces.dram_bytes[rows[:, None], columns]
+        fastest = np.where(real, alone, np.inf).min(axis=1)  # [rows, types]
+        fewest = np.where(real, dram, np.inf).min(axis=1)
+        longest = np.where(real[:, :, 0], alone.min(axis=2), -np.inf).max(axis=1)  # [rows]
+        time = np.minimum(time, (count[:, None] * fastest / unit)[of_op])
+        moved = np.minimum(moved, (count[:, None] * fewest * per_byte)[of_op])
+        chain = np.minimum(chain, (longest / unit)[of_op, None])
     return time, moved, chain
 
 
-def _block(instance: Instance, job: int, unit: float, resources: int) -> _Block:
-    """The LP block of `job`'s layers (every job with the same layers left shares it)."""
-    types = len(instance.types)
-    per_byte = 1.0 / (instance.bandwidth_bps * unit) if resources > types else 0.0
-    classes: dict[bytes, int] = {}
-    costs: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    for op in instance.ops(job):
-        cost = _layer_costs(instance, op, unit, per_byte)
-        key = np.concatenate(cost).tobytes()
-        classes[key] = classes.get(key, 0) + 1
-        costs[key] = cost
-    n = len(classes)
-    size = np.array(list(classes.values()), dtype=np.float64)
-    time, moved, chain = (np.array([costs[k][i] for k in classes]) for i in range(3))
+def _block(costs: tuple[np.ndarray, np.ndarray, np.ndarray], ops: range, resources: int) -> _Block:
+    """The LP block of a job whose layers are `ops`, from the layers' `costs` (`_layer_costs`):
+    its layers grouped into classes of equal costs, in order of first appearance (every job with
+    the same layers left shares it)."""
+    time, moved, chain = (cost[ops.start : ops.stop] for cost in costs)
+    types = time.shape[1]
+    joined = np.ascontiguousarray(np.concatenate([time, moved, chain], axis=1))
+    keys = joined.view(np.dtype((np.void, joined.dtype.itemsize * joined.shape[1]))).ravel()
+    _, first, of_layer = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first)  # the classes as they first appear
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    size = np.bincount(rank[of_layer], minlength=order.size).astype(np.float64)
+    time, moved, chain = time[first[order]], moved[first[order]], chain[first[order]]
+    n = size.size
     local = np.arange(n * types).reshape(n, types)
     use = [(local[:, k], time[:, k]) for k in range(types)]
     use += [(local.ravel(), moved.ravel())] * (resources - types)
     return _Block(
         columns=n * types,
         upper=np.repeat(size, types),
-        equality=[(local[c], np.ones(types), size[c]) for c in range(n)],
-        chain=(local.ravel(), chain.ravel()),
         use=use,
         shortest=float((size * chain.min(axis=1)).sum()),
+        rows=_block_rows(local, size, chain, use),
+    )
+
+
+def _block_rows(
+    local: np.ndarray, size: np.ndarray, chain: np.ndarray, use: list[tuple[np.ndarray, np.ndarray]]
+) -> _Rows:
+    """The structure rows of a block (`_Rows`): `local` its columns per class, `size` the
+    classes' layer counts, `chain` their chain times per type, `use` its resource rows."""
+    rows = [(c, np.ones(c.size), _X, -n) for c, n in zip(local, size, strict=True)]
+    rows.append((local.ravel(), chain.ravel(), _X, np.nan))
+    rows += [(c, v, r, -1.0) for r, (c, v) in enumerate(use)]
+    lengths = np.array([c.size + 1 for c, _, _, _ in rows], dtype=np.int64)
+    window = np.concatenate([np.append(np.zeros(c.size, bool), np.isnan(x)) for c, _, _, x in rows])
+    value = np.concatenate([np.append(v, x) for _, v, _, x in rows])
+    value[window] = 0.0
+    classes = len(size)
+    return _Rows(
+        local=np.concatenate([np.append(c, 0) for c, _, _, _ in rows]),
+        column=np.concatenate([np.append(np.full(c.size, _LOCAL), k) for c, _, k, _ in rows]),
+        value=value,
+        window=window,
+        length=lengths,
+        lower=np.array([0.0] * classes + [-np.inf] + [0.0] * len(use)),
+        upper=np.zeros(lengths.size),
     )
 
 
@@ -154,7 +212,9 @@ class Relaxation:
         lengths = np.diff(instance.first_op)
         chains = [(int(instance.op_row[instance.first_op[j]]), int(lengths[j])) for j in range(n)]
         first_job = {chain: j for j, chain in reversed(list(enumerate(chains)))}
-        by_chain = {c: _block(instance, j, unit, self.resources) for c, j in first_job.items()}
+        per_byte = 1.0 / (instance.bandwidth_bps * unit) if self.resources > types else 0.0
+        costs = _layer_costs(instance, unit, per_byte)
+        by_chain = {c: _block(costs, instance.ops(j), self.resources) for c, j in first_job.items()}
         self.blocks = [by_chain[chain] for chain in chains]
         sizes = np.array([b.columns for b in self.blocks])
         self.u_start = n
@@ -202,9 +262,14 @@ class Relaxation:
     ) -> None:
         """Rows `lower <= vals . cols <= upper`, one per entry (infinite sides: none)."""
         starts = np.concatenate(([0], np.cumsum([len(c) for c in cols])))
-        matrix = sp.csr_matrix(
-            (np.concatenate(vals), np.concatenate(cols), starts), shape=(len(cols), self.columns)
-        )
+        self._add_matrix(lower, upper, starts, np.concatenate(cols), np.concatenate(vals))
+
+    def _add_matrix(
+        self, lower, upper, starts: np.ndarray, cols: np.ndarray, vals: np.ndarray
+    ) -> None:
+        """Rows `lower <= vals . cols <= upper` in compressed form (row i: entries starts[i] to
+        starts[i + 1])."""
+        matrix = sp.csr_matrix((vals, cols, starts), shape=(len(starts) - 1, self.columns))
         lo, up = np.array(lower, dtype=np.float64), np.array(upper, dtype=np.float64)
         self.highs.addRows(
             matrix.shape[0],
@@ -220,31 +285,24 @@ class Relaxation:
         self.row_upper.append(up)
 
     def _structure_rows(self) -> None:
-        lower: list[float] = []
-        upper: list[float] = []
-        cols: list[np.ndarray] = []
-        vals: list[np.ndarray] = []
-
-        def row(lo: float, up: float, c: np.ndarray, v: np.ndarray) -> None:
-            lower.append(lo)
-            upper.append(up)
-            cols.append(c)
-            vals.append(v)
-
+        """Each job's block rows (`_Rows`), placed at its columns."""
+        cols, vals, lengths, lower, upper = [], [], [], [], []
         for j, b in enumerate(self.blocks):
-            start = self.block_start[j]
-            for c, v, x_coef in b.equality:
-                row(0.0, 0.0, np.append(start + c, j), np.append(v, -x_coef))
-            c, v = b.chain
-            row(
-                -np.inf,
-                0.0,
-                np.append(start + c, j),
-                np.append(v, -(self.deadline[j] - self.arrival[j])),
-            )
-            for r, (c, v) in enumerate(b.use):
-                row(0.0, 0.0, np.append(start + c, self.u(j, r)), np.append(v, -1.0))
-        self.add_rows(lower, upper, cols, vals)
+            t = b.rows
+            placed = np.where(t.column == _X, j, self.u(j, 0) + t.column)
+            cols.append(np.where(t.column == _LOCAL, self.block_start[j] + t.local, placed))
+            vals.append(np.where(t.window, -(self.deadline[j] - self.arrival[j]), t.value))
+            lengths.append(t.length)
+            lower.append(t.lower)
+            upper.append(t.upper)
+        starts = np.concatenate(([0], np.cumsum(np.concatenate(lengths))))
+        self._add_matrix(
+            np.concatenate(lower),
+            np.concatenate(upper),
+            starts,
+            np.concatenate(cols),
+            np.concatenate(vals),
+        )
 
     def usage(self, solution: np.ndarray) -> np.ndarray:
         """float64[jobs, resources]: u_jr in `solution`."""
