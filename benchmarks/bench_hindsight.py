@@ -5,18 +5,19 @@ wins against the study's best baseline, paired per trace.
     .venv/bin/python benchmarks/bench_hindsight.py [--config config/config.yaml] [--costs DIR]
         [--validation DIR] [--scenarios vision_heavy,bursty] [--jobs 200] [--train-traces 4]
         [--seeds 1000,1001] [--eval-jobs 0] [--horizon 40] [--rounds 2] [--threshold 0.5]
-        [--kept-by RULE@PLACEMENT]
+        [--kept-by RULE@PLACEMENT|agent]
 
 Per scenario: the best baseline and the placed rule (the keeper's rule, unless `--kept-by` names
-another) are those the study chose on its validation traces (`--validation`:
-results/<study>/validation). The keeper is learned on `--train-traces` traces of `training.seeds`
-(`--rounds` DAgger rounds, labels over the next `--horizon` arrivals), its AUC measured on the
-traces of `training.validation_seeds` at the states it visits there (beside the AUC of the fluid
-EDF lateness alone, the one-feature rule), and it runs against the best baseline on `--seeds`
-(default `evaluation.seeds`). The training and validation traces have `--jobs` jobs (the labels
-solve an LP at every arrival), the evaluation traces `--eval-jobs` (0: the scenario's own, as the
-study's). Prints per scenario: the training seconds, both AUCs, the mean SLA rates, the paired mean
-difference in SLA points with its Student-t 95 % interval, and the keeper's decision time.
+another; `agent`: the study's `relmas` agent's teacher at its placement) are those the study chose
+on its validation traces (`--validation`: results/<study>/validation). The keeper is learned on
+`--train-traces` traces of `training.seeds` (`--rounds` DAgger rounds, labels over the next
+`--horizon` arrivals), its AUC measured on the traces of `training.validation_seeds` at the states
+it visits there (beside the AUC of the fluid EDF lateness alone, the one-feature rule), and it runs
+against the best baseline on `--seeds` (default `evaluation.seeds`). The training and validation
+traces have `--jobs` jobs (the labels solve an LP at every arrival), the evaluation traces
+`--eval-jobs` (0: the scenario's own, as the study's). Prints per scenario: the training seconds,
+both AUCs, the mean SLA rates, the paired mean difference in SLA points with its Student-t 95 %
+interval, and the keeper's decision time.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 
 import numpy as np
 from command_line import (  # a sibling module
+    AGENT_RULE,
     add_validated_study,
     print_table,
     run,
@@ -120,7 +122,9 @@ def main() -> int:
     parser.add_argument("--horizon", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threshold", type=float, default=0.5)
-    parser.add_argument("--kept-by", default=None, help="RULE@PLACEMENT the keeper's rule")
+    parser.add_argument(
+        "--kept-by", default=None, help=f"RULE@PLACEMENT the keeper's rule, or {AGENT_RULE}"
+    )
     args = parser.parse_args()
     study, scenarios = validated_study(args, None)
     print_table(args, [measure(study, scenario, args) for scenario in scenarios])

@@ -5,20 +5,23 @@ study's best baseline, paired per trace.
     .venv/bin/python benchmarks/bench_online_headroom.py [--config config/config.yaml]
         [--costs DIR] [--validation DIR] [--scenarios vision_heavy,bursty] [--seeds 1000,1001]
         [--jobs 200] [--samples 4] [--horizon 40] [--keep-share 0.5] [--lp-time-limit 2]
-        [--bandwidth-share 1] [--schedules planner,oracle,clairvoyant] [--tune 1]
-        [--planned-by RULE@PLACEMENT]
+        [--bandwidth-share 1] [--schedules planner,oracle,agent,clairvoyant] [--tune 1]
+        [--planned-by RULE@PLACEMENT|agent]
 
 Per scenario: its best baseline and the placed rule the planner schedules with (unless
-`--planned-by` names another) are those the study chose on its validation traces (`--validation`,
-the `relmas validate` files of a study run: results/<study>/validation). Per evaluation seed
-(`--seeds`, default the first two of `evaluation.seeds`), one trace of the scenario with `--jobs`
-jobs (the scenario's own when 0; the planner solves LPs at its decisions, and a whole 1,000-job
-trace takes it too long) runs the best baseline and the schedules of `--schedules`:
+`--planned-by` names another; `agent`: the study's `relmas` agent's teacher at its placement, the
+rule its keeper gives jobs up beside) are those the study chose on its validation traces
+(`--validation`, the `relmas validate` files of a study run: results/<study>/validation). Per
+evaluation seed (`--seeds`, default the first two of `evaluation.seeds`), one trace of the scenario
+with `--jobs` jobs (the scenario's own when 0; the planner solves LPs at its decisions, and a whole
+1,000-job trace takes it too long) runs the best baseline and the schedules of `--schedules`:
 
 - `planner`: the planner over `--samples` futures of `--horizon` arrivals, keeping at
   `--keep-share`, its LPs planning with `--bandwidth-share` of the bandwidth;
 - `oracle`: the planner fed the trace's own next `--horizon` arrivals (what knowing them is
   worth to it);
+- `agent`: the study's `relmas` agent of the scenario (results/<study>/agents), on the same
+  traces: how much of the planner's headroom the microsecond policy takes;
 - `clairvoyant`: the LP's jobs of the whole trace served by the placed rule alone (`lp_once`), by
   the one deadline rule and placement that serves them best over the scenario's traces
   (`lp_fixed`, chosen on those traces), as the bound stage serves them (`served`: the best of the
@@ -27,10 +30,11 @@ trace takes it too long) runs the best baseline and the schedules of `--schedule
   fact too (`rules_after`).
 
 Prints one row per trace, then per scenario the mean SLA rates, each schedule's paired mean
-difference to the best baseline in SLA points with its Student-t 95 % interval, and the planners'
-seconds per plan. With `--tune N`, the planner's knobs are first chosen per scenario on N of its
-validation traces (`training.validation_seeds`, `--jobs` jobs): the options' own and each
-one-knob change of VARIATIONS, the best mean SLA rate.
+difference to the best baseline in SLA points with its Student-t 95 % interval, the mean target
+shortfalls where the tenants have service targets, and the planners' seconds per plan. With `--tune
+N`, the planner's knobs are first chosen per scenario on N of its validation traces
+(`training.validation_seeds`, `--jobs` jobs): the options' own and each one-knob change of
+VARIATIONS, the best mean SLA rate.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from dataclasses import replace
 
 import polars as pl
 from command_line import (  # a sibling module
+    AGENT_RULE,
     add_validated_study,
     print_table,
     run,
@@ -49,6 +54,7 @@ from command_line import (  # a sibling module
     validated_study,
 )
 
+from relmas import catalog
 from relmas.ceiling.admission import (
     ADMITTED,
     Run,
@@ -80,6 +86,7 @@ def planner_config(args: argparse.Namespace, seed: int) -> PlannerConfig:
 
 CLAIRVOYANT_LP_S = 60.0  # the LP of a whole trace, as the bound stage's default
 CLAIRVOYANT = ("lp_once", "lp_fixed", "served", "rules_after")
+SCHEDULES = ("planner", "oracle", "agent", "clairvoyant")
 # What `--tune` tries beside the options' own knobs, one change at a time.
 VARIATIONS = ({"keep_share": 0.25}, {"keep_share": 0.75}, {"bandwidth_share": 0.8})
 
@@ -147,7 +154,12 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> list[dict]
             planned_by=f"{rule}@{where}",
             knobs=f"H{config.horizon_jobs} q{config.keep_share} bw{config.bandwidth_share}",
             best_sla=float(baseline.metrics["sla_rate"]),
-        )
+        ) | shortfall("best", baseline.metrics)
+        if "agent" in args.schedules:
+            agent = study.paths.agent(scenario, catalog.learned()[0])
+            learned = make_policy(catalog.learned()[0], seed=seed, agent=agent)
+            metrics = simulate(system, jobs, tables, learned).metrics
+            row |= {"agent_sla": float(metrics["sla_rate"])} | shortfall("agent", metrics)
         for name, policy in planners.items():
             started = time.perf_counter()
             result = simulate(system, jobs, tables, policy)
@@ -155,13 +167,20 @@ def measure(study: Study, scenario: str, args: argparse.Namespace) -> list[dict]
                 f"{name}_sla": float(result.metrics["sla_rate"]),
                 f"{name}_given_up": policy.given_up,
                 f"{name}_s_per_plan": (time.perf_counter() - started) / max(policy.plans, 1),
-            }
+            } | shortfall(name, result.metrics)
         if "clairvoyant" in args.schedules:
             scales = study.config["evaluation"]["ceiling"]["admission_bandwidth"]
             row |= clairvoyant(system, tables, jobs, (rule, where), scales)
         print(row, flush=True)
         rows.append(row)
     return rows
+
+
+def shortfall(name: str, metrics) -> dict:
+    """`{name}_shortfall`, the run's service-target shortfall in points, where the scenario's
+    tenants have targets (service_levels: what its best baseline is chosen by)."""
+    value = metrics.get("shortfall")
+    return {} if value is None else {f"{name}_shortfall": 100 * float(value)}
 
 
 def clairvoyant(system, tables, jobs, placed: tuple[str, str], scales) -> dict:
@@ -227,6 +246,10 @@ def summary(rows: list[dict], schedules: list[str]) -> list[dict]:
                 f"{name}_points": round(diff, 2),
                 f"{name}_ci95": f"[{diff - half:.2f}, {diff + half:.2f}]",
             }
+            if f"{name}_shortfall" in mine[0]:
+                for who in ("best", name):
+                    short = statistics.mean(r[f"{who}_shortfall"] for r in mine)
+                    entry[f"{who}_shortfall"] = round(short, 2)
             if f"{name}_s_per_plan" in mine[0]:
                 per_plan = statistics.median(r[f"{name}_s_per_plan"] for r in mine)
                 entry[f"{name}_s_per_plan"] = round(per_plan, 3)
@@ -244,20 +267,22 @@ def main() -> int:
     parser.add_argument("--lp-time-limit", type=float, default=2.0)
     parser.add_argument("--bandwidth-share", type=float, default=1.0)
     parser.add_argument(
-        "--schedules", default="planner", help="of planner,oracle,clairvoyant; comma-separated"
+        "--schedules", default="planner", help=f"of {','.join(SCHEDULES)}; comma-separated"
     )
-    parser.add_argument("--planned-by", default=None, help="RULE@PLACEMENT the planners run")
+    parser.add_argument(
+        "--planned-by", default=None, help=f"RULE@PLACEMENT the planners run, or {AGENT_RULE}"
+    )
     parser.add_argument("--tune", type=int, default=0, help="validation traces to choose on")
     args = parser.parse_args()
     args.schedules = args.schedules.split(",")
-    if not set(args.schedules) <= {"planner", "oracle", "clairvoyant"}:
-        raise InputError(None, "--schedules", "some of planner,oracle,clairvoyant", args.schedules)
+    if not set(args.schedules) <= set(SCHEDULES):
+        raise InputError(None, "--schedules", f"some of {','.join(SCHEDULES)}", args.schedules)
     study, scenarios = validated_study(args, 2)
     rows = [row for scenario in scenarios for row in measure(study, scenario, args)]
     if "clairvoyant" in args.schedules:
         rows = with_best_fixed(rows)
     print_table(args, [{k: v for k, v in r.items() if not k.startswith("lp@")} for r in rows])
-    named = {"planner": ["planner"], "oracle": ["oracle"], "clairvoyant": list(CLAIRVOYANT)}
+    named = {name: [name] for name in SCHEDULES} | {"clairvoyant": list(CLAIRVOYANT)}
     print_table(args, summary(rows, [n for s in args.schedules for n in named[s]]))
     return 0
 

@@ -12,6 +12,7 @@ from typing import NoReturn
 
 import polars as pl
 
+from relmas import catalog
 from relmas.config import load_config
 from relmas.errors import InputError
 from relmas.evaluate import best_placed, read_placements
@@ -19,11 +20,14 @@ from relmas.io import read_parquet
 from relmas.paths import validation_file
 from relmas.report import markdown_table
 from relmas.report.stats import best_baselines
+from relmas.rl.agent import read_agent_info
 from relmas.schemas import SummaryRows
 from relmas.sim.costs import CostTables
 from relmas.sim.system import System
 from relmas.study import Study
 
+# `--planned-by` / `--kept-by` naming the rule of the study's agent (`study_choices`)
+AGENT_RULE = "agent"
 # The default study's loaded scenarios (issue 50): where a scheduler has deadlines to give up.
 LOADED = "vision_heavy,bursty,transformer_heavy,mixed_overload,bandwidth_scarce"
 
@@ -77,12 +81,17 @@ def study_choices(
     study: Study, scenario: str, args: argparse.Namespace, rule_option: str | None
 ) -> Choices:
     """`scenario`'s Choices from `args.validation` (`add_validated_study`), its rule replaced by
-    `rule_option` (RULE@PLACEMENT) when given."""
+    `rule_option` when given: RULE@PLACEMENT, or AGENT_RULE for the teacher of the study's
+    `relmas` agent of `scenario` at its placement (with its keeper, the rule it gives jobs up
+    beside)."""
     path = validation_file(args.validation, scenario)
     system, tables = study.system(scenario), study.costs(scenario, args.costs)
     best, _ = best_baselines(read_parquet(path, SummaryRows))[scenario]
     rule, where = best_placed(path, scenario, tables.types)
-    if rule_option:
+    if rule_option == AGENT_RULE:
+        info = read_agent_info(study.paths.agent(scenario, catalog.learned()[0]))
+        rule, where = info.teacher, info.observation.placement
+    elif rule_option:
         rule, where = rule_option.split("@", 1)
     placements = read_placements(path, scenario, tables.types)
     return Choices(system, tables, best, placements, rule, where)
