@@ -90,8 +90,8 @@ class _Rows:
 
     local: np.ndarray  # int64[entries]: the block's local column (where column is _LOCAL)
     column: np.ndarray  # int64[entries]: _LOCAL, _X or the resource r of u_jr
-    value: np.ndarray  # float64[entries]; the chain's x_j entry is the job's own (`window`)
-    window: np.ndarray  # bool[entries]: the entry is -(deadline - arrival) of the job
+    value: np.ndarray  # float64[entries]; the chain's x_j entry is the job's own (`span`)
+    span: np.ndarray  # bool[entries]: the entry is -(deadline - arrival) of the job
     length: np.ndarray  # int64[rows]: entries per row
     lower: np.ndarray  # float64[rows]
     upper: np.ndarray  # float64[rows]
@@ -166,23 +166,22 @@ def _block_rows(
     local: np.ndarray, size: np.ndarray, chain: np.ndarray, use: list[tuple[np.ndarray, np.ndarray]]
 ) -> _Rows:
     """The structure rows of a block (`_Rows`): `local` its columns per class, `size` the
-    classes' layer counts, `chain` their chain times per type, `use` its resource rows."""
+    classes' layer counts, `chain` their chain times per type, `use` its resource rows. Each row
+    is (columns, values, the last entry's column, its value)."""
     rows = [(c, np.ones(c.size), _X, -n) for c, n in zip(local, size, strict=True)]
-    rows.append((local.ravel(), chain.ravel(), _X, np.nan))
+    rows.append((local.ravel(), chain.ravel(), _X, 0.0))  # the job's own span goes last
     rows += [(c, v, r, -1.0) for r, (c, v) in enumerate(use)]
-    lengths = np.array([c.size + 1 for c, _, _, _ in rows], dtype=np.int64)
-    window = np.concatenate([np.append(np.zeros(c.size, bool), np.isnan(x)) for c, _, _, x in rows])
-    value = np.concatenate([np.append(v, x) for _, v, _, x in rows])
-    value[window] = 0.0
-    classes = len(size)
+    length = np.array([c.size + 1 for c, _, _, _ in rows], dtype=np.int64)
+    span = np.zeros(int(length.sum()), dtype=bool)
+    span[length[: size.size + 1].sum() - 1] = True
     return _Rows(
         local=np.concatenate([np.append(c, 0) for c, _, _, _ in rows]),
         column=np.concatenate([np.append(np.full(c.size, _LOCAL), k) for c, _, k, _ in rows]),
-        value=value,
-        window=window,
-        length=lengths,
-        lower=np.array([0.0] * classes + [-np.inf] + [0.0] * len(use)),
-        upper=np.zeros(lengths.size),
+        value=np.concatenate([np.append(v, x) for _, v, _, x in rows]),
+        span=span,
+        length=length,
+        lower=np.array([0.0] * size.size + [-np.inf] + [0.0] * len(use)),
+        upper=np.zeros(length.size),
     )
 
 
@@ -291,7 +290,7 @@ class Relaxation:
             t = b.rows
             placed = np.where(t.column == _X, j, self.u(j, 0) + t.column)
             cols.append(np.where(t.column == _LOCAL, self.block_start[j] + t.local, placed))
-            vals.append(np.where(t.window, -(self.deadline[j] - self.arrival[j]), t.value))
+            vals.append(np.where(t.span, -(self.deadline[j] - self.arrival[j]), t.value))
             lengths.append(t.length)
             lower.append(t.lower)
             upper.append(t.upper)
