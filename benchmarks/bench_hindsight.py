@@ -7,10 +7,10 @@ wins against the study's best baseline, paired per trace.
         [--seeds 1000,1001] [--eval-jobs 0] [--horizon 40] [--rounds 2] [--threshold 0.5]
         [--kept-by RULE@PLACEMENT|agent]
 
-Per scenario: the best baseline and the placed rule (the keeper's rule, unless `--kept-by` names
-another; `agent`: the study's `relmas` agent's teacher at its placement) are those the study chose
-on its validation traces (`--validation`: results/<study>/validation). The keeper is learned on
-`--train-traces` traces of `training.seeds` (`--rounds` DAgger rounds, labels over the next
+Per scenario: the best baseline and the placed rule (the best placed baseline, unless `--kept-by`
+names another; `agent`: the study's `relmas` agent's teacher at its placement) are those the study
+chose on its validation traces (`--validation`: results/<study>/validation). The keeper is learned
+on `--train-traces` traces of `training.seeds` (`--rounds` DAgger rounds, labels over the next
 `--horizon` arrivals), its AUC measured on the traces of `training.validation_seeds` at the states
 it visits there (beside the AUC of the fluid EDF lateness alone, the one-feature rule), and it runs
 against the best baseline on `--seeds` (default `evaluation.seeds`). The training and validation

@@ -28,6 +28,7 @@ from relmas.study import Study
 
 # `--planned-by` / `--kept-by` naming the rule of the study's agent (`study_choices`)
 AGENT_RULE = "agent"
+AGENT_POLICY = next(name for name in catalog.learned() if not catalog.entry(name).resizing)
 # The default study's loaded scenarios (issue 50): where a scheduler has deadlines to give up.
 LOADED = "vision_heavy,bursty,transformer_heavy,mixed_overload,bandwidth_scarce"
 
@@ -66,8 +67,8 @@ def validated_study(args: argparse.Namespace, seeds: int | None) -> tuple[Study,
 @dataclass(frozen=True)
 class Choices:
     """What a study chose for one scenario on its validation traces: its best baseline, every
-    placed baseline's placement, and the best placed baseline (`rule` at `where`, the agent's
-    teacher) unless an option named another rule@placement."""
+    placed baseline's placement, and the best placed baseline (`rule` at `where`) unless an
+    option named another rule@placement or the agent's (AGENT_RULE)."""
 
     system: System
     tables: CostTables
@@ -75,6 +76,11 @@ class Choices:
     placements: dict[str, str]
     rule: str
     where: str
+
+
+def study_agent(study: Study, scenario: str) -> Path:
+    """The study's `relmas` agent of `scenario` (the learned policy that does not cut layers)."""
+    return study.paths.agent(scenario, AGENT_POLICY)
 
 
 def study_choices(
@@ -89,7 +95,10 @@ def study_choices(
     best, _ = best_baselines(read_parquet(path, SummaryRows))[scenario]
     rule, where = best_placed(path, scenario, tables.types)
     if rule_option == AGENT_RULE:
-        info = read_agent_info(study.paths.agent(scenario, catalog.learned()[0]))
+        agent = study_agent(study, scenario)
+        info = read_agent_info(agent)
+        if info.teacher is None:
+            raise InputError(agent, "teacher", "an agent trained with a teacher (--planned-by)")
         rule, where = info.teacher, info.observation.placement
     elif rule_option:
         rule, where = rule_option.split("@", 1)

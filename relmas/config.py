@@ -144,7 +144,8 @@ def _check_teacher(config: Mapping[str, Any], source: str | Path | None) -> None
     keeper = catalog.keeper_rule()
     if config["training"]["keeper"]["traces"] > 0 and keeper not in evaluated:
         expected = (
-            f"{keeper} beside a learned policy with a keeper (its rule, placed on validation)"
+            f"{keeper} beside a learned policy with a keeper (its rule, placed on validation),"
+            " or training.keeper.traces: 0"
         )
         raise InputError(source, "evaluation.policies", expected, evaluated)
 

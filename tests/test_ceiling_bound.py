@@ -104,10 +104,12 @@ def test_a_deadline_is_widened_as_the_engine_widens_it_before_zero():
     assert _bound(system, tables, jobs).met == 1
 
 
+@pytest.mark.parametrize("padding", [0.0, 1e3])
 @pytest.mark.parametrize("dram_gbps", [None, 2.0])
-def test_layer_costs_are_the_least_of_the_whole_and_every_cut(dram_gbps):
+def test_layer_costs_are_the_least_of_the_whole_and_every_cut(dram_gbps, padding):
     # the costs are computed for all cost rows at once, with pieces of 2 and 4 (padded to 4): each
-    # must be the per-layer definition, which reads the layer's own pieces only
+    # must be the per-layer definition, which reads the layer's own pieces only, whatever the
+    # padding holds (small values would lower a minimum, large ones raise a maximum)
     names = ["e", "s"]
     costs = synthetic_costs({"a": 5, "b": 3}, names, seed=3)
     system = load_system(
@@ -124,7 +126,13 @@ def test_layer_costs_are_the_least_of_the_whole_and_every_cut(dram_gbps):
     pieces = pieces.filter(~short | (pl.col("piece") < 2))
     pieces = pieces.with_columns(pieces=pl.when(short).then(2).otherwise(pl.col("pieces")))
     tables = tables.with_pieces(pieces.cast(pieces.schema))
-    assert (tables.pieces.count == 2).any() and (tables.pieces.count == 4).any()
+    split = tables.pieces
+    k4 = split.variants.index("K4")
+    row = tables.first_row[tables.model_index("a")] + 1
+    assert split.count[row, k4] == 2 and split.count[row - 1, k4] == 4
+    padded = np.zeros(split.latency_s.shape[:2], dtype=bool)
+    padded[row, split.offset[k4] + 2 : split.offset[k4] + 4] = True
+    split.latency_s[padded] = split.dram_bytes[padded] = split.demand_bps[padded] = padding
     jobs = _trace([("a", 0.0, 1.0), ("b", 0.1, 1.0), ("a", 0.2, 1.0)])
     whole = Instance.of(system, tables, jobs)
     instance = whole.remaining(np.array([1, 0, 4]), whole.arrival_s)  # a keeps its layer 1
@@ -144,3 +152,30 @@ def test_layer_costs_are_the_least_of_the_whole_and_every_cut(dram_gbps):
         assert np.array_equal(moved[op], want_moved)
         assert np.array_equal(chain[op], want_chain)
     assert np.all(chain < time)  # a cut holds the chain less than the whole: the cuts are read
+
+
+def test_structure_rows_of_each_job_as_written_out_by_hand():
+    # one type, no bandwidth limit, a model of layers costing 1, 1 and 2 s: two classes (the two
+    # 1 s layers, then the 2 s one, in order of appearance), a block both jobs share
+    system, tables = _one_type({"m": [(1.0, 0), (1.0, 0), (2.0, 0)]}, count=1)
+    jobs = _trace([("m", 0.0, 5.0), ("m", 1.0, 9.0)])
+    lp = Relaxation(Instance.of(system, tables, jobs), threads=1)
+    assert lp.blocks[0] is lp.blocks[1] and lp.resources == 1
+    matrix = lp.rows[0].toarray()
+    rows = []
+    for j in range(2):
+        first, span = lp.block_start[j], lp.deadline[j] - lp.arrival[j]
+        per_job = [
+            ({first: 1.0, j: -2.0}, 0.0),  # the two 1 s layers are placed
+            ({first + 1: 1.0, j: -1.0}, 0.0),  # the 2 s layer is placed
+            ({first: 1.0, first + 1: 2.0, j: -span}, -np.inf),  # the chain fits the span
+            ({first: 1.0, first + 1: 2.0, lp.u(j, 0): -1.0}, 0.0),  # its time on the type
+        ]
+        rows += per_job
+    assert matrix.shape[0] == len(rows)
+    for i, (entries, lower) in enumerate(rows):
+        want = np.zeros(lp.columns)
+        for column, value in entries.items():
+            want[column] = value
+        assert np.array_equal(matrix[i], want), i
+        assert lp.row_lower[0][i] == lower and lp.row_upper[0][i] == 0.0

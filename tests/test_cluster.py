@@ -72,8 +72,8 @@ def mlflow_server(tmp_path: Path):
 
 def test_quick_dag_on_cluster_generic_with_tracking_server(tmp_path: Path, mlflow_server: str):
     project = copy_project(tmp_path / "project")
-    # Every rule but the piece tables, with four policies (the agent, its teacher's rule and its
-    # keeper's), one point per sweep and a keeper of one labelled trace (every stage runs): the
+    # Every rule but the piece tables, with four policies (fcfs, the agent, its teacher's rule and
+    # its keeper's), one point per sweep and a keeper of one labelled trace (every stage runs): the
     # executor and the tracking server are under test here, the policies and the pieces in
     # test_pipeline (the suite must stay under 15 minutes on 2 cores).
     (project / "config" / "cluster.yaml").write_text(

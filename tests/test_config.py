@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from relmas import catalog
 from relmas.config import config_hash, load_config, load_schema, validate_config
 from relmas.errors import InputError
 
@@ -85,14 +86,15 @@ def test_a_keeper_needs_its_rule_evaluated() -> None:
     # that does not evaluate it would fail at the keeper job, after its validation ran
     raw = _mutated(["training", "keeper"], {"traces": 1})
     raw["evaluation"]["policies"] = ["fcfs", "sjf_feasible", "relmas"]
-    with pytest.raises(
-        InputError, match=r"^quick.yaml: evaluation.policies: expected edf_feasible"
-    ):
+    with pytest.raises(InputError) as info:
         validate_config(raw, "quick.yaml")
-    raw["evaluation"]["policies"].append("edf_feasible")
+    message = str(info.value)
+    assert message.startswith(f"quick.yaml: evaluation.policies: expected {catalog.keeper_rule()}")
+    assert "training.keeper.traces: 0" in message and "\n" not in message
+    raw["evaluation"]["policies"].append(catalog.keeper_rule())
     validate_config(raw, "quick.yaml")
     del raw["training"]["keeper"]  # no keeper: no rule needed
-    raw["evaluation"]["policies"].remove("edf_feasible")
+    raw["evaluation"]["policies"].remove(catalog.keeper_rule())
     validate_config(raw, "quick.yaml")
 
 
