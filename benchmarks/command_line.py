@@ -98,7 +98,11 @@ def study_choices(
         agent = study_agent(study, scenario)
         info = read_agent_info(agent)
         if info.teacher is None:
-            raise InputError(agent, "teacher", "an agent trained with a teacher (--planned-by)")
+            raise InputError(
+                agent,
+                "teacher",
+                "an agent trained with a teacher (for --planned-by or --kept-by agent)",
+            )
         rule, where = info.teacher, info.observation.placement
     elif rule_option:
         rule, where = rule_option.split("@", 1)
