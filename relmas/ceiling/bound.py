@@ -93,8 +93,7 @@ class _Rows:
     value: np.ndarray  # float64[entries]; the chain's x_j entry is the job's own (`span`)
     span: np.ndarray  # bool[entries]: the entry is -(deadline - arrival) of the job
     length: np.ndarray  # int64[rows]: entries per row
-    lower: np.ndarray  # float64[rows]
-    upper: np.ndarray  # float64[rows]
+    lower: np.ndarray  # float64[rows]; every upper side is 0
 
 
 def _layer_costs(
@@ -181,7 +180,6 @@ def _block_rows(
         span=span,
         length=length,
         lower=np.array([0.0] * size.size + [-np.inf] + [0.0] * len(use)),
-        upper=np.zeros(length.size),
     )
 
 
@@ -285,7 +283,7 @@ class Relaxation:
 
     def _structure_rows(self) -> None:
         """Each job's block rows (`_Rows`), placed at its columns."""
-        cols, vals, lengths, lower, upper = [], [], [], [], []
+        cols, vals, lengths, lower = [], [], [], []
         for j, b in enumerate(self.blocks):
             t = b.rows
             placed = np.where(t.column == _X, j, self.u(j, 0) + t.column)
@@ -293,14 +291,10 @@ class Relaxation:
             vals.append(np.where(t.span, -(self.deadline[j] - self.arrival[j]), t.value))
             lengths.append(t.length)
             lower.append(t.lower)
-            upper.append(t.upper)
+        lower = np.concatenate(lower)
         starts = np.concatenate(([0], np.cumsum(np.concatenate(lengths))))
         self._add_matrix(
-            np.concatenate(lower),
-            np.concatenate(upper),
-            starts,
-            np.concatenate(cols),
-            np.concatenate(vals),
+            lower, np.zeros(lower.size), starts, np.concatenate(cols), np.concatenate(vals)
         )
 
     def usage(self, solution: np.ndarray) -> np.ndarray:

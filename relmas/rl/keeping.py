@@ -53,27 +53,23 @@ class LearnedKeeper:
     served_share: float
     seconds: float
 
-    def metrics(self, kept: bool) -> dict[str, float]:
-        """Flat numbers for tracking; `kept`: whether the agent gives jobs up by it."""
+    def metrics(self) -> dict[str, float]:
+        """Flat numbers for tracking: how it was learned."""
         return {
             "keeper_labels": float(self.labels),
             "keeper_served_share": self.served_share,
             "keeper_seconds": self.seconds,
-            "keeper_kept": float(kept),
         }
 
 
-LEARNED_UNDER = catalog.keeper_rule()
-
-
 def keeper_rule(validation: str | Path, scenario: str, types: Sequence[str]) -> tuple[str, str]:
-    """The rule a keeper of `scenario` is learned under: LEARNED_UNDER with its placement chosen
-    on the validation rows."""
+    """The rule a keeper of `scenario` is learned under: `catalog.keeper_rule()` with its
+    placement chosen on the validation rows."""
     try:
-        return best_placed(validation, scenario, types, among=(LEARNED_UNDER,))
+        return best_placed(validation, scenario, types, among=(catalog.keeper_rule(),))
     except InputError:
         raise InputError(
-            validation, "policy", f"validation rows of {LEARNED_UNDER} (the keeper's rule)"
+            validation, "policy", f"validation rows of {catalog.keeper_rule()} (the keeper's rule)"
         ) from None
 
 
@@ -212,8 +208,7 @@ def keeper_command(args: argparse.Namespace) -> None:
             study, args.scenario, system, tables, settings.seeds, settings.keeper, rule
         )
         write_keeper(args.out, keeper, keeper_made_for(config, args.scenario, rule))
-        metrics = keeper.metrics(kept=False)
-        run.log_metrics({k: v for k, v in metrics.items() if k != "keeper_kept"})
+        run.log_metrics(keeper.metrics())
         run.log_artifact(args.out, "keeper")
     print(
         f"{args.scenario}: the keeper of {rule[0]}@{rule[1]} from {keeper.labels} labels "

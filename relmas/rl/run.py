@@ -104,7 +104,11 @@ class ScenarioTrainResult:
             # the worst case, every row scored
             "decision_macs": float(self.decision_cost["macs"]),
             "decision_energy_j": float(self.decision_cost["energy_j"]),
-            **(self.keeper.metrics(self.kept) if self.keeper is not None else {}),
+            **(
+                {**self.keeper.metrics(), "keeper_kept": float(self.kept)}
+                if self.keeper is not None
+                else {}
+            ),
         }
 
 
