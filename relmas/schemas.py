@@ -13,6 +13,7 @@ first principles (docs/design.md, "Bounds of the numbers").
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import dataframely as dy
@@ -52,9 +53,11 @@ PRIORITIES = (1, 3, 9)
 LAYER_OPS = ("conv", "dwconv", "linear", "matmul")
 
 
+@functools.cache
 def max_jobs() -> int:
     """The most jobs a trace may have (the config schema's `job_count` maximum): a trace file of
-    more is refused from its footer, before it is read."""
+    more is refused from its footer, before it is read. Read once per process: the schema ships
+    with the package, and parsing it cost more than reading a trace."""
     return load_yaml(CONFIG_SCHEMA)["$defs"]["job_count"]["maximum"]
 
 
