@@ -29,6 +29,7 @@ from relmas.evaluate import evaluate_scenario, simulate
 from relmas.io import write_parquet
 from relmas.policies import make_policy
 from relmas.policies.planner import GivingUp
+from relmas.rl import keeping
 from relmas.rl import train as train_module
 from relmas.rl.agent import read_agent_info, write_agent_info
 from relmas.rl.checkpoint import (
@@ -1185,6 +1186,29 @@ def with_keeper(config: dict) -> dict:
     keeper = {"traces": 1, "jobs": 30, "rounds": 1, "horizon_jobs": 10}
     config["training"]["keeper"] = {**config["training"]["keeper"], **keeper}
     return config
+
+
+@pytest.mark.parametrize("jobs", [5, 500])
+def test_a_keeper_labels_traces_no_longer_than_its_scenario_s(quick, monkeypatch, jobs):
+    """`training.keeper.jobs` per labelled trace, or the scenario's own number where smaller."""
+    config, root = quick
+    config = with_keeper(config)
+    config["training"]["keeper"]["jobs"] = jobs
+    study, settings = Study(config), parse_training(config)
+    own = study.scenario("mixed").jobs
+    assert 5 < own < 500
+    lengths = []
+
+    def recorded(scenario, parsed, *args):
+        lengths.append(parsed.jobs)
+        raise StopIteration
+
+    monkeypatch.setattr(keeping, "generate_trace", recorded)
+    system, tables = study.system("mixed"), study.costs("mixed", root / "costs")
+    with pytest.raises(StopIteration):
+        rule = ("edf_feasible", "all")
+        learn_agent_keeper(study, "mixed", system, tables, settings.seeds, settings.keeper, rule)
+    assert lengths == [min(jobs, own)]
 
 
 def test_training_learns_a_keeper_and_keeps_it_only_where_it_wins_validation(quick, tmp_path):

@@ -20,7 +20,7 @@ import argparse
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,9 +91,12 @@ def learn_agent_keeper(
     settings: KeeperSettings,
     rule: tuple[str, str],
 ) -> LearnedKeeper:
-    """The keeper of `rule` learned on the first `settings.traces` of the training `seeds`."""
+    """The keeper of `rule` learned on the first `settings.traces` of the training `seeds`, of
+    `settings.jobs` jobs each or the scenario's own number where smaller (a keeper of short traces
+    learns from states like theirs, and its labels cost an LP per decision point)."""
     started = time.perf_counter()
-    parsed = study.scenario(scenario, settings.jobs)
+    own = study.scenario(scenario)
+    parsed = replace(own, jobs=min(own.jobs, settings.jobs))
     traces = [
         generate_trace(scenario, parsed, system, tables, seed, study.source)
         for seed in seeds[: settings.traces]
