@@ -1285,3 +1285,7 @@ def test_a_scenario_s_keeper_is_learned_once_into_a_file_and_a_stale_one_is_refu
     (tmp_path / "keeper.json").write_text(json.dumps(raw))
     with pytest.raises(InputError, match="weights"):
         read_keeper(tmp_path / "keeper.json", made_for)
+    # a keeper of the version before label traces were cut at the scenario's length
+    (tmp_path / "keeper.json").write_text(json.dumps(raw | {"format": "relmas-keeper/1"}))
+    with pytest.raises(InputError, match="format: expected 'relmas-keeper/2'.*rerun"):
+        read_keeper(tmp_path / "keeper.json", made_for)

@@ -114,7 +114,8 @@ def learn_agent_keeper(
     return LearnedKeeper(weights, rule, labels.size, served, time.perf_counter() - started)
 
 
-KEEPER_FORMAT = "relmas-keeper/1"
+# 2: label traces at most the scenario's length (a keeper of 1 may have learned on longer ones)
+KEEPER_FORMAT = "relmas-keeper/2"
 
 
 def keeper_made_for(config: Mapping[str, Any], scenario: str, rule: tuple[str, str]) -> str:
@@ -161,7 +162,8 @@ def read_keeper(path: str | Path, made_for: str) -> LearnedKeeper:
         raise InputError(path, None, "well-formed JSON", error.msg) from None
     if not isinstance(raw, dict) or raw.get("format") != KEEPER_FORMAT:
         found = raw.get("format") if isinstance(raw, dict) else raw
-        raise InputError(path, "format", repr(KEEPER_FORMAT), found)
+        expected = f"{KEEPER_FORMAT!r} (a keeper of another version: rerun relmas keeper)"
+        raise InputError(path, "format", expected, found)
     if raw.get("made_for") != made_for:
         expected = "a keeper learned for this config and rule (rerun relmas keeper)"
         raise InputError(path, "made_for", expected, raw.get("made_for"))
