@@ -263,7 +263,12 @@ def _add_run_commands(sub: Any) -> None:
     )
     evaluate.add_argument("--costs", type=Path, help=COSTS_HELP)
     evaluate.add_argument("--agent", type=Path, help="a trained RELMAS agent directory")
-    evaluate.add_argument("--placements", type=Path, help=PLACEMENTS_HELP)
+    evaluate.add_argument(
+        "--placements",
+        type=Path,
+        help=PLACEMENTS_HELP + "; with an --agent trained on another scenario, they choose whether "
+        "it runs as trained or re-aimed at the scenario's best rule (docs/relmas.md)",
+    )
     evaluate.add_argument(
         "--gantt",
         type=Path,

@@ -30,11 +30,13 @@ from relmas.errors import InputError
 from relmas.evaluate import (
     SERVICE_QUANTITIES,
     agent_scenario,
+    best_placed,
     evaluate_scenario,
     placement_option,
     policy_extra,
     read_placements,
     shared_metric,
+    simulate,
     simulate_files,
     summary_row,
     validation_simulations,
@@ -44,6 +46,7 @@ from relmas.evaluate import (
 from relmas.figures.contents import GANTT_JOBS
 from relmas.io import copy_file, write_parquet
 from relmas.paths import groups_of, summary_of
+from relmas.policies import make_policy
 from relmas.profile import configured_static_power, recorded_static_power
 from relmas.progress import progress
 from relmas.sim.system import load_system
@@ -121,6 +124,8 @@ def _evaluate_policy(
     if args.agent:
         options["agent"] = str(args.agent)
     trained_on = agent_scenario(policy, args.agent)
+    if trained_on not in (None, args.scenario) and args.placements is not None:
+        options |= _foreign_deployment(config, source, policy, options, args, tables)
     tags = {"scenario": args.scenario, "policy": policy, "seeds": ",".join(map(str, seeds))}
     with tracking.stage_run(
         "evaluate",
@@ -175,6 +180,33 @@ def _evaluate_policy(
         names = dict.fromkeys(name for row in rows for name in row if shared_metric(name))
         run.log_metrics({k: statistics.fmean(r[k] for r in rows if k in r) for k in names})
         run.log_table(pl.DataFrame(rows), "per_seed.json")
+
+
+def _foreign_deployment(
+    config: Mapping[str, Any],
+    source: str,
+    policy: str,
+    options: Mapping[str, Any],
+    args: argparse.Namespace,
+    tables: Any,
+) -> dict[str, str]:
+    """The options of a learned `policy` whose agent was trained on another scenario, deployed
+    on `args.scenario`: as trained or re-aimed at the scenario's best rule (`--placements`, its
+    validation rows), whichever is better on its validation traces (`relmas.rl.travel`)."""
+    from relmas.rl.travel import deployment_options
+
+    study = Study(config, source)
+    system = study.system(args.scenario)
+    traces = study.validation_traces(args.scenario, args.costs)
+    best_rule = best_placed(args.placements, args.scenario, system.accelerator_types)
+
+    def score(extra: Mapping[str, str]) -> list[dict[str, Any]]:
+        deployed = {seed: make_policy(policy, seed=seed, **options, **extra) for seed in traces}
+        return [simulate(system, jobs, tables, deployed[s]).metrics for s, jobs in traces.items()]
+
+    chosen = deployment_options(best_rule, score)
+    print(f"{args.scenario} {policy}: agent of {args.agent} deployed {chosen or 'as trained'}")
+    return chosen
 
 
 def _seed_values(row: Mapping[str, Any], result: Any) -> dict[str, float]:

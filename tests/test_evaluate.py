@@ -39,6 +39,7 @@ from relmas.paths import bound_file, evaluation_file, summary_of
 from relmas.policies import make_policy
 from relmas.rl.features import Layout
 from relmas.rl.network import QNetwork
+from relmas.rl.travel import REFERENCE, REFERENCE_PLACEMENT, deployment_options
 from relmas.schemas import JOB_SCHEMA, SUMMARY_SCHEMA, SummaryRows
 from relmas.sim import load_system
 from relmas.sim.costs import load_costs
@@ -386,12 +387,16 @@ def test_a_batch_of_policies_refuses_what_cannot_name_each_output(
 # --- generalisation and sweeps: another scenario's agent, one parameter varied -------------------
 
 
-def untrained_agent(directory, scenario: str, instance_types, types) -> None:
-    """An agent directory as `relmas train` writes it, with an untrained network (no training)."""
+def untrained_agent(directory, scenario: str, instance_types, types, scale: float = 1.0) -> None:
+    """An agent directory as `relmas train` writes it, with an untrained network (no training)
+    whose weights are scaled by `scale` (large: Q-values far apart)."""
     settings = observation_settings(candidates=1, reference="sjf_feasible", service=False)
     layout = Layout(settings.slots, len(types), len(instance_types))
     torch.manual_seed(0)
     net = QNetwork(layout.size, layout.actions, (8,), False, layout.rows, layout.variants)
+    with torch.no_grad():
+        for weight in net.parameters():
+            weight.mul_(scale)
     write_untrained_agent(
         directory,
         net,
@@ -488,6 +493,53 @@ def test_an_agent_deployed_on_another_scenario_names_where_it_was_trained(study)
     assert agent_scenario("relmas", agent) == "small" and agent_scenario("sjf", None) is None
     sjf = evaluate_scenario(config, "big", "sjf", 1, tmp_path / "big.parquet", tmp_path / "costs")
     assert summary_row(sjf, "big", 1)["agent_scenario"].item() is None
+
+
+def test_a_reaimed_agent_is_its_new_rule_with_its_placement_schedule_for_schedule(study):
+    """Re-aimed at a rule that leaves type `e` idle, the agent (reference sjf_feasible on the
+    whole system, no keeper) is that rule so placed: its network, whose Q-values lie far apart,
+    follows the new teacher always."""
+    config, tmp_path, agents = study
+    trace = Study(config).trace("big", 1, tmp_path / "costs")
+    write_parquet(trace, tmp_path / "big.parquet")
+    costs, agent = tmp_path / "costs", tmp_path / "loud"
+    agent.mkdir()
+    untrained_agent(agent, "small", ("e", "s"), ("e", "s"), scale=100.0)
+
+    def jobs(policy, **options):
+        run = evaluate_scenario(config, "big", policy, 1, tmp_path / "big.parquet", costs,
+                                policy_options=options)  # fmt: skip
+        return run.jobs.drop("dropped")
+
+    aimed = jobs("relmas", agent=agent, reference="edf_feasible", reference_placement="s")
+    assert aimed.equals(jobs("edf_feasible", placement="s"))
+    assert not aimed.equals(jobs("edf_feasible"))  # the placement is the one re-aimed at
+    assert not jobs("relmas", agent=agent).equals(aimed)  # as trained: its own network's choices
+
+
+@pytest.mark.parametrize(
+    ("as_trained", "re_aimed", "chosen"),
+    [
+        ({"sla_rate": 0.5}, {"sla_rate": 0.6}, True),
+        ({"sla_rate": 0.6}, {"sla_rate": 0.6}, False),  # a tie keeps the agent as trained
+        ({"sla_rate": 0.6}, {"sla_rate": 0.5}, False),
+        # with service targets the least shortfall first, as every validation choice
+        ({"sla_rate": 0.5, "shortfall": 0.01}, {"sla_rate": 0.6, "shortfall": 0.02}, False),
+        ({"sla_rate": 0.6, "shortfall": 0.02}, {"sla_rate": 0.5, "shortfall": 0.01}, True),
+    ],
+)
+def test_a_foreign_agent_is_deployed_as_the_better_on_validation(as_trained, re_aimed, chosen):
+    """Each deployment scored as the mean over the validation traces (a trace without targets
+    reports no shortfall)."""
+    none = {"shortfall": None} if "shortfall" not in as_trained else {}
+
+    def score(options):
+        runs = re_aimed if options else as_trained
+        return [{k: v * 2 for k, v in runs.items()} | none, {k: 0.0 for k in runs} | none]
+
+    options = deployment_options(("edf_feasible", "bandwidth"), score)
+    aimed = {REFERENCE: "edf_feasible", REFERENCE_PLACEMENT: "bandwidth"}
+    assert options == (aimed if chosen else {})
 
 
 def test_sweep_points_change_one_parameter_of_the_same_traces(study):

@@ -93,7 +93,10 @@ def generalisation_markdown(config: Mapping[str, Any], table: pl.DataFrame) -> l
         "≠ `scenario`). SLA rate: mean ± 95% CI over the evaluation seeds; `own agent`: the "
         "scenario's own agent; ratios: mean SLA rate over that of FCFS, SJF and the scenario's "
         "best baseline chosen on its validation traces (as in the headline), paired bootstrap 95% "
-        "interval.\n",
+        "interval. A foreign agent runs as trained or re-aimed at the scenario's best rule with "
+        "its placement (its keeper kept, its network following that rule), whichever is better "
+        'on the scenario\'s validation traces (docs/relmas.md, "An agent on another workload"; '
+        "the MLflow run's params `reference` and `reference_placement` name a re-aimed one).\n",
     ]
     if not table.height:
         return parts + ["No learned policy is in `evaluation.policies` of this configuration.\n"]

@@ -23,6 +23,7 @@ from numba import njit
 from relmas.errors import InputError
 from relmas.hw import jit_cache
 from relmas.policies.base import Policy, register
+from relmas.policies.placement import ALL
 from relmas.rl import acting as acting_module
 from relmas.rl import env as env_module
 from relmas.rl import keeper as keeper_module
@@ -42,6 +43,7 @@ from relmas.rl.keeper import (
 from relmas.rl.network import GreedyPolicy, greedy_decision
 from relmas.rl.observation import OBSERVE_SOURCES, ObservationArrays, Observer, observe
 from relmas.rl.overhead import overhead_energy_j
+from relmas.rl.travel import reaimed
 from relmas.sim import access
 from relmas.sim import service as service_module
 from relmas.sim.engine import DecisionView, Engine
@@ -87,11 +89,21 @@ class RelmasPolicy(Policy):
     name = "relmas"
     resize = False  # whether its agent must have been trained to cut layers
 
-    def __init__(self, seed: int = 0, agent: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        agent: str | Path | None = None,
+        reference: str | None = None,
+        reference_placement: str = ALL,
+    ) -> None:
+        """`reference` (with `reference_placement`): deploy the agent re-aimed at that rule
+        (`relmas.rl.travel`), on a scenario it was not trained on; None: as trained."""
         if agent is None:
             raise InputError(None, "--agent", "a trained RELMAS agent directory", "none given")
         self.directory = Path(agent)
         self.info, self.network = load_agent(self.directory)
+        if reference is not None:
+            self.info = reaimed(self.info, reference, reference_placement)
         if self.info.observation.resize != self.resize:
             command = f"relmas train --policy {self.name}"
             expected = f"an agent trained for {self.name} ({command})"

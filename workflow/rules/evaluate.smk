@@ -25,6 +25,10 @@ rule evaluate:
         agent=lambda wildcards, input: (
             f"--agent {shlex.quote(str(Path(input.agent[0]).parent))}" if input.agent else ""
         ),
+        # the validation rows a foreign agent's deployment is chosen by (evaluate_generalisation)
+        placements=lambda wildcards, input: (
+            f"--placements {shlex.quote(input.placements)}" if "placements" in input.keys() else ""
+        ),
         scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
         system=slice_hash("system"),
         # what one policy's run reads of `evaluation:`: the seeds and its own settings (not the
@@ -41,7 +45,8 @@ rule evaluate:
         PATHS.benchmark("evaluate", "{scenario}", "{policy}")
     shell:
         "{RELMAS} evaluate {CONFIG_ARGS} --scenario {wildcards.scenario:q}"
-        " --policy {wildcards.policy} {params.seeds} {params.agent} --costs {params.costs:q}"
+        " --policy {wildcards.policy} {params.seeds} {params.agent} {params.placements}"
+        " --costs {params.costs:q}"
         " --out {params.out:q} > {log:q} 2>&1"
 
 
@@ -102,7 +107,13 @@ for batch, policies in EVAL_BATCHES.items():
 
 use rule evaluate as evaluate_generalisation with:
     # A learned policy on one scenario with the agent trained on another ({agent}; pairs from
-    # evaluation.generalisation). Same command; policy_agent() picks wildcards.agent's agent.
+    # evaluation.generalisation). Same command; policy_agent() picks wildcards.agent's agent, and
+    # the scenario's validation rows choose how it is deployed there (relmas.rl.travel).
+    input:
+        traces=rules.workload.output,
+        costs=scenario_costs,
+        agent=policy_agent,
+        placements=PATHS.validation("{scenario}"),
     output:
         results=expand(
             str(PATHS.evaluation("{{scenario}}", "{{policy}}", "{seed}", agent="{{agent}}")),
