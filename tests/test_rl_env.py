@@ -1211,6 +1211,28 @@ def test_a_keeper_labels_traces_no_longer_than_its_scenario_s(quick, monkeypatch
     assert lengths == [min(jobs, own)]
 
 
+def test_no_keeper_is_learned_where_its_rule_meets_every_deadline(quick, monkeypatch):
+    """At a load where edf_feasible meets every deadline of the label traces, giving a job up
+    could only lose one: no keeper, and no label's LP solved; under overload, labels."""
+    config, root = quick
+    config = with_keeper(config)
+    labelled = []
+
+    def labels(*args):
+        labelled.append(args)
+        return None, None, np.ones(3, dtype=bool)
+
+    monkeypatch.setattr(keeping, "learn_keeper", labels)
+    for load, solved in ((0.05, 0), (10.0, 1)):
+        config["scenarios"]["mixed"]["arrival"]["load"] = load
+        study, settings = Study(config), parse_training(config)
+        system, tables = study.system("mixed"), study.costs("mixed", root / "costs")
+        seeds, rule = settings.seeds, ("edf_feasible", "all")
+        learned = learn_agent_keeper(study, "mixed", system, tables, seeds, settings.keeper, rule)
+        assert len(labelled) == solved
+        assert (learned.weights, learned.labels) == (None, 3 * solved)
+
+
 def test_training_learns_a_keeper_and_keeps_it_only_where_it_wins_validation(quick, tmp_path):
     """With `training.keeper`, a keeper is learned from the future's labels under edf_feasible
     at its validation placement; the agent gives jobs up by it only if a deadline-ranked rule

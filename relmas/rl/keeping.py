@@ -28,7 +28,7 @@ from relmas import catalog
 from relmas.ceiling.admission import deadline_rules
 from relmas.command import check_distinct_outputs, cost_inputs, load_configs
 from relmas.errors import InputError
-from relmas.evaluate import best_placed, read_placements
+from relmas.evaluate import best_placed, read_placements, simulate
 from relmas.hashing import config_hash
 from relmas.io import atomic_path
 from relmas.policies import make_policy
@@ -93,7 +93,8 @@ def learn_agent_keeper(
 ) -> LearnedKeeper:
     """The keeper of `rule` learned on the first `settings.traces` of the training `seeds`, of
     `settings.jobs` jobs each or the scenario's own number where smaller (a keeper of short traces
-    learns from states like theirs, and its labels cost an LP per decision point)."""
+    learns from states like theirs, and its labels cost an LP per decision point); none (no
+    weights) where the rule meets every deadline of those traces."""
     started = time.perf_counter()
     own = study.scenario(scenario)
     parsed = replace(own, jobs=min(own.jobs, settings.jobs))
@@ -107,6 +108,9 @@ def learn_agent_keeper(
         planner=PlannerConfig(samples=1, horizon_jobs=settings.horizon_jobs),
     )
     name, placement = rule
+    if all(_meets_every_deadline(system, tables, trace, rule) for trace in traces):
+        # giving a job up could only lose a deadline: no labels to learn from
+        return LearnedKeeper(None, rule, 0, 1.0, time.perf_counter() - started)
     weights, _, labels = learn_keeper(
         system, tables, traces, make_policy(name, placement=placement), config
     )
@@ -114,7 +118,16 @@ def learn_agent_keeper(
     return LearnedKeeper(weights, rule, labels.size, served, time.perf_counter() - started)
 
 
-# 2: label traces at most the scenario's length (a keeper of 1 may have learned on longer ones)
+def _meets_every_deadline(
+    system: System, tables: CostTables, jobs: Any, rule: tuple[str, str]
+) -> bool:
+    """Whether `rule` (name, placement) meets every deadline of the trace `jobs`."""
+    name, placement = rule
+    result = simulate(system, jobs, tables, make_policy(name, placement=placement))
+    return bool(result.jobs["met"].all())
+
+
+# 2: label traces at most the scenario's length, no keeper where the rule meets every deadline
 KEEPER_FORMAT = "relmas-keeper/2"
 
 
