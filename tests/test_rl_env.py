@@ -1220,7 +1220,7 @@ def test_no_keeper_is_learned_where_its_rule_meets_every_deadline(quick, monkeyp
 
     def labels(*args):
         labelled.append(args)
-        return None, None, np.ones(3, dtype=bool)
+        return hand_keeper(), None, np.array([True, False, True])
 
     monkeypatch.setattr(keeping, "learn_keeper", labels)
     for load, solved in ((0.05, 0), (10.0, 1)):
@@ -1230,7 +1230,22 @@ def test_no_keeper_is_learned_where_its_rule_meets_every_deadline(quick, monkeyp
         seeds, rule = settings.seeds, ("edf_feasible", "all")
         learned = learn_agent_keeper(study, "mixed", system, tables, seeds, settings.keeper, rule)
         assert len(labelled) == solved
-        assert (learned.weights, learned.labels) == (None, 3 * solved)
+        assert learned.labels == 3 * solved and (learned.weights is None) == (not solved)
+
+
+def test_no_keeper_is_kept_where_every_label_serves(quick, monkeypatch):
+    config, root = quick
+    config = with_keeper(config)
+    config["scenarios"]["mixed"]["arrival"]["load"] = 10.0
+    weights = hand_keeper()
+    study, settings = Study(config), parse_training(config)
+    system, tables = study.system("mixed"), study.costs("mixed", root / "costs")
+    seeds, rule = settings.seeds, ("edf_feasible", "all")
+    for served, kept in (([True, True], False), ([True, False], True)):
+        labels = np.array(served)
+        monkeypatch.setattr(keeping, "learn_keeper", lambda *a, y=labels: (weights, None, y))
+        learned = learn_agent_keeper(study, "mixed", system, tables, seeds, settings.keeper, rule)
+        assert (learned.weights is weights) == kept and learned.labels == 2
 
 
 def test_training_learns_a_keeper_and_keeps_it_only_where_it_wins_validation(quick, tmp_path):

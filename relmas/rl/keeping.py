@@ -94,7 +94,7 @@ def learn_agent_keeper(
     """The keeper of `rule` learned on the first `settings.traces` of the training `seeds`, of
     `settings.jobs` jobs each or the scenario's own number where smaller (a keeper of short traces
     learns from states like theirs, and its labels cost an LP per decision point); none (no
-    weights) where the rule meets every deadline of those traces."""
+    weights) where the rule meets every deadline of those traces or every label serves."""
     started = time.perf_counter()
     own = study.scenario(scenario)
     parsed = replace(own, jobs=min(own.jobs, settings.jobs))
@@ -115,6 +115,8 @@ def learn_agent_keeper(
         system, tables, traces, make_policy(name, placement=placement), config
     )
     served = float(labels.mean()) if labels.size else 1.0
+    if served == 1.0:  # a keeper of labels that all serve would keep every job
+        weights = None
     return LearnedKeeper(weights, rule, labels.size, served, time.perf_counter() - started)
 
 
@@ -127,7 +129,7 @@ def _meets_every_deadline(
     return bool(result.jobs["met"].all())
 
 
-# 2: label traces at most the scenario's length, no keeper where the rule meets every deadline
+# 2: label traces at most the scenario's length; no keeper where nothing is to be given up
 KEEPER_FORMAT = "relmas-keeper/2"
 
 
