@@ -56,7 +56,7 @@ from relmas.rl.network import (
 from relmas.rl.overhead import COSTS, overhead_energy_j, overhead_metrics
 from relmas.rl.overhead import decision_cost as priced_decision
 from relmas.rl.replay_buffer import NStepCollector
-from relmas.rl.run import best_scored, rollout, train_scenario
+from relmas.rl.run import best_scored, rollout, train_scenario, training_setup
 from relmas.rl.settings import parse_training
 from relmas.rl.teacher import BaselineTeacher, named_teacher
 from relmas.rl.train import train
@@ -1167,6 +1167,29 @@ def test_an_agent_with_a_keeper_gives_jobs_up_as_its_rule_does_beside_it(quick, 
     teacher = named_teacher(info.teacher, info.observation.reference, env.layout, ())
     assert rollout(env, teacher)["sla_rate"] == given.metrics["sla_rate"]
     assert env.engine.result("x").jobs["finish_s"].equals(given.jobs["finish_s"])
+
+
+@pytest.mark.parametrize("keeper", [False, True])
+def test_a_teacher_is_scored_whole_by_its_rule_as_in_the_environment(quick, keeper):
+    """The engine's run of the teacher's rule (with the keeper giving jobs up) scores what its
+    episodes in the environment score, to the last bit: the SLA rate and, the quick scenario's
+    tenants carrying targets, the shortfall."""
+    config, root = quick
+    config = copy.deepcopy(config)
+    config["training"]["validation_seeds"] = [100, 101]
+    config["scenarios"]["mixed"]["arrival"]["load"] = 3.0  # misses, and jobs to give up
+    setup = training_setup(config, "mixed", root / "costs", validation=root / "validation.parquet")
+    if keeper:
+        setup = replace(setup, keeper=hand_keeper())
+    layout = setup.env(setup.validation_traces[0]).layout
+    validate = setup.validator()
+    for name in (TEACHER, "edf_feasible"):
+        observation = replace(setup.observation, reference=name)
+        scored = replace(setup, observation=observation)
+        envs = replace(setup, observation=observation).validator()
+        episodes = envs(BaselineTeacher(name, layout))
+        assert scored.rule_scores(name) == {k: episodes[k] for k in ("sla_rate", "shortfall")}
+    assert 0 < validate(BaselineTeacher(TEACHER, layout))["sla_rate"] < 1
 
 
 def test_an_edited_keeper_is_refused(quick, trained, tmp_path):

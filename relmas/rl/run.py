@@ -37,15 +37,17 @@ import polars as pl
 from relmas import catalog
 from relmas.command import check_distinct_outputs, cost_inputs, load_configs
 from relmas.errors import InputError
-from relmas.evaluate import best_placed, read_placements
+from relmas.evaluate import best_placed, read_placements, simulate
 from relmas.hw.spec import Spec
+from relmas.policies import make_policy
 from relmas.policies.placement import ALL
+from relmas.policies.planner import GivingUp
 from relmas.rl.agent import AgentInfo, write_agent_info
 from relmas.rl.checkpoint import BEST, load_network
 from relmas.rl.collect import play
 from relmas.rl.env import NO_SERVICE_TERMS, SchedulingEnv
 from relmas.rl.features import FEATURES_VERSION, Layout
-from relmas.rl.keeper import KeeperWeights
+from relmas.rl.keeper import KeeperWeights, KernelKeeper
 from relmas.rl.keeping import (
     LearnedKeeper,
     keeper_made_for,
@@ -139,6 +141,20 @@ class TrainingSetup:
             self.keeper,
         )
 
+    def rule_scores(self, name: str) -> dict[str, float]:
+        """The ranked validation metrics (`RANKED`, means over the validation traces) of the
+        teacher `name` acting whole: the engine's run of that rule at the observation's
+        placement, the keeper giving jobs up, which is the schedule the environment's teacher
+        makes (tests/test_rl_env.py) without the observations it reads them from."""
+        runs = []
+        for jobs in self.validation_traces:
+            rule = make_policy(name, placement=self.observation.placement)
+            if self.keeper is not None:
+                rule = GivingUp(rule, KernelKeeper(self.keeper.arrays()), name)
+            runs.append(simulate(self.system, jobs, self.tables, rule).metrics)
+        ranked = [key for key in RANKED if runs[0][key] is not None]
+        return {key: float(np.mean([run[key] for run in runs])) for key in ranked}
+
     def validator(self) -> Callable[[Policy], dict[str, float]]:
         """The mean metrics of a policy's rollouts on the validation traces."""
         envs = [self.env(jobs) for jobs in self.validation_traces]
@@ -214,7 +230,7 @@ def train_scenario(
     pieces = tables.pieces.most_pieces if resize else None
     validate = setup.validator()
     layout = setup.env(setup.validation_traces[0]).layout
-    teachers, best = _best_teacher(observation, layout, validate, pieces)
+    teachers, best = _best_teacher(setup, layout, validate, pieces)
     log(_scores_log("teacher", teachers), 0)
     keeper = None
     if settings.keeper.traces > 0 and validation is not None:
@@ -297,7 +313,7 @@ def _kept_teacher(
     observation = _observation(setup.settings.observation, setup.resize, rule, traces[0])
     kept = replace(setup, observation=observation, keeper=weights)
     validate = kept.validator()
-    return KeptTeacher(kept, validate, *_best_teacher(observation, layout, validate, most_pieces))
+    return KeptTeacher(kept, validate, *_best_teacher(kept, layout, validate, most_pieces))
 
 
 def _keeper_of(
@@ -427,20 +443,22 @@ def _resizes(
 
 
 def _best_teacher(
-    observation: ObservationSettings,
+    setup: TrainingSetup,
     layout: Layout,
     validate: Callable[[Policy], dict[str, float]],
     most_pieces: tuple[int, ...] | None,
 ) -> tuple[Scores, BaselineTeacher]:
     """The validation SLA rate (and on traces with targets the shortfall) of the reference
-    baseline acting as teacher, and with `most_pieces` (a resizing agent) of its cut form too;
-    the better of them (`best_scored`)."""
-    name = observation.reference
+    baseline of `setup` acting as teacher (its rule run by the engine), and with `most_pieces`
+    (a resizing agent) of its cut form too (in the environment, `validate`); the better of them
+    (`best_scored`)."""
+    name = setup.observation.reference
     candidates = {name: BaselineTeacher(name, layout)}
+    scores = {name: setup.rule_scores(name)}
     if most_pieces is not None:
         cut = name + CUT_SUFFIX
         candidates[cut] = BaselineTeacher(cut, layout, most_pieces)
-    scores = {name: _ranked(validate(teacher)) for name, teacher in candidates.items()}
+        scores[cut] = _ranked(validate(candidates[cut]))
     return scores, candidates[best_scored(scores)]
 
 
