@@ -1204,10 +1204,14 @@ def test_an_edited_keeper_is_refused(quick, trained, tmp_path):
 
 
 def with_keeper(config: dict) -> dict:
-    """`config` with a tiny keeper to learn."""
+    """`config` with a tiny keeper to learn, at a load and slack where its labels give jobs up
+    (at the quick scenario's every label serves: no keeper)."""
     config = copy.deepcopy(config)
     keeper = {"traces": 1, "jobs": 30, "rounds": 1, "horizon_jobs": 10}
     config["training"]["keeper"] = {**config["training"]["keeper"], **keeper}
+    scenario = config["scenarios"]["mixed"]
+    scenario["arrival"]["load"] = 3.0
+    scenario["tenants"] = [tenant | {"slack": 1.5} for tenant in scenario["tenants"]]
     return config
 
 
