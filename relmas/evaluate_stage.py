@@ -124,8 +124,11 @@ def _evaluate_policy(
     if args.agent:
         options["agent"] = str(args.agent)
     trained_on = agent_scenario(policy, args.agent)
-    if trained_on not in (None, args.scenario) and args.placements is not None:
-        options |= _foreign_deployment(config, source, policy, options, args, tables)
+    if trained_on not in (None, args.scenario):
+        if args.placements is None:
+            print(f"{args.scenario} {policy}: agent of {trained_on} as trained (no --placements)")
+        else:
+            options |= _foreign_deployment(config, source, policy, options, args, tables)
     tags = {"scenario": args.scenario, "policy": policy, "seeds": ",".join(map(str, seeds))}
     with tracking.stage_run(
         "evaluate",
@@ -197,6 +200,9 @@ def _foreign_deployment(
 
     study = Study(config, source)
     system = study.system(args.scenario)
+    if not read_placements(args.placements, args.scenario, system.accelerator_types):
+        print(f"{args.scenario} {policy}: as trained (no rule in {args.placements} to re-aim at)")
+        return {}
     traces = study.validation_traces(args.scenario, args.costs)
     best_rule = best_placed(args.placements, args.scenario, system.accelerator_types)
 

@@ -24,6 +24,7 @@ from relmas.errors import InputError
 from relmas.evaluate import (
     SUMMARY_EXTRA,
     agent_scenario,
+    best_placed,
     evaluate_scenario,
     policy_extra,
     read_placements,
@@ -515,6 +516,58 @@ def test_a_reaimed_agent_is_its_new_rule_with_its_placement_schedule_for_schedul
     assert aimed.equals(jobs("edf_feasible", placement="s"))
     assert not aimed.equals(jobs("edf_feasible"))  # the placement is the one re-aimed at
     assert not jobs("relmas", agent=agent).equals(aimed)  # as trained: its own network's choices
+
+
+def test_evaluate_deploys_a_foreign_agent_as_its_target_s_validation_chooses(
+    tmp_path, monkeypatch, capsys
+):
+    """`relmas evaluate` of another scenario's agent with the scenario's validation rows runs it
+    as the better of as trained and re-aimed on the scenario's validation traces, says which,
+    and records it in the MLflow run; without the rows, or with rows of no rule, as trained."""
+    monkeypatch.chdir(tmp_path)
+    quick = yaml.safe_load((ROOT / "config" / "quick.yaml").read_text())
+    quick["experiment"] = "foreign"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(quick))
+    config = load_config(tmp_path / "config.yaml")
+    quick_costs(tmp_path / "qcosts", config)
+    common = ["--config", "config.yaml", "--scenario", "mixed", "--costs", "qcosts"]
+    assert main(["workload", *common, "--seed", "1", "--out", "t.parquet"]) == 0
+    validation_summaries(config, "mixed", "qcosts").write_parquet("val.parquet")
+    study = Study(config)
+    system, tables = study.system("mixed"), study.costs("mixed", "qcosts")
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    types = system.accelerator_types
+    untrained_agent(agent, "elsewhere", system.instance_types, types, scale=100.0)
+    best = best_placed("val.parquet", "mixed", types)
+    aimed = {"reference": best[0], "reference_placement": best[1]}
+
+    def validated(**options):
+        runs = [
+            simulate(system, jobs, tables, make_policy("relmas", agent=str(agent), **options))
+            for jobs in study.validation_traces("mixed", "qcosts").values()
+        ]
+        return statistics.fmean(run.metrics["sla_rate"] for run in runs)
+
+    better = validated(**aimed) > validated()
+    argv = ["evaluate", *common, "--policy", "relmas", "--seed", "1", "--jobs", "t.parquet"]
+    argv += ["--agent", str(agent)]
+    assert main([*argv, "--placements", "val.parquet", "--out", "chosen.parquet"]) == 0
+    said = capsys.readouterr().out
+    assert (f"deployed {aimed}" in said) == better and ("deployed as trained" in said) != better
+    (run,) = mlflow.search_runs(
+        experiment_names=["foreign"], filter_string="tags.stage = 'evaluate'", output_format="list"
+    )
+    assert (run.data.params.get("reference") == best[0]) == better
+    chosen = make_policy("relmas", agent=str(agent), **(aimed if better else {}))
+    deployed = simulate(system, pl.read_parquet("t.parquet"), tables, chosen)
+    assert pl.read_parquet("chosen.parquet")["finish_s"].equals(deployed.jobs["finish_s"])
+    # without the validation rows, or with rows of no rule: as trained, and said so
+    fcfs_only = config | {"evaluation": config["evaluation"] | {"policies": ["fcfs"]}}
+    validation_summaries(fcfs_only, "mixed", "qcosts").write_parquet("fcfs.parquet")
+    for extra in ([], ["--placements", "fcfs.parquet"]):
+        assert main([*argv, *extra, "--out", "plain.parquet"]) == 0
+        assert "as trained" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -1232,10 +1232,18 @@ def test_a_keeper_labels_traces_no_longer_than_its_scenario_s(quick, monkeypatch
 
     monkeypatch.setattr(keeping, "generate_trace", recorded)
     system, tables = study.system("mixed"), study.costs("mixed", root / "costs")
+    rule = ("edf_feasible", "all")
     with pytest.raises(StopIteration):
-        rule = ("edf_feasible", "all")
         learn_agent_keeper(study, "mixed", system, tables, settings.seeds, settings.keeper, rule)
     assert lengths == [min(jobs, own)]
+    # a replayed trace's scenario may leave its number of jobs to the trace: the keeper's
+    config["scenarios"]["mixed"] |= {"arrival": {"process": "trace", "path": "replay.parquet"}}
+    del config["scenarios"]["mixed"]["jobs"]
+    study = Study(config)
+    assert study.scenario("mixed").jobs is None
+    with pytest.raises(StopIteration):
+        learn_agent_keeper(study, "mixed", system, tables, settings.seeds, settings.keeper, rule)
+    assert lengths[1] == jobs
 
 
 def test_no_keeper_is_learned_where_its_rule_meets_every_deadline(quick, monkeypatch):

@@ -31,6 +31,7 @@ from relmas.errors import InputError
 from relmas.evaluate import best_placed, read_placements, simulate
 from relmas.hashing import config_hash
 from relmas.io import atomic_path
+from relmas.paths import KEEPER_FORMAT
 from relmas.policies import make_policy
 from relmas.policies.planner import PlannerConfig
 from relmas.rl.hindsight import HindsightConfig, learn_keeper
@@ -97,7 +98,8 @@ def learn_agent_keeper(
     weights) where the rule meets every deadline of those traces or every label serves."""
     started = time.perf_counter()
     own = study.scenario(scenario)
-    parsed = replace(own, jobs=min(own.jobs, settings.jobs))
+    # (a replayed trace's scenario may leave its number of jobs to the trace)
+    parsed = replace(own, jobs=settings.jobs if own.jobs is None else min(own.jobs, settings.jobs))
     traces = [
         generate_trace(scenario, parsed, system, tables, seed, study.source)
         for seed in seeds[: settings.traces]
@@ -127,10 +129,6 @@ def _meets_every_deadline(
     name, placement = rule
     result = simulate(system, jobs, tables, make_policy(name, placement=placement))
     return bool(result.jobs["met"].all())
-
-
-# 2: label traces at most the scenario's length; no keeper where nothing is to be given up
-KEEPER_FORMAT = "relmas-keeper/2"
 
 
 def keeper_made_for(config: Mapping[str, Any], scenario: str, rule: tuple[str, str]) -> str:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from relmas import catalog
 from relmas.config import config_hash
 from relmas.figures.contents import report_figures
-from relmas.paths import ResultPaths, groups_of, summary_of
+from relmas.paths import KEEPER_FORMAT, ResultPaths, groups_of, summary_of
 from relmas.study import (
     base_value,
     EVALUATION_BATCHES,

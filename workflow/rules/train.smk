@@ -12,6 +12,7 @@ rule keeper:
         PATHS.keeper("{scenario}"),
     params:
         keeper=slice_of("training", "keeper"),
+        keeper_format=KEEPER_FORMAT,  # a keeper of another version is learned again
         seeds=slice_of("training", "seeds"),
         scenario=lambda wildcards: slice_of("scenarios", wildcards.scenario),
         system=slice_hash("system"),
