@@ -27,8 +27,8 @@ from relmas.evaluate import load_job_trace
 from relmas.paths import ResultPaths
 from relmas.rl.agent import deployed, load_agent
 from relmas.rl.env import SchedulingEnv
-from relmas.rl.run import rollout
 from relmas.rl.settings import parse_training
+from relmas.rl.setup import rollout
 from relmas.rl.teacher import named_teacher
 from relmas.study import Study
 

@@ -23,7 +23,7 @@ from relmas.config import load_config
 from relmas.rl.checkpoint import BEST, load_network
 from relmas.rl.collect import play
 from relmas.rl.network import GreedyPolicy, to_numpy_weights
-from relmas.rl.run import training_setup
+from relmas.rl.setup import training_setup
 from relmas.rl.teacher import BaselineTeacher
 
 

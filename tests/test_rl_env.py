@@ -56,8 +56,9 @@ from relmas.rl.network import (
 from relmas.rl.overhead import COSTS, overhead_energy_j, overhead_metrics
 from relmas.rl.overhead import decision_cost as priced_decision
 from relmas.rl.replay_buffer import NStepCollector
-from relmas.rl.run import best_scored, rollout, train_scenario, training_setup
+from relmas.rl.run import best_scored, train_scenario
 from relmas.rl.settings import parse_training
+from relmas.rl.setup import rollout, training_setup
 from relmas.rl.teacher import BaselineTeacher, named_teacher
 from relmas.rl.train import train
 from relmas.sim import access

@@ -25,7 +25,8 @@ from relmas.rl.features import (
     SlotFeature,
 )
 from relmas.rl.observation import Observer, tenant_targets
-from relmas.rl.run import best_scored, rollout
+from relmas.rl.run import best_scored
+from relmas.rl.setup import rollout
 from relmas.rl.teacher import BaselineTeacher
 from relmas.rl.train import validation_key
 from relmas.sim import Engine, access

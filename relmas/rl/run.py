@@ -31,23 +31,16 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import numpy as np
 import polars as pl
 
-from relmas import catalog
 from relmas.command import check_distinct_outputs, cost_inputs, load_configs
 from relmas.errors import InputError
-from relmas.evaluate import best_placed, read_placements, simulate
 from relmas.hw.spec import Spec
-from relmas.policies import make_policy
-from relmas.policies.placement import ALL
-from relmas.policies.planner import GivingUp
 from relmas.rl.agent import AgentInfo, write_agent_info
 from relmas.rl.checkpoint import BEST, load_network
-from relmas.rl.collect import play
 from relmas.rl.env import NO_SERVICE_TERMS, SchedulingEnv
 from relmas.rl.features import FEATURES_VERSION, Layout
-from relmas.rl.keeper import KeeperWeights, KernelKeeper
+from relmas.rl.keeper import KeeperWeights
 from relmas.rl.keeping import (
     LearnedKeeper,
     keeper_made_for,
@@ -56,12 +49,20 @@ from relmas.rl.keeping import (
     learn_agent_keeper,
     read_keeper,
 )
-from relmas.rl.network import GreedyPolicy, QNetwork
-from relmas.rl.observation import ObservationSettings, resolve_service
+from relmas.rl.network import QNetwork
+from relmas.rl.observation import ObservationSettings
 from relmas.rl.overhead import decision_cost
 from relmas.rl.settings import (
     TrainingSettings,
     parse_training,
+)
+from relmas.rl.setup import (
+    RANKED,
+    Policy,
+    TrainingSetup,
+    observation_with,
+    ranked,
+    training_setup,
 )
 from relmas.rl.teacher import CUT_SUFFIX, BaselineTeacher
 from relmas.rl.train import Logger, TrainResult, train, validation_key
@@ -70,10 +71,7 @@ from relmas.sim.system import System
 from relmas.study import Study
 from relmas.workload import generate_trace
 
-Policy = GreedyPolicy | BaselineTeacher  # what `rollout` runs: the network greedily, or a teacher
 Scores = dict[str, dict[str, float]]  # validation metrics of each teacher (whole, cut)
-RANKED = ("sla_rate", "shortfall")  # the metrics that rank them (validation_key; no shortfall
-# without targets)
 
 
 @dataclass(frozen=True)
@@ -112,80 +110,6 @@ class ScenarioTrainResult:
                 else {}
             ),
         }
-
-
-@dataclass(frozen=True)
-class TrainingSetup:
-    """What a training of one scenario's agent acts on: its settings, the system and cost
-    tables, whether it cuts layers, the observation (with the reference baseline and its
-    placement resolved) and the validation traces."""
-
-    settings: TrainingSettings
-    system: System
-    tables: CostTables
-    resize: bool
-    observation: ObservationSettings
-    validation_traces: list[pl.DataFrame]
-    keeper: KeeperWeights | None = None  # gives jobs up before each decision (None: none)
-
-    def env(self, jobs: pl.DataFrame) -> SchedulingEnv:
-        """The training environment on `jobs`."""
-        settings = self.settings
-        return SchedulingEnv(
-            self.system,
-            self.tables,
-            jobs,
-            self.observation,
-            settings.reward,
-            settings.dqn.gamma,
-            self.keeper,
-        )
-
-    def rule_scores(self, name: str) -> dict[str, float]:
-        """The ranked validation metrics (`RANKED`, means over the validation traces) of the
-        teacher `name` acting whole: the engine's run of that rule at the observation's
-        placement, the keeper giving jobs up, which is the schedule the environment's teacher
-        makes (tests/test_rl_env.py) without the observations it reads them from."""
-        runs = []
-        for jobs in self.validation_traces:
-            rule = make_policy(name, placement=self.observation.placement)
-            if self.keeper is not None:
-                rule = GivingUp(rule, KernelKeeper(self.keeper.arrays()), name)
-            runs.append(simulate(self.system, jobs, self.tables, rule).metrics)
-        ranked = [key for key in RANKED if runs[0][key] is not None]
-        return {key: float(np.mean([run[key] for run in runs])) for key in ranked}
-
-    def validator(self) -> Callable[[Policy], dict[str, float]]:
-        """The mean metrics of a policy's rollouts on the validation traces."""
-        envs = [self.env(jobs) for jobs in self.validation_traces]
-
-        def validate(policy: Policy) -> dict[str, float]:
-            runs = [rollout(env, policy) for env in envs]
-            return {key: float(np.mean([run[key] for run in runs])) for key in runs[0]}
-
-        return validate
-
-
-def training_setup(
-    config: Mapping[str, Any],
-    scenario: str,
-    costs_dir: str | Path,
-    *,
-    source: str | Path | None = None,
-    policy: str | None = None,
-    validation: str | Path | None = None,
-) -> TrainingSetup:
-    """The setup `train_scenario` trains the learned `policy` (None: `relmas`) of `scenario` in,
-    its reference baseline chosen on the `validation` rows of `relmas validate`."""
-    settings = parse_training(config, source)
-    study = Study(config, source)
-    system = study.system(scenario)
-    tables = study.costs(scenario, costs_dir)
-    resize = _resizes(policy or catalog.learned()[0], tables, costs_dir, source)
-    traces = list(study.validation_traces(scenario, costs_dir).values())
-    chosen = _reference(settings.observation.reference, validation, scenario, tables.types, source)
-    observation = _observation(settings.observation, resize, chosen, traces[0])
-    return TrainingSetup(settings, system, tables, resize, observation, traces)
 
 
 def train_scenario(
@@ -310,7 +234,7 @@ def _kept_teacher(
     """`rule` (name, placement) as reference and teacher, in environments where the keeper of
     `weights` gives jobs up, scored on the validation traces."""
     traces = setup.validation_traces
-    observation = _observation(setup.settings.observation, setup.resize, rule, traces[0])
+    observation = observation_with(setup.settings.observation, setup.resize, rule, traces[0])
     kept = replace(setup, observation=observation, keeper=weights)
     validate = kept.validator()
     return KeptTeacher(kept, validate, *_best_teacher(kept, layout, validate, most_pieces))
@@ -357,37 +281,6 @@ def _with_keeper_if_better(
     return best
 
 
-def _reference(
-    reference: str,
-    validation: str | Path | None,
-    scenario: str,
-    types: Sequence[str],
-    source: str | Path | None,
-) -> tuple[str, str]:
-    """The reference baseline and its placement: with `best`, the best rule or target-aware
-    baseline of the `validation` rows (`best_placed`); a named one with the placement chosen
-    for it there, or the whole system without validation rows."""
-    if validation is None:
-        if reference == catalog.BEST:
-            expected = "the validation rows of relmas validate (--validation) to choose it by"
-            raise InputError(source, "training.observation.reference", expected, reference)
-        return reference, ALL
-    if reference == catalog.BEST:
-        return best_placed(validation, scenario, types)
-    return reference, read_placements(validation, scenario, types).get(reference, ALL)
-
-
-def _observation(
-    settings: ObservationSettings, resize: bool, reference: tuple[str, str], jobs: pl.DataFrame
-) -> ObservationSettings:
-    """The run's observation: `resize` set, the `reference` baseline and its placement, and
-    `service` decided by whether the scenario's jobs (`jobs`, one of its traces) carry
-    targets."""
-    name, placement = reference
-    observation = replace(settings, resize=resize, reference=name, placement=placement)
-    return resolve_service(observation, jobs)
-
-
 def best_scored(scores: Scores) -> str:
     """The best of `scores` by `validation_key` on the SLA rate (the first of equals, in their
     order)."""
@@ -427,21 +320,6 @@ def _problem(
     }
 
 
-def _resizes(
-    policy: str, tables: CostTables, costs_dir: str | Path, source: str | Path | None
-) -> bool:
-    """Whether the learned `policy` cuts layers (after checking it is learned and, if it cuts,
-    that the piece tables have cuts)."""
-    if policy not in catalog.learned():
-        known = list(catalog.learned())
-        raise InputError(source, "--policy", f"one of the learned policies {known}", policy)
-    resize = policy in catalog.resizing()
-    if resize and (tables.pieces is None or len(tables.pieces.variants) < 2):
-        expected = "piece tables {accelerator}.pieces.parquet with cuts (relmas profile --pieces)"
-        raise InputError(costs_dir, "resizing", expected, "none")
-    return resize
-
-
 def _best_teacher(
     setup: TrainingSetup,
     layout: Layout,
@@ -458,13 +336,8 @@ def _best_teacher(
     if most_pieces is not None:
         cut = name + CUT_SUFFIX
         candidates[cut] = BaselineTeacher(cut, layout, most_pieces)
-        scores[cut] = _ranked(validate(candidates[cut]))
+        scores[cut] = ranked(validate(candidates[cut]))
     return scores, candidates[best_scored(scores)]
-
-
-def _ranked(metrics: Mapping[str, float]) -> dict[str, float]:
-    """What `best_scored` ranks of validation `metrics`: the SLA rate and the shortfall, if any."""
-    return {key: metrics[key] for key in RANKED if key in metrics}
 
 
 def cheapest_decision(
@@ -474,31 +347,6 @@ def cheapest_decision(
     where a decision takes the least energy (every row scored)."""
     costs = [decision_cost(network, name, spec, keeper) for name, spec in specs.items()]
     return min(costs, key=lambda cost: cost["energy_j"])
-
-
-def rollout(env: SchedulingEnv, policy: Policy) -> dict[str, float]:
-    """Run the network's greedy policy or a teacher through one episode of `env` (one jitted
-    call, `relmas.rl.collect.play`): its episode metrics, the share of its decisions that went
-    to each kind of slot or waited (`share_<group>`), the share that went to each accelerator
-    type (`share_type_<type>`) and, for a resizing agent, the share that cut a layer
-    (`share_split`)."""
-    layout = env.layout
-    env.reset()
-    counts = play(env, policy)
-    groups = env.observation_settings.slot_groups()
-    total = int(counts.sum())
-    types = env.tables.types
-    shares = dict.fromkeys((f"share_{group}" for group in groups), 0.0)
-    shares |= dict.fromkeys((f"share_type_{kind}" for kind in types), 0.0)
-    splits = 0
-    for action in np.flatnonzero(counts):
-        shares[f"share_{groups[layout.slot_of(action)]}"] += counts[action] / total
-        if action < layout.actions - 1:
-            shares[f"share_type_{types[layout.type_of(action)]}"] += counts[action] / total
-        splits += counts[action] if layout.variant_of(action) > 0 else 0
-    if layout.variants > 1:
-        shares["share_split"] = splits / total
-    return {**env.episode_metrics(), **shares}
 
 
 def _manifest(

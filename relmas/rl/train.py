@@ -25,7 +25,7 @@ which keys changed (`TrainResult.restarted_because`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -203,6 +203,13 @@ def _train(
         resumed_from=resumed_from,
         restarted_because=restarted_because,
     )
+
+
+def mean_metrics(runs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Each metric's mean over validation `runs`, of the metrics every run has a value of (a
+    trace without service targets has no shortfall): the one score of several traces."""
+    keys = [key for key in runs[0] if all(run.get(key) is not None for run in runs)]
+    return {key: float(np.mean([run[key] for run in runs])) for key in keys}
 
 
 def validation_key(metrics: Mapping[str, float], metric: str) -> tuple[float, ...]:

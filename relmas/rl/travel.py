@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from relmas.rl.agent import AgentInfo
-from relmas.rl.train import validation_key
+from relmas.rl.train import mean_metrics, validation_key
 
 # the policy options of a re-aimed deployment (keyword arguments of `RelmasPolicy`)
 REFERENCE, REFERENCE_PLACEMENT = "reference", "reference_placement"
@@ -40,13 +40,6 @@ def deployment_options(
     re-aimed at `best_rule` (rule, placement). `score(options)` runs the agent with `options` on
     every validation trace and gives each run's metrics; ties keep the agent as trained."""
     aimed = {REFERENCE: best_rule[0], REFERENCE_PLACEMENT: best_rule[1]}
-    as_trained, re_aimed = _mean(score({})), _mean(score(aimed))
+    as_trained, re_aimed = mean_metrics(score({})), mean_metrics(score(aimed))
     better = validation_key(re_aimed, "sla_rate") > validation_key(as_trained, "sla_rate")
     return aimed if better else {}
-
-
-def _mean(runs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Each metric's mean over `runs`, of the metrics every run has a value of (a trace without
-    service targets has no shortfall)."""
-    keys = set.intersection(*({k for k, v in run.items() if v is not None} for run in runs))
-    return {key: sum(float(run[key]) for run in runs) / len(runs) for key in keys}
