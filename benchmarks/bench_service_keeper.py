@@ -1,0 +1,98 @@
+"""Does the keeper cut a scenario's service-target shortfall (docs/relmas.md, "What is left to do
+for issue 50")? On the validation traces of `--scenario` (`training.validation_seeds`), the
+study's best baseline at its placement runs alone, with the scenario's keeper (the study's
+agents/<scenario>/keeper.json) giving jobs up, and with that keeper allowed to give up only jobs
+of tenants whose achieved rate so far is at least their target plus each of `--margins`.
+
+    .venv/bin/python benchmarks/bench_service_keeper.py [--config config/config.yaml]
+        [--costs DIR] [--validation DIR] [--scenario service_levels] [--margins 0,0.05,0.15]
+
+Prints per variant the mean shortfall in points and the mean SLA rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import numpy as np
+from command_line import (  # a sibling module
+    add_validated_study,
+    print_table,
+    run,
+    study_choices,
+    validated_study,
+)
+
+from relmas.evaluate import placement_option, simulate
+from relmas.policies import make_policy
+from relmas.policies.planner import GivingUp
+from relmas.rl.keeper import KernelKeeper
+from relmas.rl.keeping import keeper_made_for, read_keeper
+from relmas.sim import access
+
+
+class AboveTarget(KernelKeeper):
+    """The keeper, but every job of a tenant whose achieved rate so far is below its target plus
+    `margin` is kept (jobs without a target are the keeper's to give up)."""
+
+    def __init__(self, arrays, margin: float) -> None:
+        super().__init__(arrays)
+        self.margin = margin
+
+    def __call__(self, engine, present: np.ndarray) -> np.ndarray:
+        keep = super().__call__(engine, present)
+        S = engine.state
+        for i, job in enumerate(present):
+            target = S.jt[job]
+            if not np.isnan(target):
+                tenant = access.job_tenant(S, int(job))
+                if access.tenant_achieved(S, tenant) < target + self.margin:
+                    keep[i] = True
+        return keep
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_validated_study(parser)
+    parser.add_argument("--scenario", default="service_levels")
+    parser.add_argument("--margins", default="0,0.05,0.15")
+    args = parser.parse_args()
+    args.scenarios = args.scenario
+    study, _ = validated_study(args, None)
+    choices = study_choices(study, args.scenario, args, None)
+    system, tables = choices.system, choices.tables
+    args.seeds = study.config["training"]["validation_seeds"]  # printed with the options
+    traces = study.traces(args.scenario, args.seeds, args.costs).values()
+    path = study.paths.keeper(args.scenario)
+    rule = tuple(json.loads(path.read_text())["rule"])
+    keeper = read_keeper(path, keeper_made_for(study.config, args.scenario, rule))
+    if keeper.weights is None:
+        print(f"{args.scenario}: its keeper keeps every job; nothing to measure")
+        return 0
+    keepers = {"with the keeper": KernelKeeper(keeper.weights.arrays())}
+    for margin in (float(m) for m in args.margins.split(",")):
+        keepers[f"keeper above target + {margin:g}"] = AboveTarget(keeper.weights.arrays(), margin)
+    options = placement_option(choices.best, choices.placements)
+    rows = []
+    for name, kept in {"alone": None, **keepers}.items():
+        runs = []
+        for jobs in traces:
+            policy = make_policy(choices.best, **options)
+            if kept is not None:
+                policy = GivingUp(policy, kept, name)
+            runs.append(simulate(system, jobs, tables, policy).metrics)
+        rows.append(
+            {
+                "variant": f"{choices.best} {name}",
+                "shortfall_points": round(100 * statistics.mean(r["shortfall"] for r in runs), 3),
+                "sla_rate": round(statistics.mean(r["sla_rate"] for r in runs), 4),
+            }
+        )
+    print_table(args, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    run(main)
