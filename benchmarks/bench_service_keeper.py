@@ -45,7 +45,7 @@ class AboveTarget(KernelKeeper):
         keep = super().__call__(engine, present)
         S = engine.state
         for i, job in enumerate(present):
-            target = S.jt[job]
+            target = access.job_target(S, int(job))
             if not np.isnan(target):
                 tenant = access.job_tenant(S, int(job))
                 if access.tenant_achieved(S, tenant) < target + self.margin:
