@@ -25,11 +25,10 @@ from numba import njit
 from relmas.hw import jit_cache
 from relmas.rl import acting as acting_module
 from relmas.rl import dqn, network, replay_buffer
-from relmas.rl import env as env_module
 from relmas.rl import teacher as teacher_module
 from relmas.rl.acting import Actor, favoured_action, greedy_actor, teacher_actor
 from relmas.rl.dqn import DQNConfig, Learner, epsilon_at, epsilon_greedy, epsilon_schedule
-from relmas.rl.env import EnvArrays, SchedulingEnv, env_step
+from relmas.rl.env import STEP_SOURCES, EnvArrays, SchedulingEnv, env_step
 from relmas.rl.network import (
     GreedyPolicy,
     NumpyWeights,
@@ -37,7 +36,6 @@ from relmas.rl.network import (
     no_network,
     valid_action_scores,
 )
-from relmas.rl.observation import OBSERVE_SOURCES
 from relmas.rl.replay_buffer import (
     NStepCollector,
     ReplayBuffer,
@@ -106,10 +104,10 @@ def collect(
 
 
 # The cached kernel embeds everything it calls: recompile when one of these sources changes.
-LOOP_SOURCES = (env_module, replay_buffer, network, dqn, teacher_module, acting_module)
+LOOP_SOURCES = (replay_buffer, network, dqn, teacher_module, acting_module)
 jit_cache.refresh(
     collect,
-    OBSERVE_SOURCES + LOOP_SOURCES + (sys.modules[__name__],),
+    STEP_SOURCES + LOOP_SOURCES + (sys.modules[__name__],),
     stamp="relmas-rl-collect.sha256",
 )
 

@@ -263,13 +263,10 @@ def env_step(E: EnvArrays, action: int) -> tuple[float, float, bool]:
     return credit + shaping, credit, terminated
 
 
-# The cached kernel embeds the engine's, the heuristics' and the observation's: recompile when one
-# of these sources changes.
-jit_cache.refresh(
-    env_step,
-    OBSERVE_SOURCES + (service_module, keeper_module, sys.modules[__name__]),
-    stamp="relmas-rl-env.sha256",
-)
+# The cached kernel embeds the engine's, the heuristics', the observation's and the keeper's:
+# recompile when one of these sources changes (and every kernel that calls it, `STEP_SOURCES`).
+STEP_SOURCES = OBSERVE_SOURCES + (service_module, keeper_module, sys.modules[__name__])
+jit_cache.refresh(env_step, STEP_SOURCES, stamp="relmas-rl-env.sha256")
 
 
 def job_groups(jobs: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

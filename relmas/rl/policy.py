@@ -25,13 +25,11 @@ from relmas.hw import jit_cache
 from relmas.policies.base import Policy, register
 from relmas.policies.placement import ALL
 from relmas.rl import acting as acting_module
-from relmas.rl import env as env_module
-from relmas.rl import keeper as keeper_module
 from relmas.rl import network as network_module
 from relmas.rl import teacher as teacher_module
 from relmas.rl.acting import Actor, favoured_action, greedy_actor
 from relmas.rl.agent import AGENT_FILE, deployed, load_agent
-from relmas.rl.env import apply_action
+from relmas.rl.env import STEP_SOURCES, apply_action
 from relmas.rl.keeper import (
     COUNT_PLANS,
     COUNT_SCORED,
@@ -41,11 +39,10 @@ from relmas.rl.keeper import (
     no_keeper,
 )
 from relmas.rl.network import GreedyPolicy, greedy_decision
-from relmas.rl.observation import OBSERVE_SOURCES, ObservationArrays, Observer, observe
+from relmas.rl.observation import ObservationArrays, Observer, observe
 from relmas.rl.overhead import overhead_energy_j
 from relmas.rl.travel import reaimed
 from relmas.sim import access
-from relmas.sim import service as service_module
 from relmas.sim.engine import DecisionView, Engine
 from relmas.sim.engine_kernels import STATUS_DECISION, State, Tables
 
@@ -75,9 +72,7 @@ def run_agent(
 # The cached kernel embeds everything it calls: recompile when one of these sources changes.
 jit_cache.refresh(
     run_agent,
-    OBSERVE_SOURCES
-    + (service_module, env_module, network_module, teacher_module, acting_module, keeper_module)
-    + (sys.modules[__name__],),
+    STEP_SOURCES + (network_module, teacher_module, acting_module, sys.modules[__name__]),
     stamp="relmas-rl-policy.sha256",
 )
 
