@@ -1,11 +1,13 @@
 """Does the keeper cut a scenario's service-target shortfall (docs/relmas.md, "What is left to do
 for issue 50")? On the validation traces of `--scenario` (`training.validation_seeds`), the
 study's best baseline at its placement runs alone, with the scenario's keeper (the study's
-agents/<scenario>/keeper.json) giving jobs up, and with that keeper allowed to give up only jobs
-of tenants whose achieved rate so far is at least their target plus each of `--margins`.
+agents/<scenario>/keeper.json, or `--keeper`) giving jobs up, with that keeper allowed to give up
+only jobs of tenants whose achieved rate so far is at least their target plus each of
+`--margins`, and the keeper beside each rule a training scores it with (`kept_candidates`).
 
     .venv/bin/python benchmarks/bench_service_keeper.py [--config config/config.yaml]
-        [--costs DIR] [--validation DIR] [--scenario service_levels] [--margins 0,0.05,0.15]
+        [--costs DIR] [--validation DIR] [--scenario service_levels] [--keeper FILE]
+        [--margins 0,0.05,0.15]
 
 Prints per variant the mean shortfall in points and the mean SLA rate.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from pathlib import Path
 
 import numpy as np
 from command_line import (  # a sibling module
@@ -29,7 +32,7 @@ from relmas.evaluate import placement_option, simulate
 from relmas.policies import make_policy
 from relmas.policies.planner import GivingUp
 from relmas.rl.keeper import KernelKeeper
-from relmas.rl.keeping import keeper_made_for, read_keeper
+from relmas.rl.keeping import keeper_made_for, kept_candidates, read_keeper
 from relmas.sim import access
 
 
@@ -57,7 +60,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_validated_study(parser)
     parser.add_argument("--scenario", default="service_levels")
-    parser.add_argument("--margins", default="0,0.05,0.15")
+    parser.add_argument("--keeper", help="a keeper file (default: the study's)")
+    parser.add_argument("--margins", default="0,0.05,0.15", help="'' for none")
     args = parser.parse_args()
     args.scenarios = args.scenario
     study, _ = validated_study(args, None)
@@ -65,27 +69,33 @@ def main() -> int:
     system, tables = choices.system, choices.tables
     args.seeds = study.config["training"]["validation_seeds"]  # printed with the options
     traces = study.traces(args.scenario, args.seeds, args.costs).values()
-    path = study.paths.keeper(args.scenario)
+    path = Path(args.keeper) if args.keeper else study.paths.keeper(args.scenario)
     rule = tuple(json.loads(path.read_text())["rule"])
     keeper = read_keeper(path, keeper_made_for(study.config, args.scenario, rule))
     if keeper.weights is None:
         print(f"{args.scenario}: its keeper keeps every job; nothing to measure")
         return 0
     keepers = {"with the keeper": KernelKeeper(keeper.weights.arrays())}
-    for margin in (float(m) for m in args.margins.split(",")):
+    for margin in (float(m) for m in args.margins.split(",") if m):
         keepers[f"keeper above target + {margin:g}"] = AboveTarget(keeper.weights.arrays(), margin)
-    options = placement_option(choices.best, choices.placements)
+    best = (choices.best, placement_option(choices.best, choices.placements))
+    variants = {f"{choices.best} {name}": (*best, kept) for name, kept in keepers.items()}
+    variants = {f"{choices.best} alone": (*best, None), **variants}
+    validation = study.paths.validation(args.scenario)
+    for rule, placement in kept_candidates(validation, args.scenario, tables.types, True):
+        kept = KernelKeeper(keeper.weights.arrays())
+        variants[f"{rule}@{placement} with the keeper"] = (rule, {"placement": placement}, kept)
     rows = []
-    for name, kept in {"alone": None, **keepers}.items():
+    for variant, (rule, options, kept) in variants.items():
         runs = []
         for jobs in traces:
-            policy = make_policy(choices.best, **options)
+            policy = make_policy(rule, **options)
             if kept is not None:
-                policy = GivingUp(policy, kept, name)
+                policy = GivingUp(policy, kept, variant)
             runs.append(simulate(system, jobs, tables, policy).metrics)
         rows.append(
             {
-                "variant": f"{choices.best} {name}",
+                "variant": variant,
                 "shortfall_points": round(100 * statistics.mean(r["shortfall"] for r in runs), 3),
                 "sla_rate": round(statistics.mean(r["sla_rate"] for r in runs), 4),
             }

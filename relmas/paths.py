@@ -26,8 +26,9 @@ SUMMARY_SUFFIX = ".summary.parquet"
 GROUPS_SUFFIX = ".groups.parquet"
 # The keeper file's version (relmas.rl.keeping), here so that the DAG's keeper rule relearns a
 # keeper of another version instead of handing it to a training that refuses it. 2: label traces
-# at most the scenario's length; no keeper where nothing is to be given up.
-KEEPER_FORMAT = "relmas-keeper/2"
+# at most the scenario's length; no keeper where nothing is to be given up. 3: a feature of
+# the tenant's deficit, and labels that count service targets.
+KEEPER_FORMAT = "relmas-keeper/3"
 # an agent directory's replay buffer, replay-<step>.npz (relmas.rl.checkpoint), kept only while its
 # training runs
 REPLAY_FILE = re.compile(r"^replay-\d{12}\.npz$")

@@ -104,6 +104,10 @@ class Scenario:
                 mix[model] = mix.get(model, 0.0) + tenant.share / total_share * w / weight
         return mix
 
+    def has_targets(self) -> bool:
+        """Whether a tenant's jobs carry a deadline-hit-rate target (its own or a model's)."""
+        return any(t.target is not None or t.targets for t in self.tenants)
+
 
 def stable_hash(text: str) -> int:
     """A 64-bit hash of `text` that, unlike hash(), does not change between Python processes."""

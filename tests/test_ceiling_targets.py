@@ -14,7 +14,13 @@ import yaml
 from relmas import catalog
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.stage import trace_ceiling
-from relmas.ceiling.targets import NOT_PROVEN, UNREACHABLE, has_targets, shortfall_bound
+from relmas.ceiling.targets import (
+    NOT_PROVEN,
+    UNREACHABLE,
+    has_targets,
+    served_for_targets,
+    shortfall_bound,
+)
 from relmas.config import load_config
 from relmas.policies import make_policy
 from relmas.sim import Engine
@@ -170,3 +176,20 @@ def test_a_solve_stopped_before_any_round_keeps_what_is_proven_without_it():
     assert stopped.jobs == pytest.approx(1.0, abs=1e-5)
     tight = _serve(_trace([("one", 0.0, 1.0), ("one", 0.0, 1.0)]), ["a", "b"], {"a": 1, "b": 1})
     assert _bound(system, tables, tight, time_limit_s=1e-9).reachable == NOT_PROVEN
+
+
+@pytest.mark.parametrize("short", ["a", "b"])
+def test_the_labels_serve_the_job_of_the_group_that_would_fall_short(short):
+    # One instance; two 1 s jobs at 0 due at 1, of tenants a and b: one of them meets. Ten jobs
+    # of each tenant are decided already: the `short` tenant met all ten (target 1.0: it needs
+    # this one too), the other met 8 of its target 0.5 (a cushion of 2.5). Counting the targets,
+    # the LP serves the short tenant's job and gives the other up; counting jobs alone, either.
+    system, tables = _one_type({"one": [(1.0, 0)]}, count=1)
+    targets = {short: 1.0, ("b" if short == "a" else "a"): 0.5}
+    jobs = _serve(_trace([("one", 0.0, 1.0), ("one", 0.0, 1.0)]), ["a", "b"], targets)
+    instance = Instance.of(system, tables, jobs)
+    group = np.array([0, 1])  # a, b
+    target = np.array([targets["a"], targets["b"]])
+    met = np.where(target == 1.0, 10.0, 8.0)
+    shares = served_for_targets(instance, group, target, np.array([10, 10]), met, time_limit_s=10.0)
+    assert shares == pytest.approx(np.where(target == 1.0, 1.0, 0.0), abs=1e-6)

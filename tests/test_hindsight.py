@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from relmas.policies import make_policy
 from relmas.policies.planner import GivingUp, PlannerConfig
@@ -22,6 +23,7 @@ from relmas.sim import Engine
 from tests.synthetic import contended_case, memory_bound_case
 from tests.test_ceiling_admission import _one_instance
 from tests.test_ceiling_exact import _trace
+from tests.test_ceiling_targets import _serve
 
 
 def test_the_label_gives_up_the_job_whose_loss_lets_two_meet():
@@ -64,6 +66,36 @@ def test_the_fit_ranks_held_out_labels_it_can_separate():
     chance = served_chance(model.weights(threshold=0.5).arrays(), x.astype(np.float64))
     assert auc(chance, y) > 0.97
     assert auc(-chance, y) < 0.03
+
+
+def test_the_fit_reads_the_tenant_deficit_and_nothing_moves_it_without_targets():
+    x, _ = _separable(2)
+    x[:, -1] = np.where(np.arange(x.shape[0]) % 2, 0.3, -0.1)  # a tenant's deficit
+    y = x[:, -1] < 0.0  # served: the jobs of tenants above their targets
+    model = fit(x, y, HindsightConfig(fit_epochs=300))
+    chance = served_chance(model.weights(threshold=0.5).arrays(), x.astype(np.float64))
+    assert auc(chance, y) > 0.99
+    # Without targets the feature is 0 on every job: the service weights keep their initial
+    # values, so the keeper is the one a classifier without the feature would learn.
+    x[:, -1] = 0.0
+    untouched = fit(x, y, HindsightConfig(fit_epochs=0)).service.weight
+    assert torch.equal(fit(x, y, HindsightConfig(fit_epochs=50)).service.weight, untouched)
+
+
+def test_the_deficit_feature_is_the_target_less_the_tenants_rate_so_far():
+    # One instance. At 0 tenant a's job a0 (1 s, due 1.2) and a1 (1 s, due 0.5: hopeless on
+    # arrival, a miss), and tenant b's job without a target: a's rate so far is 0 of 1, so a0's
+    # deficit is its target 0.9; b's job reads 0.
+    system, tables = _one_instance({"one": 1.0})
+    jobs = _serve(
+        _trace([("one", 0.0, 1.2), ("one", 0.0, 0.5), ("one", 0.0, 3.0)]),
+        ["a", "a", "b"],
+        {"a": 0.9},
+    )
+    features, _ = label_runs(
+        system, tables, [jobs], make_policy("edf_feasible"), keep_all, PlannerConfig(samples=1)
+    )
+    assert features[:2, -1] == pytest.approx([0.9, 0.0])
 
 
 def test_auc_is_the_chance_a_served_job_scores_above_one_given_up():

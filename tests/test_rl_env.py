@@ -26,7 +26,7 @@ from relmas.ceiling.admission import deadline_rules
 from relmas.config import load_config, validate_config
 from relmas.errors import InputError
 from relmas.evaluate import evaluate_scenario, simulate
-from relmas.io import write_parquet
+from relmas.io import read_parquet, write_parquet
 from relmas.policies import make_policy
 from relmas.policies.planner import GivingUp
 from relmas.rl import keeping
@@ -44,7 +44,7 @@ from relmas.rl.dqn import Learner
 from relmas.rl.env import SchedulingEnv
 from relmas.rl.features import GlobalFeature, PairFeature, SlotFeature
 from relmas.rl.keeper import FEATURES, KeeperWeights, KernelKeeper
-from relmas.rl.keeping import keeper_made_for, learn_agent_keeper, read_keeper
+from relmas.rl.keeping import keeper_made_for, kept_candidates, learn_agent_keeper, read_keeper
 from relmas.rl.network import (
     GreedyPolicy,
     QNetwork,
@@ -61,6 +61,7 @@ from relmas.rl.settings import parse_training
 from relmas.rl.setup import rollout, training_setup
 from relmas.rl.teacher import BaselineTeacher, named_teacher
 from relmas.rl.train import train
+from relmas.schemas import SummaryRows
 from relmas.sim import access
 from relmas.sim.costs import CostTables, load_costs
 from relmas.sim.engine import Engine
@@ -1204,15 +1205,19 @@ def test_an_edited_keeper_is_refused(quick, trained, tmp_path):
         read_agent_info(agent)
 
 
-def with_keeper(config: dict) -> dict:
+def with_keeper(config: dict, targets: bool = True) -> dict:
     """`config` with a tiny keeper to learn, at a load and slack where its labels give jobs up
-    (at the quick scenario's every label serves: no keeper)."""
+    (at the quick scenario's every label serves: no keeper); without `targets`, its tenants'
+    service targets removed."""
     config = copy.deepcopy(config)
     keeper = {"traces": 1, "jobs": 30, "rounds": 1, "horizon_jobs": 10}
     config["training"]["keeper"] = {**config["training"]["keeper"], **keeper}
     scenario = config["scenarios"]["mixed"]
     scenario["arrival"]["load"] = 3.0
-    scenario["tenants"] = [tenant | {"slack": 1.5} for tenant in scenario["tenants"]]
+    scenario["tenants"] = [
+        {k: v for k, v in tenant.items() if targets or k != "target"} | {"slack": 1.5}
+        for tenant in scenario["tenants"]
+    ]
     return config
 
 
@@ -1284,13 +1289,36 @@ def test_no_keeper_is_kept_where_every_label_serves(quick, monkeypatch):
         assert (learned.weights is weights) == kept and learned.labels == 2
 
 
-def test_training_learns_a_keeper_and_keeps_it_only_where_it_wins_validation(quick, tmp_path):
-    """With `training.keeper`, a keeper is learned from the future's labels under edf_feasible
-    at its validation placement; the agent gives jobs up by it only if a deadline-ranked rule
-    with it beats the reference baseline on validation (the best such rule is then its
-    reference and teacher), and its environment is then the keeper's."""
+def test_a_keeper_serves_target_aware_deadline_rules_only_where_jobs_carry_targets(quick, tmp_path):
+    """Where tenants carry targets a keeper may serve a deadline-ranked rule that puts the
+    targets first; elsewhere only the plain deadline forms."""
     config, root = quick
-    config = with_keeper(config)
+    rows = read_parquet(root / "validation.parquet", SummaryRows)
+    deficit = rows.filter(pl.col("policy") == "edf_feasible").with_columns(
+        policy=pl.lit("edf_feasible_deficit"), placement=pl.lit("all")
+    )
+    write_parquet(pl.concat([rows, deficit]), tmp_path / "validation.parquet")
+    types = tuple(config["accelerators"])
+    plain = [("edf_feasible", "simba_chiplet"), ("edf_feasible_patient", "all")]
+    assert kept_candidates(tmp_path / "validation.parquet", "mixed", types) == plain
+    targeted = kept_candidates(tmp_path / "validation.parquet", "mixed", types, True)
+    assert targeted == [*plain, ("edf_feasible_deficit", "all")]
+
+
+@pytest.mark.parametrize(
+    ("targets", "rule"),
+    [(False, ("edf_feasible", "simba_chiplet")), (True, (TEACHER, "bandwidth"))],
+)
+def test_training_learns_a_keeper_and_keeps_it_only_where_it_wins_validation(
+    quick, tmp_path, targets, rule
+):
+    """With `training.keeper`, a keeper is learned from the future's labels under edf_feasible
+    at its validation placement (where jobs carry targets, under the best baseline of
+    validation); the agent gives jobs up by it only if a deadline-ranked rule with it beats the
+    reference baseline on validation (the best such rule is then its reference and teacher),
+    and its environment is then the keeper's."""
+    config, root = quick
+    config = with_keeper(config, targets)
     logs = []
     result = train_scenario(
         config,
@@ -1300,16 +1328,23 @@ def test_training_learns_a_keeper_and_keeps_it_only_where_it_wins_validation(qui
         logger=lambda m, s: logs.append(m),
         validation=root / "validation.parquet",
     )
-    assert result.keeper is not None and result.keeper.rule == ("edf_feasible", "simba_chiplet")
+    assert result.keeper is not None and result.keeper.rule == rule
     assert result.keeper.labels > 0 and result.keeper.weights is not None
     scores = {k: v for m in logs for k, v in m.items() if k.startswith("val_")}
+
+    def ranked(kind: str, rule: str) -> tuple[float, float]:
+        """Least shortfall first where jobs carry targets, then the SLA rate."""
+        shortfall = scores.get(f"val_{kind}_{rule}_shortfall", 0.0)
+        assert (f"val_{kind}_{rule}_shortfall" in scores) == targets
+        return -shortfall, scores[f"val_{kind}_{rule}_sla_rate"]
+
     kept = {
-        rule: scores[f"val_kept_{rule}_sla_rate"]
-        for rule in deadline_rules()
+        rule: ranked("kept", rule)
+        for rule in deadline_rules(targets)
         if f"val_kept_{rule}_sla_rate" in scores
     }
     assert set(kept) == {"edf_feasible", "edf_feasible_patient"}  # those of the validation rows
-    alone = scores[f"val_teacher_{TEACHER}_sla_rate"]
+    alone = ranked("teacher", TEACHER)
     info = read_agent_info(tmp_path / "kept")
     best = max(kept, key=kept.__getitem__)
     assert result.kept == (kept[best] > alone) == (info.keeper == result.keeper.weights)
@@ -1329,7 +1364,7 @@ def test_a_scenario_s_keeper_is_learned_once_into_a_file_and_a_stale_one_is_refu
     inputs = ["--costs", str(root / "costs"), "--validation", str(root / "validation.parquet")]
     argv = ["keeper", "--config", str(tmp_path / "c.yaml"), "--scenario", "mixed", *inputs]
     assert cli.main([*argv, "--out", str(tmp_path / "keeper.json")]) == 0
-    rule = ("edf_feasible", "simba_chiplet")
+    rule = (TEACHER, "bandwidth")  # the best baseline of validation: the jobs carry targets
     made_for = keeper_made_for(config, "mixed", rule)
     keeper = read_keeper(tmp_path / "keeper.json", made_for)
     study, settings = Study(config), parse_training(config)
@@ -1360,5 +1395,5 @@ def test_a_scenario_s_keeper_is_learned_once_into_a_file_and_a_stale_one_is_refu
         read_keeper(tmp_path / "keeper.json", made_for)
     # a keeper of the version before label traces were cut at the scenario's length
     (tmp_path / "keeper.json").write_text(json.dumps(raw | {"format": "relmas-keeper/1"}))
-    with pytest.raises(InputError, match="format: expected 'relmas-keeper/2'.*rerun"):
+    with pytest.raises(InputError, match="format: expected 'relmas-keeper/3'.*rerun"):
         read_keeper(tmp_path / "keeper.json", made_for)

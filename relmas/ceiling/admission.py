@@ -45,13 +45,14 @@ def plain_rules() -> tuple[str, ...]:
     return tuple(p.name for p in catalog.rules() if p.by == "rule" and p.admit == "all")
 
 
-def deadline_rules() -> tuple[str, ...]:
+def deadline_rules(targets: bool = False) -> tuple[str, ...]:
     """The rule baselines that rank by deadline and keep every feasible job: every job served is
-    meant to meet its own, and the LP chooses which are served."""
+    meant to meet its own, and the LP chooses which are served; `targets`: the target-aware ones
+    too (their precedence first, then the deadline order)."""
     return tuple(
         parts.name
         for parts in catalog.rules()
-        if parts.by == "rule" and parts.rank == "deadline" and parts.admit == "all"
+        if (targets or parts.by == "rule") and parts.rank == "deadline" and parts.admit == "all"
     )
 
 

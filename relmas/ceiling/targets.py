@@ -70,13 +70,42 @@ def _groups(instance: Instance, jobs: pl.DataFrame) -> tuple[np.ndarray, np.ndar
     return np.array(group, dtype=np.int64), targets["target"].to_numpy().astype(np.float64)
 
 
-def _needs(group: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per group, the deadlines met that reach its target (c_g: the least met_g whose rate is at
-    least t_g - RATE_TOL, as service_summary counts a target met) and need_g = min(t_g n_g, c_g),
-    the shortfall in jobs when none is met (at most the metric's t_g n_g: a lower bound)."""
-    size = np.bincount(group[group >= 0], minlength=target.size).astype(np.float64)
-    count = np.maximum(np.ceil(size * (target - RATE_TOL)), 0.0)
-    return count, np.minimum(target * size, count)
+def _needs(
+    target: np.ndarray, size: np.ndarray, met: np.ndarray | float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per group of `size` jobs with `met` of them met already: the deadlines still to meet that
+    reach its target (c_g: the least met_g whose rate is at least t_g - RATE_TOL, as
+    service_summary counts a target met, less those met) and need_g = min(t_g n_g - met, c_g),
+    the shortfall in jobs when no more is met (at most the metric's: a lower bound)."""
+    count = np.maximum(np.ceil(size * (target - RATE_TOL)) - met, 0.0)
+    return count, np.clip(target * size - met, 0.0, count)
+
+
+def _group_rows(
+    instance: Instance,
+    threads: int,
+    group: np.ndarray,
+    count: np.ndarray,
+    need: np.ndarray,
+    counted: np.ndarray | None = None,
+) -> Relaxation:
+    """The ceiling's relaxation of `instance` with a shortfall column per group that can fall
+    short (count_g > 0) and its rows (the module's docstring); no objective set."""
+    active = np.nonzero(count > 0)[0]
+    lp = Relaxation(instance, threads, counted=counted, extra_upper=need[active])
+    lower_rows, upper_rows, cols, vals = [], [], [], []
+    for column, g in enumerate(active.tolist(), start=lp.extra_start):
+        members = np.nonzero(group == g)[0]
+        frac = count[g] - need[g]
+        rows = [(1.0, need[g])] + ([(1.0 - frac, (1.0 - frac) * count[g])] if frac > 0 else [])
+        for weight, least in rows:
+            lower_rows.append(least)
+            upper_rows.append(np.inf)
+            cols.append(np.append(members, column))
+            vals.append(np.append(np.full(members.size, weight), 1.0))
+    if cols:
+        lp.add_rows(lower_rows, upper_rows, cols, vals)
+    return lp
 
 
 def shortfall_bound(
@@ -94,30 +123,18 @@ def shortfall_bound(
     check_time_limit(time_limit_s)
     started = time.perf_counter()
     group, target = _groups(instance, jobs)
-    count, need = _needs(group, target)
+    size = np.bincount(group[group >= 0], minlength=target.size).astype(np.float64)
+    count, need = _needs(target, size)
     # Groups whose target every schedule reaches (none met is enough) add nothing.
-    active = np.nonzero(count > 0)[0]
-    lp = Relaxation(instance, threads, counted=group >= 0, extra_upper=need[active])
+    lp = _group_rows(instance, threads, group, count, need, counted=group >= 0)
     # Without the LP: a group meets at most its jobs that fit between arrival and deadline alone.
     fits = np.bincount(
         group[group >= 0], weights=lp.upper[: instance.n_jobs][group >= 0], minlength=target.size
     )
     lower = float(np.maximum(need - fits, 0.0).sum())
-    lower_rows, upper_rows, cols, vals = [], [], [], []
-    for column, g in enumerate(active.tolist(), start=lp.extra_start):
-        members = np.nonzero(group == g)[0]
-        frac = count[g] - need[g]
-        rows = [(1.0, need[g])] + ([(1.0 - frac, (1.0 - frac) * count[g])] if frac > 0 else [])
-        for weight, least in rows:
-            lower_rows.append(least)
-            upper_rows.append(np.inf)
-            cols.append(np.append(members, column))
-            vals.append(np.append(np.full(members.size, weight), 1.0))
     cost = np.zeros(lp.columns)
     cost[lp.extra_start :] = 1.0
     lp.minimise(cost)
-    if cols:
-        lp.add_rows(lower_rows, upper_rows, cols, vals)
     solved = solve_by_separation(
         lp,
         lower,
@@ -137,3 +154,45 @@ def shortfall_bound(
         windows=solved.windows,
         seconds=time.perf_counter() - started,
     )
+
+
+def served_for_targets(
+    instance: Instance,
+    group: np.ndarray,
+    target: np.ndarray,
+    decided: np.ndarray,
+    met: np.ndarray,
+    *,
+    time_limit_s: float,
+    threads: int = 1,
+    per_round: int = 200,
+) -> np.ndarray:
+    """x_j of the relaxation that leaves the service groups least short, then meets the most
+    deadlines: the planner's labels where jobs carry targets (relmas.policies.planner.served).
+
+    `instance` holds the jobs not yet decided (`group`: each one's group, -1 without a target);
+    each group g has `decided[g]` jobs decided so far, `met[g]` of them met, and `target[g]`.
+    Its shortfall column s_g counts the deadlines it misses of its target over its decided jobs
+    and these, and costs more than every job together, so that the LP serves a job of a group
+    with a cushion only where that costs no group its target."""
+    check_time_limit(time_limit_s)
+    started = time.perf_counter()
+    size = decided + np.bincount(group[group >= 0], minlength=target.size)
+    count, need = _needs(target, size.astype(np.float64), met)
+    lp = _group_rows(instance, threads, group, count, need)
+    n = instance.n_jobs
+    cost = np.zeros(lp.columns)
+    cost[:n] = -1.0
+    cost[lp.extra_start :] = n + 1.0
+    lp.minimise(cost)
+    solved = solve_by_separation(
+        lp,
+        -float(np.count_nonzero(lp.upper[:n])),
+        started=started,
+        time_limit_s=time_limit_s,
+        per_round=per_round,
+        counts=WindowCounts(lp),
+    )
+    if solved.solution is None:
+        return np.zeros(n)
+    return np.clip(solved.solution[:n], 0.0, 1.0)

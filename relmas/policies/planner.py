@@ -28,6 +28,7 @@ import polars as pl
 from relmas.ceiling.admission import ADMITTED
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.instance import Instance
+from relmas.ceiling.targets import has_targets, served_for_targets
 from relmas.policies import triage
 from relmas.policies.base import Policy
 from relmas.sim import access
@@ -39,7 +40,8 @@ from relmas.workload import Scenario, generate_trace
 # The seeds of the sampled futures start here: far from any study's trace seeds, so that a sample
 # is never the trace being run.
 FUTURE_SEED_BASE = 2**40
-_PLANNED = ["job_id", "tenant", "model", "arrival_s", "deadline_s"]  # what Instance.of reads
+# what Instance.of reads, and the targets the labels count (relmas.ceiling.targets)
+_PLANNED = ["job_id", "tenant", "model", "arrival_s", "deadline_s", "target"]
 
 
 @dataclass(frozen=True)
@@ -203,8 +205,55 @@ def served(
     left = instance.remaining(done, release)
     if left.dram_gbps is not None:
         left = replace(left, dram_gbps=left.dram_gbps * config.bandwidth_share)
-    bound = relaxation_bound(left, time_limit_s=config.lp_time_limit_s)
-    return bound.shares[mine] > ADMITTED
+    if has_targets(jobs):
+        order = np.array([position[int(j)] for j in jobs["job_id"]], dtype=np.int64)
+        group, job_target = np.empty(instance.n_jobs, dtype=np.int64), np.empty(instance.n_jobs)
+        group[order] = _tenant_of(engine, jobs)
+        job_target[order] = jobs["target"].fill_null(0.0).to_numpy()
+        target, decided, met = _tenants_so_far(engine, group, job_target)
+        shares = served_for_targets(
+            left, group, target, decided, met, time_limit_s=config.lp_time_limit_s
+        )
+    else:
+        shares = relaxation_bound(left, time_limit_s=config.lp_time_limit_s).shares
+    return shares[mine] > ADMITTED
+
+
+def _tenant_of(engine: Engine, jobs: pl.DataFrame) -> np.ndarray:
+    """Each of `jobs`' service group: its tenant's index in `engine.tenants` where it carries a
+    target, -1 otherwise (a tenant's jobs are taken to share one target: the mean of theirs)."""
+    index = {name: k for k, name in enumerate(engine.tenants)}
+    tenants = jobs["tenant"].to_list()
+    return np.array(
+        [
+            -1 if target is None else index.get(tenant, -1)
+            for tenant, target in zip(tenants, jobs["target"].to_list(), strict=True)
+        ],
+        dtype=np.int64,
+    )
+
+
+def _tenants_so_far(
+    engine: Engine, group: np.ndarray, job_target: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per tenant: its target (the mean of its planned jobs', 0 without one), and its jobs
+    decided and met so far, as `relmas.policies.triage.service_rates` counts them (a ready job
+    that can no longer meet its deadline is decided, missed). A job running its last layer is
+    neither decided nor planned."""
+    S, T = engine.state, engine.kernel_tables
+    tenants = access.tenant_count(S)
+    met = np.array([access.tenant_met(S, k) for k in range(tenants)], dtype=np.float64)
+    decided = met + [access.tenant_missed(S, k) for k in range(tenants)]
+    for i in range(access.ready_count(S)):
+        job = access.ready_job(S, i)
+        left = T.remaining_work[access.job_next_row(S, job)]
+        if not triage.feasible(engine.now, left, access.job_deadline(S, job)):
+            decided[access.job_tenant(S, job)] += 1
+    planned = group >= 0
+    sums = np.bincount(group[planned], weights=job_target[planned], minlength=tenants)
+    sizes = np.bincount(group[planned], minlength=tenants)
+    target = np.divide(sums, sizes, out=np.zeros(tenants), where=sizes > 0)
+    return target, decided, met
 
 
 def _running(engine: Engine, jobs: np.ndarray) -> np.ndarray:

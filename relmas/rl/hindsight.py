@@ -24,7 +24,13 @@ from torch import nn
 
 from relmas.policies.base import Policy
 from relmas.policies.planner import GivingUp, Keeper, PlannerConfig, RealFuture, served
-from relmas.rl.keeper import FEATURES, KeeperWeights, KernelKeeper, keeper_features
+from relmas.rl.keeper import (
+    FEATURES,
+    SERVICE_FEATURES,
+    KeeperWeights,
+    KernelKeeper,
+    keeper_features,
+)
 from relmas.sim.costs import CostTables
 from relmas.sim.engine import Engine
 from relmas.sim.system import System
@@ -62,29 +68,39 @@ class Hindsight:
 
 class Classifier(nn.Module):
     """P(served) of a present job from its features: a small MLP, inputs standardised by the
-    training labels' statistics."""
+    training labels' statistics.
+
+    The service features enter the hidden layer through a layer of their own, made after the
+    others and without a bias: where no job carries a target they are 0 once standardised, and
+    the classifier (its initial weights, its fit) is the one of a keeper without them."""
 
     def __init__(self, mean: np.ndarray, std: np.ndarray, hidden: int = 32) -> None:
         super().__init__()
         self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32))
         self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32))
-        self.net = nn.Sequential(nn.Linear(len(FEATURES), hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        self.plain = len(FEATURES) - SERVICE_FEATURES
+        self.first = nn.Linear(self.plain, hidden)
+        self.out = nn.Linear(hidden, 1)
+        self.service = nn.Linear(SERVICE_FEATURES, hidden, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net((x - self.mean) / self.std).squeeze(-1)
+        plain, service = x[:, : self.plain], x[:, self.plain :]
+        plain = (plain - self.mean[: self.plain]) / self.std[: self.plain]
+        service = (service - self.mean[self.plain :]) / self.std[self.plain :]
+        return self.out(torch.relu(self.first(plain) + self.service(service))).squeeze(-1)
 
     def weights(self, threshold: float) -> KeeperWeights:
         """This classifier as the keeper's kernels read it, giving up below `threshold`."""
-        first, second = self.net[0], self.net[2]
 
         def values(tensor: torch.Tensor) -> tuple:
             return tuple(tensor.detach().double().numpy().tolist())
 
+        first = torch.cat([self.first.weight, self.service.weight], dim=1)
         return KeeperWeights(
-            first=tuple(tuple(row) for row in values(first.weight)),
-            first_bias=values(first.bias),
-            second=values(second.weight[0]),
-            second_bias=float(second.bias.item()),
+            first=tuple(tuple(row) for row in values(first)),
+            first_bias=values(self.first.bias),
+            second=values(self.out.weight[0]),
+            second_bias=float(self.out.bias.item()),
             mean=values(self.mean),
             std=values(self.std),
             threshold=threshold,

@@ -30,7 +30,8 @@ from relmas.sim.engine_kernels import STATUS_DECISION, State, Tables, advance, g
 # progress, a fluid EDF estimate of its lateness (the work due before it shared by the
 # instances, plus its own, over its slack), the whole queue's work over its slack, the crowd
 # (present jobs per instance), its priority, its place in SJF order and its age; ratios in log
-# scale.
+# scale. Last, where jobs carry service targets, its tenant's deficit: the job's target less the
+# tenant's rate so far (`triage.service_rates`), 0 without a target.
 FEATURES = (
     "log_slack_ratio",
     "progress",
@@ -40,7 +41,9 @@ FEATURES = (
     "priority",
     "sjf_rank",
     "log_age",
+    "tenant_deficit",
 )
+SERVICE_FEATURES = 1  # the last of FEATURES: 0 on every job of a trace without targets
 COUNT_PLANNED, COUNT_PLANS, COUNT_GIVEN_UP, COUNT_SCORED = 0, 1, 2, 3  # KeeperArrays.counts
 
 
@@ -74,6 +77,8 @@ def keeper_features(T: Tables, S: State, present: np.ndarray) -> np.ndarray:
     rank = np.empty(n)
     for place, i in enumerate(np.argsort(work, kind="mergesort")):
         rank[i] = place / n
+    rates = np.empty(access.tenant_count(S))
+    triage.service_rates(T, S, rates, np.empty_like(rates))
     out = np.empty((n, len(FEATURES)))
     for i in range(n):
         job = present[i]
@@ -86,6 +91,8 @@ def keeper_features(T: Tables, S: State, present: np.ndarray) -> np.ndarray:
         out[i, 5] = access.job_priority(S, job) / 10.0
         out[i, 6] = rank[i]
         out[i, 7] = np.log1p((now - access.job_arrival(S, job)) / isolated)
+        target = access.job_target(S, job)
+        out[i, 8] = 0.0 if np.isnan(target) else target - rates[access.job_tenant(S, job)]
     return out
 
 

@@ -63,24 +63,29 @@ class LearnedKeeper:
         }
 
 
-def keeper_rule(validation: str | Path, scenario: str, types: Sequence[str]) -> tuple[str, str]:
-    """The rule a keeper of `scenario` is learned under: `catalog.keeper_rule()` with its
-    placement chosen on the validation rows."""
+def keeper_rule(
+    validation: str | Path, scenario: str, types: Sequence[str], targets: bool = False
+) -> tuple[str, str]:
+    """The rule a keeper of `scenario` is learned under, with its placement chosen on the
+    validation rows: `catalog.keeper_rule()`; where jobs carry service `targets`, the best
+    baseline of validation (ranked by shortfall first), so that the labels' states are those of
+    a schedule that serves the targets, not of one that falls far short of them."""
+    among = None if targets else (catalog.keeper_rule(),)
     try:
-        return best_placed(validation, scenario, types, among=(catalog.keeper_rule(),))
+        return best_placed(validation, scenario, types, among=among)
     except InputError:
-        raise InputError(
-            validation, "policy", f"validation rows of {catalog.keeper_rule()} (the keeper's rule)"
-        ) from None
+        expected = "a rule or target-aware baseline" if targets else catalog.keeper_rule()
+        raise InputError(validation, "policy", f"validation rows of {expected}") from None
 
 
 def kept_candidates(
-    validation: str | Path, scenario: str, types: Sequence[str]
+    validation: str | Path, scenario: str, types: Sequence[str], targets: bool = False
 ) -> list[tuple[str, str]]:
     """The rules a keeper may serve: each deadline-ranked rule of the validation rows with its
-    placement chosen there."""
+    placement chosen there; where jobs carry service `targets`, the target-aware ones too (a
+    keeper that spares the targets' jobs still needs a rule that serves them first)."""
     placements = read_placements(validation, scenario, types)
-    return [(rule, placements[rule]) for rule in deadline_rules() if rule in placements]
+    return [(rule, placements[rule]) for rule in deadline_rules(targets) if rule in placements]
 
 
 def learn_agent_keeper(
@@ -215,7 +220,8 @@ def keeper_command(args: argparse.Namespace) -> None:
     settings = parse_training(config, source)
     if settings.keeper.traces == 0:
         raise InputError(source, "training.keeper.traces", "at least 1 to learn a keeper", 0)
-    rule = keeper_rule(args.validation, args.scenario, tables.types)
+    targets = study.scenario(args.scenario).has_targets()
+    rule = keeper_rule(args.validation, args.scenario, tables.types, targets)
     with tracking.stage_run(
         "keeper",
         config,

@@ -160,7 +160,7 @@ def train_scenario(
     if settings.keeper.traces > 0 and validation is not None:
         keeper = _keeper_of(setup, study, scenario, validation, keeper_file)
         plain = KeptTeacher(setup, validate, teachers, best)
-        rules = kept_candidates(validation, scenario, tables.types)
+        rules = kept_candidates(validation, scenario, tables.types, parsed.has_targets())
         setup, validate, teachers, best = _with_keeper_if_better(plain, keeper, rules, pieces, log)
         observation = setup.observation
 
@@ -249,7 +249,8 @@ def _keeper_of(
 ) -> LearnedKeeper:
     """The keeper of `keeper_rule` (of the `validation` rows): `keeper_file`'s
     (`relmas keeper`; refused if learned for other settings) where given, else learned here."""
-    rule = keeper_rule(validation, scenario, setup.tables.types)
+    targets = study.scenario(scenario).has_targets()
+    rule = keeper_rule(validation, scenario, setup.tables.types, targets)
     if keeper_file is not None:
         return read_keeper(keeper_file, keeper_made_for(study.config, scenario, rule))
     settings = setup.settings
