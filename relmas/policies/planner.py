@@ -193,7 +193,9 @@ def served(
     engine: Engine, present: np.ndarray, future: pl.DataFrame, config: PlannerConfig
 ) -> np.ndarray:
     """Whether the LP of what is left of the `present` jobs plus `future` serves each present
-    job (x_j above ADMITTED), bool[present]."""
+    job (x_j above ADMITTED), bool[present]; where jobs carry service targets, the LP that
+    leaves their tenants least short first (`served_for_targets`, over each tenant's jobs
+    decided so far)."""
     jobs = pl.concat([engine.jobs.select(_PLANNED)[present], future])
     instance = Instance.of(engine.system, engine.tables, jobs)
     position = {int(j): i for i, j in enumerate(instance.job_id)}

@@ -4,7 +4,8 @@ clairvoyant planner's decisions at the states the current policy visits (DAgger)
 
 The label of a present job at a state is whether the ceiling's LP over what is left of the
 present jobs plus the trace's own next `horizon_jobs` arrivals serves it (relmas.policies.planner,
-`served` with `RealFuture`): the planner fed the real future keeps it. Round 0 labels the states
+`served` with `RealFuture`; where jobs carry service targets, the LP leaves the tenants least
+short of them first): the planner fed the real future keeps it. Round 0 labels the states
 of the rule alone (every job kept); each later round labels the states of the keeper learned so
 far, and the classifier is refitted on every label so far. The learned keeper gives up a present
 job whose predicted chance of being served is below `threshold`; the placed rule schedules the

@@ -2,11 +2,13 @@
 
 Giving jobs up pays beside a rule ranked by deadline: a rule ranked by work already starts the
 short jobs first, and the jobs it serves are not those the future would (docs/relmas.md). The
-keeper is learned under `edf_feasible` with its placement chosen on validation (`keeper_rule`),
-from the future's labels on training traces, DAgger on its own states (`relmas.rl.hindsight`).
-Its features belong to no rule, so `relmas.rl.run` then scores each deadline-ranked rule with
-it (`kept_candidates`) as the agent's teacher on the validation traces, against the study's best
-baseline without one; the best is the agent's teacher, its keeper with it.
+keeper is learned under `edf_feasible` with its placement chosen on validation (`keeper_rule`;
+where jobs carry service targets, under the best baseline of validation), from the future's
+labels on training traces, DAgger on its own states (`relmas.rl.hindsight`). Its features belong
+to no rule, so `relmas.rl.run` then scores each deadline-ranked rule (the target-aware ones too
+where jobs carry targets) with it (`kept_candidates`) as the agent's teacher on the validation
+traces, against the study's best baseline without one; the best is the agent's teacher, its
+keeper with it.
 
 `relmas keeper` learns a scenario's keeper once into a file (`write_keeper`) that every learned
 policy of the scenario trains with (`relmas train --keeper`): its labels cost an LP per plan,

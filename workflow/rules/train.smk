@@ -1,7 +1,8 @@
 rule keeper:
     """Learn which jobs the agents of one scenario give up (training.keeper.traces > 0), from
-    labels of the future on training traces under edf_feasible at its validation placement
-    (each training then chooses the deadline rule it serves best). Learned once per scenario,
+    labels of the future on training traces under edf_feasible at its validation placement (where
+    jobs carry service targets, the best baseline of validation; each training then chooses the
+    deadline rule it serves best). Learned once per scenario,
     for every learned policy's training: its labels cost an LP per plan. It reads only
     training.keeper and training.seeds of the training section: the learner's knobs do not
     relearn it."""
