@@ -29,6 +29,7 @@ from command_line import (  # a sibling module
 )
 
 from relmas.evaluate import placement_option, simulate
+from relmas.paths import validation_file
 from relmas.policies import make_policy
 from relmas.policies.planner import GivingUp
 from relmas.rl.keeper import KernelKeeper
@@ -81,8 +82,9 @@ def main() -> int:
     best = (choices.best, placement_option(choices.best, choices.placements))
     variants = {f"{choices.best} {name}": (*best, kept) for name, kept in keepers.items()}
     variants = {f"{choices.best} alone": (*best, None), **variants}
-    validation = study.paths.validation(args.scenario)
-    for rule, placement in kept_candidates(validation, args.scenario, tables.types, True):
+    validation = validation_file(args.validation, args.scenario)
+    targets = study.scenario(args.scenario).has_targets()
+    for rule, placement in kept_candidates(validation, args.scenario, tables.types, targets):
         kept = KernelKeeper(keeper.weights.arrays())
         variants[f"{rule}@{placement} with the keeper"] = (rule, {"placement": placement}, kept)
     rows = []

@@ -225,11 +225,7 @@ def target_scenarios(config: Mapping[str, Any]) -> list[str]:
     their traces carry service targets, so the report reads their runs' service groups and draws
     achieved against target for them."""
     study = Study(config)
-    return [
-        name
-        for name in config["scenarios"]
-        if any(t.target is not None or t.targets for t in study.scenario(name).tenants)
-    ]
+    return [name for name in config["scenarios"] if study.scenario(name).has_targets()]
 
 
 def sweep_points(

@@ -5,8 +5,10 @@ was shown."""
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
 import torch
+from torch import nn
 
 from relmas.policies import make_policy
 from relmas.policies.planner import GivingUp, PlannerConfig
@@ -68,18 +70,37 @@ def test_the_fit_ranks_held_out_labels_it_can_separate():
     assert auc(-chance, y) < 0.03
 
 
-def test_the_fit_reads_the_tenant_deficit_and_nothing_moves_it_without_targets():
+def test_the_fit_reads_the_tenant_deficit():
     x, _ = _separable(2)
     x[:, -1] = np.where(np.arange(x.shape[0]) % 2, 0.3, -0.1)  # a tenant's deficit
     y = x[:, -1] < 0.0  # served: the jobs of tenants above their targets
     model = fit(x, y, HindsightConfig(fit_epochs=300))
     chance = served_chance(model.weights(threshold=0.5).arrays(), x.astype(np.float64))
     assert auc(chance, y) > 0.99
-    # Without targets the feature is 0 on every job: the service weights keep their initial
-    # values, so the keeper is the one a classifier without the feature would learn.
+
+
+def test_without_targets_the_keeper_is_the_one_of_eight_features():
+    """Fitted where every job's deficit is 0, the keeper is, weight for weight, the classifier of
+    the other eight features alone fitted as before it had a ninth; it reads no deficit."""
+    x, y = _separable(3)
     x[:, -1] = 0.0
-    untouched = fit(x, y, HindsightConfig(fit_epochs=0)).service.weight
-    assert torch.equal(fit(x, y, HindsightConfig(fit_epochs=50)).service.weight, untouched)
+    config = HindsightConfig(fit_epochs=30)
+    weights = fit(x, y, config).weights(threshold=0.5)
+    plain = len(FEATURES) - 1
+    torch.manual_seed(config.seed)
+    mean = torch.as_tensor(x.mean(axis=0)[:plain])
+    std = torch.as_tensor(x.std(axis=0)[:plain] + 1e-6)
+    before = nn.Sequential(nn.Linear(plain, 32), nn.ReLU(), nn.Linear(32, 1))
+    optimiser = torch.optim.Adam(before.parameters(), lr=config.fit_learning_rate)
+    inputs, targets = torch.as_tensor(x[:, :plain]), torch.as_tensor(y, dtype=torch.float32)
+    for _ in range(config.fit_epochs):
+        optimiser.zero_grad()
+        nn.BCEWithLogitsLoss()(before((inputs - mean) / std).squeeze(-1), targets).backward()
+        optimiser.step()
+    first = np.array(weights.first)
+    assert np.array_equal(first[:, :plain], before[0].weight.detach().double().numpy())
+    assert np.array_equal(weights.second, before[2].weight[0].detach().double().numpy())
+    assert not first[:, plain:].any()  # a deficit on a trace with targets moves nothing
 
 
 def test_the_deficit_feature_is_the_target_less_the_tenants_rate_so_far():
@@ -96,6 +117,25 @@ def test_the_deficit_feature_is_the_target_less_the_tenants_rate_so_far():
         system, tables, [jobs], make_policy("edf_feasible"), keep_all, PlannerConfig(samples=1)
     )
     assert features[:2, -1] == pytest.approx([0.9, 0.0])
+
+
+@pytest.mark.parametrize("short", ["a", "b"])
+def test_the_labels_serve_the_job_the_targets_need(short):
+    # One instance; at 0 two 1 s jobs due at 1, of tenants a and b (ids 7 and 3: the LP's
+    # instance orders them otherwise than the engine), one of which can meet. The `short`
+    # tenant's target is 1.0, the other's 0.5: the labels serve the former's job. Told apart by
+    # their deficits at 0: 1.0 - 1 = 0 and 0.5 - 1.
+    system, tables = _one_instance({"one": 1.0})
+    targets = {short: 1.0, ("b" if short == "a" else "a"): 0.5}
+    trace = _trace([("one", 0.0, 1.0), ("one", 0.0, 1.0)]).with_columns(
+        job_id=pl.Series([7, 3], dtype=pl.Int64)
+    )
+    jobs = _serve(trace, ["a", "b"], targets)
+    features, labels = label_runs(
+        system, tables, [jobs], make_policy("edf_feasible"), keep_all, PlannerConfig(samples=1)
+    )
+    assert sorted(features[:2, -1]) == pytest.approx([-0.5, 0.0])
+    assert labels[:2].tolist() == (features[:2, -1] == 0.0).tolist()
 
 
 def test_auc_is_the_chance_a_served_job_scores_above_one_given_up():

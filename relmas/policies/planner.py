@@ -211,7 +211,7 @@ def served(
         order = np.array([position[int(j)] for j in jobs["job_id"]], dtype=np.int64)
         group, job_target = np.empty(instance.n_jobs, dtype=np.int64), np.empty(instance.n_jobs)
         group[order] = _tenant_of(engine, jobs)
-        job_target[order] = jobs["target"].fill_null(0.0).to_numpy()
+        job_target[order] = jobs["target"].fill_nan(None).fill_null(0.0).to_numpy()
         target, decided, met = _tenants_so_far(engine, group, job_target)
         shares = served_for_targets(
             left, group, target, decided, met, time_limit_s=config.lp_time_limit_s
@@ -225,11 +225,11 @@ def _tenant_of(engine: Engine, jobs: pl.DataFrame) -> np.ndarray:
     """Each of `jobs`' service group: its tenant's index in `engine.tenants` where it carries a
     target, -1 otherwise (a tenant's jobs are taken to share one target: the mean of theirs)."""
     index = {name: k for k, name in enumerate(engine.tenants)}
-    tenants = jobs["tenant"].to_list()
+    tenants, targets = jobs["tenant"].to_list(), jobs["target"].fill_nan(None).to_list()
     return np.array(
         [
             -1 if target is None else index.get(tenant, -1)
-            for tenant, target in zip(tenants, jobs["target"].to_list(), strict=True)
+            for tenant, target in zip(tenants, targets, strict=True)
         ],
         dtype=np.int64,
     )
@@ -239,18 +239,15 @@ def _tenants_so_far(
     engine: Engine, group: np.ndarray, job_target: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per tenant: its target (the mean of its planned jobs', 0 without one), and its jobs
-    decided and met so far, as `relmas.policies.triage.service_rates` counts them (a ready job
-    that can no longer meet its deadline is decided, missed). A job running its last layer is
-    neither decided nor planned."""
+    decided and met so far, as the target-aware baselines count them (`triage.tenant_decided`:
+    a ready job that can no longer meet its deadline is decided, missed). A job running its
+    last layer is neither decided nor planned; with per-model targets the counts are the
+    tenant's, coarser than the metric's groups."""
     S, T = engine.state, engine.kernel_tables
     tenants = access.tenant_count(S)
+    decided = np.empty(tenants)
+    triage.tenant_decided(T, S, decided, np.empty(tenants))
     met = np.array([access.tenant_met(S, k) for k in range(tenants)], dtype=np.float64)
-    decided = met + [access.tenant_missed(S, k) for k in range(tenants)]
-    for i in range(access.ready_count(S)):
-        job = access.ready_job(S, i)
-        left = T.remaining_work[access.job_next_row(S, job)]
-        if not triage.feasible(engine.now, left, access.job_deadline(S, job)):
-            decided[access.job_tenant(S, job)] += 1
     planned = group >= 0
     sums = np.bincount(group[planned], weights=job_target[planned], minlength=tenants)
     sizes = np.bincount(group[planned], minlength=tenants)

@@ -232,6 +232,24 @@ def admitted(T: Tables, S: State, accept: bool, allowed: np.ndarray, kept: np.nd
 
 
 @njit(cache=True)
+def tenant_decided(T: Tables, S: State, decided: np.ndarray, ready: np.ndarray) -> None:
+    """Per tenant: its jobs decided so far into `decided`, met + missed + its ready jobs that can
+    no longer meet their deadline; its ready jobs into `ready`. The counts of `service_rates`,
+    and of the planner's labels where jobs carry targets (relmas.policies.planner)."""
+    now = access.now(S)
+    ready[:] = 0.0
+    for tenant in range(decided.shape[0]):
+        decided[tenant] = access.tenant_met(S, tenant) + access.tenant_missed(S, tenant)
+    for i in range(access.ready_count(S)):
+        job = access.ready_job(S, i)
+        tenant = access.job_tenant(S, job)
+        ready[tenant] += 1.0
+        remaining = T.remaining_work[access.job_next_row(S, job)]
+        if not feasible(now, remaining, access.job_deadline(S, job)):
+            decided[tenant] += 1.0
+
+
+@njit(cache=True)
 def service_rates(T: Tables, S: State, rates: np.ndarray, ready: np.ndarray) -> None:
     """Per tenant: its deadline-hit rate so far into `rates`, met / (met + missed + its ready jobs
     that can no longer meet their deadline), 1 while none is decided; its ready jobs into `ready`.
@@ -241,20 +259,10 @@ def service_rates(T: Tables, S: State, rates: np.ndarray, ready: np.ndarray) -> 
     puts the hopeless ones off to the end of a loaded trace, so by the engine's counters alone
     every tenant looks on target until then (measured: docs/relmas.md, "Service levels"). The
     one rate of the target-aware baselines, the agent's service features and its reward."""
-    now = access.now(S)
-    hopeless = np.zeros(rates.shape[0])
-    ready[:] = 0.0
-    for i in range(access.ready_count(S)):
-        job = access.ready_job(S, i)
-        tenant = access.job_tenant(S, job)
-        ready[tenant] += 1.0
-        remaining = T.remaining_work[access.job_next_row(S, job)]
-        if not feasible(now, remaining, access.job_deadline(S, job)):
-            hopeless[tenant] += 1.0
+    tenant_decided(T, S, rates, ready)  # `rates` holds the decided counts until divided
     for tenant in range(rates.shape[0]):
-        met = access.tenant_met(S, tenant)
-        decided = met + access.tenant_missed(S, tenant) + hopeless[tenant]
-        rates[tenant] = met / decided if decided > 0 else 1.0
+        decided = rates[tenant]
+        rates[tenant] = access.tenant_met(S, tenant) / decided if decided > 0 else 1.0
 
 
 # The cached kernels embed the engine's accessors: drop their cache when a source changed.

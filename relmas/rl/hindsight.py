@@ -73,12 +73,16 @@ class Classifier(nn.Module):
 
     The service features enter the hidden layer through a layer of their own, made after the
     others and without a bias: where no job carries a target they are 0 once standardised, and
-    the classifier (its initial weights, its fit) is the one of a keeper without them."""
+    the classifier (its initial weights, its fit) is the one of a keeper without them. A
+    service feature that did not vary in training is exported with no weight, so that such a
+    keeper reads nothing of a deficit it never saw when it meets a trace with targets."""
 
     def __init__(self, mean: np.ndarray, std: np.ndarray, hidden: int = 32) -> None:
+        """`mean`, `std`: the training features' statistics (a std of 0: a constant feature)."""
         super().__init__()
         self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32))
-        self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32))
+        self.register_buffer("std", torch.as_tensor(std + 1e-6, dtype=torch.float32))
+        self.register_buffer("varies", torch.as_tensor(std > 0))
         self.plain = len(FEATURES) - SERVICE_FEATURES
         self.first = nn.Linear(self.plain, hidden)
         self.out = nn.Linear(hidden, 1)
@@ -96,7 +100,8 @@ class Classifier(nn.Module):
         def values(tensor: torch.Tensor) -> tuple:
             return tuple(tensor.detach().double().numpy().tolist())
 
-        first = torch.cat([self.first.weight, self.service.weight], dim=1)
+        service = self.service.weight * self.varies[self.plain :]
+        first = torch.cat([self.first.weight, service], dim=1)
         return KeeperWeights(
             first=tuple(tuple(row) for row in values(first)),
             first_bias=values(self.first.bias),
@@ -143,7 +148,7 @@ def label_runs(
 def fit(features: np.ndarray, labels: np.ndarray, config: HindsightConfig) -> Classifier:
     """The classifier fitted to `labels` (full-batch Adam on the binary cross-entropy)."""
     torch.manual_seed(config.seed)
-    model = Classifier(features.mean(axis=0), features.std(axis=0) + 1e-6)
+    model = Classifier(features.mean(axis=0), features.std(axis=0))
     optimiser = torch.optim.Adam(model.parameters(), lr=config.fit_learning_rate)
     x = torch.as_tensor(features)
     y = torch.as_tensor(labels, dtype=torch.float32)

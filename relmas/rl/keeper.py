@@ -205,7 +205,8 @@ class KeeperWeights:
         )
         if not shapes_ok:
             raise ValueError(
-                f"a keeper of {len(FEATURES)} features, positive std and a threshold in [0, 1]"
+                f"a keeper of {len(FEATURES)} features, positive std and a threshold in [0, 1] "
+                "(a keeper learned before its ninth feature: train the agent again)"
             )
         return weights
 
