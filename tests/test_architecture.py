@@ -338,15 +338,18 @@ def test_only_relmas_sim_reads_the_engine_states_layout() -> None:
     assert not found, found
 
 
-# Imports every relmas module with jit_cache.refresh recorded: the modules whose caches it keeps.
+# Imports every relmas module with jit_cache.refresh recorded: per kernel, the modules whose caches
+# it keeps, and the modules of the jitted functions it calls, directly or through others (by the
+# names its code reads: a global function, or a module's attribute).
 REFRESHED = """
-import importlib, json, pkgutil
+import importlib, json, pkgutil, sys, types
+from numba.core.registry import CPUDispatcher
 import relmas
 from relmas.hw import jit_cache
-refreshed, refresh = set(), jit_cache.refresh
+listed, refresh = {}, jit_cache.refresh
 def record(kernel, modules, **options):
     modules = list(modules)
-    refreshed.update(module.__name__ for module in modules)
+    listed[kernel] = [module.__name__ for module in modules]
     refresh(kernel, modules, **options)
 jit_cache.refresh = record
 for module in pkgutil.walk_packages(relmas.__path__, "relmas."):
@@ -354,22 +357,63 @@ for module in pkgutil.walk_packages(relmas.__path__, "relmas."):
         importlib.import_module(module.name)
 from relmas.hw import search
 search._refresh_caches_once()
-print(json.dumps(sorted(refreshed)))
+def names(code):
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= names(const)
+    return found
+def callees(kernel):
+    used = names(kernel.py_func.__code__)
+    for name in used:
+        value = kernel.py_func.__globals__.get(name)
+        if isinstance(value, types.ModuleType):
+            for attribute in used:
+                if isinstance(getattr(value, attribute, None), CPUDispatcher):
+                    yield getattr(value, attribute)
+        elif isinstance(value, CPUDispatcher):
+            yield value
+def embedded(kernel):
+    seen, todo = {kernel}, [kernel]
+    while todo:
+        for callee in callees(todo.pop()):
+            if callee not in seen:
+                seen.add(callee)
+                todo.append(callee)
+    return {function.py_func.__module__ for function in seen}
+missing = {
+    f"{kernel.py_func.__module__}.{kernel.__name__}": sorted(embedded(kernel) - set(modules))
+    for kernel, modules in listed.items()
+}
+refreshed = sorted({name for modules in listed.values() for name in modules})
+print(json.dumps({"refreshed": refreshed, "missing": missing}))
 """
 
 
-def test_every_module_with_cached_kernels_is_refreshed_when_its_sources_change() -> None:
+@pytest.fixture(scope="module")
+def refreshed() -> dict:
+    import json
+
+    run = subprocess.run(
+        [sys.executable, "-c", REFRESHED], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+def test_every_module_with_cached_kernels_is_refreshed_when_its_sources_change(refreshed) -> None:
     """Numba checks a cached kernel against its own file only, and cannot even read the index of
     one whose argument types moved to another module: every module with `cache=True` kernels is
     one that a `jit_cache.refresh` hashes and clears (with the modules its kernels call)."""
-    import json
-
     cached = {
         ".".join(path.relative_to(ROOT).with_suffix("").parts)
         for path in PACKAGE.rglob("*.py")
         if "cache=True" in path.read_text()
     }
-    run = subprocess.run(
-        [sys.executable, "-c", REFRESHED], capture_output=True, text=True, check=True, cwd=ROOT
-    )
-    assert cached - set(json.loads(run.stdout.splitlines()[-1])) == set()
+    assert cached - set(refreshed["refreshed"]) == set()
+
+
+def test_a_cached_kernel_is_refreshed_when_a_function_it_calls_changes(refreshed) -> None:
+    """A cached caller embeds the compiled code of what it calls: its refresh must hash every
+    module of a jitted function it reaches (a kernel that missed the keeper's module ran a stale
+    training loop after the keeper changed)."""
+    assert {kernel: m for kernel, m in refreshed["missing"].items() if m} == {}

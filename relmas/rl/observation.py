@@ -34,7 +34,7 @@ import polars as pl
 from numba import njit
 
 from relmas.hw import jit_cache
-from relmas.policies import placement, triage
+from relmas.policies import heuristic_kernels, placement, triage
 from relmas.policies import rules as baseline_rules
 from relmas.policies.placement import ALL
 from relmas.policies.reference import Reference, reference_baseline
@@ -191,7 +191,7 @@ def observe(V: ObservationArrays) -> None:
 
 # The modules whose code `observe` embeds: a cached kernel that calls it recompiles when one of
 # them changes (`jit_cache.refresh`).
-OBSERVE_SOURCES = (engine_kernels, access, triage, placement, baseline_rules)
+OBSERVE_SOURCES = (engine_kernels, access, triage, placement, heuristic_kernels, baseline_rules)
 OBSERVE_SOURCES += (features, candidates, observed, mask_module, sys.modules[__name__])
 jit_cache.refresh(observe, OBSERVE_SOURCES, stamp="relmas-rl-observe.sha256")
 
