@@ -1,12 +1,14 @@
-"""Does the keeper cut a scenario's service-target shortfall (docs/relmas.md, "What is left to do
-for issue 50")? On the validation traces of `--scenario` (`training.validation_seeds`), the
-study's best baseline at its placement runs alone, with the scenario's keeper (the study's
-agents/<scenario>/keeper.json, or `--keeper`) giving jobs up, with that keeper allowed to give up
-only jobs of tenants whose achieved rate so far is at least their target plus each of
-`--margins`, and the keeper beside each rule a training scores it with (`kept_candidates`).
+"""Does the keeper cut a scenario's service-target shortfall (docs/relmas.md, "Service targets in
+the keeper")? On the validation traces of `--scenario` (`training.validation_seeds`), the study's
+best baseline at its placement runs alone, with the scenario's keeper (the study's
+agents/<scenario>/keeper.json, `--keeper`, or one learned here under `--learn-under`) giving jobs
+up, with that keeper allowed to give up only jobs of tenants whose achieved rate so far is at
+least their target plus each of `--margins`, and the keeper beside each rule a training scores it
+with (`kept_candidates`).
 
     .venv/bin/python benchmarks/bench_service_keeper.py [--config config/config.yaml]
-        [--costs DIR] [--validation DIR] [--scenario service_levels] [--keeper FILE]
+        [--costs DIR] [--validation DIR] [--scenario service_levels]
+        [--keeper FILE | --learn-under RULE@PLACEMENT]
         [--margins 0,0.05,0.15]
 
 Prints per variant the mean shortfall in points and the mean SLA rate.
@@ -33,7 +35,8 @@ from relmas.paths import validation_file
 from relmas.policies import make_policy
 from relmas.policies.planner import GivingUp
 from relmas.rl.keeper import KernelKeeper
-from relmas.rl.keeping import keeper_made_for, kept_candidates, read_keeper
+from relmas.rl.keeping import keeper_made_for, kept_candidates, learn_agent_keeper, read_keeper
+from relmas.rl.settings import parse_training
 from relmas.sim import access
 
 
@@ -62,6 +65,9 @@ def main() -> int:
     add_validated_study(parser)
     parser.add_argument("--scenario", default="service_levels")
     parser.add_argument("--keeper", help="a keeper file (default: the study's)")
+    parser.add_argument(
+        "--learn-under", help="RULE@PLACEMENT: learn the keeper under it here instead"
+    )
     parser.add_argument("--margins", default="0,0.05,0.15", help="'' for none")
     args = parser.parse_args()
     args.scenarios = args.scenario
@@ -70,9 +76,16 @@ def main() -> int:
     system, tables = choices.system, choices.tables
     args.seeds = study.config["training"]["validation_seeds"]  # printed with the options
     traces = study.traces(args.scenario, args.seeds, args.costs).values()
-    path = Path(args.keeper) if args.keeper else study.paths.keeper(args.scenario)
-    rule = tuple(json.loads(path.read_text())["rule"])
-    keeper = read_keeper(path, keeper_made_for(study.config, args.scenario, rule))
+    if args.learn_under:
+        rule = tuple(args.learn_under.split("@", 1))
+        settings = parse_training(study.config, args.config)
+        keeper = learn_agent_keeper(
+            study, args.scenario, system, tables, settings.seeds, settings.keeper, rule
+        )
+    else:
+        path = Path(args.keeper) if args.keeper else study.paths.keeper(args.scenario)
+        rule = tuple(json.loads(path.read_text())["rule"])
+        keeper = read_keeper(path, keeper_made_for(study.config, args.scenario, rule))
     if keeper.weights is None:
         print(f"{args.scenario}: its keeper keeps every job; nothing to measure")
         return 0

@@ -158,9 +158,10 @@ def train_scenario(
     log(_scores_log("teacher", teachers), 0)
     keeper = None
     if settings.keeper.traces > 0 and validation is not None:
-        keeper = _keeper_of(setup, study, scenario, validation, keeper_file)
+        targets = parsed.has_targets()
+        keeper = _keeper_of(setup, study, scenario, validation, keeper_file, targets)
         plain = KeptTeacher(setup, validate, teachers, best)
-        rules = kept_candidates(validation, scenario, tables.types, parsed.has_targets())
+        rules = kept_candidates(validation, scenario, tables.types, targets)
         setup, validate, teachers, best = _with_keeper_if_better(plain, keeper, rules, pieces, log)
         observation = setup.observation
 
@@ -246,10 +247,11 @@ def _keeper_of(
     scenario: str,
     validation: str | Path,
     keeper_file: str | Path | None,
+    targets: bool,
 ) -> LearnedKeeper:
-    """The keeper of `keeper_rule` (of the `validation` rows): `keeper_file`'s
-    (`relmas keeper`; refused if learned for other settings) where given, else learned here."""
-    targets = study.scenario(scenario).has_targets()
+    """The keeper of `keeper_rule` (of the `validation` rows; `targets`: whether the scenario's
+    jobs carry service targets): `keeper_file`'s (`relmas keeper`; refused if learned for other
+    settings) where given, else learned here."""
     rule = keeper_rule(validation, scenario, setup.tables.types, targets)
     if keeper_file is not None:
         return read_keeper(keeper_file, keeper_made_for(study.config, scenario, rule))
