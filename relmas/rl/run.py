@@ -150,7 +150,6 @@ def train_scenario(
     parsed = study.scenario(scenario, settings.jobs)
     split_variants = tables.pieces.variants if resize else (WHOLE,)
     problem = _problem(config, scenario, system, tables, split_variants if resize else None)
-
     pieces = tables.pieces.most_pieces if resize else None
     validate = setup.validator()
     layout = setup.env(setup.validation_traces[0]).layout
