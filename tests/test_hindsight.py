@@ -4,6 +4,8 @@ was shown."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import polars as pl
 import pytest
@@ -20,12 +22,13 @@ from relmas.rl.hindsight import (
     label_runs,
     learn_keeper,
 )
-from relmas.rl.keeper import FEATURES, KernelKeeper, served_chance
+from relmas.rl.keeper import FEATURES, KeptRule, KernelKeeper, served_chance
 from relmas.sim import Engine
 from tests.synthetic import contended_case, memory_bound_case
 from tests.test_ceiling_admission import _one_instance
 from tests.test_ceiling_exact import _trace
 from tests.test_ceiling_targets import _serve
+from tests.test_rl_env import hand_keeper
 
 
 def test_the_label_gives_up_the_job_whose_loss_lets_two_meet():
@@ -53,6 +56,27 @@ def test_a_keeper_that_keeps_every_job_is_its_rule_schedule_for_schedule():
     alone = Engine(system, tables, jobs).run(make_policy(rule))
     assert kept.jobs.drop("dropped").equals(alone.jobs.drop("dropped"))
     assert not kept.jobs["dropped"].any()
+
+
+@pytest.mark.parametrize(
+    ("rule", "placement"), [("edf_feasible", "all"), ("sjf_feasible_patient_gated", "bandwidth")]
+)
+def test_a_rule_with_a_keeper_runs_fused_as_it_steps(rule, placement):
+    """`KeptRule`'s one jitted loop gives the stepping path's schedule: the same jobs given up,
+    the same timeline (training scores its candidate rules by it)."""
+    system, tables, jobs = contended_case(5, 40, {"a": 3, "b": 5}, 8.0, (1.2, 2.5))
+    weights = replace(hand_keeper(), first_bias=(0.5,))  # gives up about half the jobs
+    stepping = GivingUp(
+        make_policy(rule, placement=placement), KernelKeeper(weights.arrays()), "kept"
+    )
+    fused = KeptRule(make_policy(rule, placement=placement), weights.arrays(), "kept")
+    stepped = Engine(system, tables, jobs, record=True).run(stepping)
+    ran = Engine(system, tables, jobs, record=True).run(fused)
+    assert 0 < fused.given_up == stepping.given_up < jobs.height
+    assert fused.plans == stepping.plans
+    assert ran.jobs.equals(stepped.jobs)
+    assert ran.timeline is not None and ran.timeline.equals(stepped.timeline)
+    assert ran.metrics["sla_rate"] == stepped.metrics["sla_rate"]
 
 
 def _separable(seed: int, n: int = 400) -> tuple[np.ndarray, np.ndarray]:

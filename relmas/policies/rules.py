@@ -399,8 +399,13 @@ class RuleBaseline(Policy):
         )
         return [] if job < 0 else [(int(job), int(accelerator))]
 
+    def kernel_arguments(self) -> tuple[object, ...]:
+        """What `run_rule` takes after the engine's tables and state (after `reset`): a fused
+        loop that runs this rule with more (`relmas.rl.keeper.run_kept_rule`) takes the same."""
+        return (self._view, *self._out, *self.parameters, *self._where)
+
     def run_to_completion(self, engine: Engine) -> bool:
-        engine.run_jitted(run_rule, self._view, *self._out, *self.parameters, *self._where)
+        engine.run_jitted(run_rule, *self.kernel_arguments())
         return True
 
 

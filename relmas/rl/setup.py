@@ -19,10 +19,9 @@ from relmas.errors import InputError
 from relmas.evaluate import best_placed, read_placements, simulate
 from relmas.policies import make_policy
 from relmas.policies.placement import ALL
-from relmas.policies.planner import GivingUp
 from relmas.rl.collect import play
 from relmas.rl.env import SchedulingEnv
-from relmas.rl.keeper import KeeperWeights, KernelKeeper
+from relmas.rl.keeper import KeeperWeights, KeptRule
 from relmas.rl.network import GreedyPolicy
 from relmas.rl.observation import ObservationSettings, resolve_service
 from relmas.rl.settings import TrainingSettings, parse_training
@@ -73,7 +72,7 @@ class TrainingSetup:
         for jobs in self.validation_traces:
             rule = make_policy(name, placement=self.observation.placement)
             if self.keeper is not None:
-                rule = GivingUp(rule, KernelKeeper(self.keeper.arrays()), name)
+                rule = KeptRule(rule, self.keeper.arrays(), name)
             runs.append(simulate(self.system, jobs, self.tables, rule).metrics)
         return ranked(mean_metrics(runs))
 
