@@ -4,7 +4,7 @@ study's best baseline, paired per trace.
 
     .venv/bin/python benchmarks/bench_online_headroom.py [--config config/config.yaml]
         [--costs DIR] [--validation DIR] [--scenarios vision_heavy,bursty] [--seeds 1000,1001]
-        [--jobs 0] [--samples 4] [--horizon 40] [--keep-share 0.5] [--lp-time-limit 2]
+        [--jobs 0] [--samples 2] [--horizon 40] [--keep-share 0.5] [--lp-time-limit 2]
         [--bandwidth-share 1] [--schedules planner,oracle,agent,clairvoyant] [--tune 1]
         [--planned-by RULE@PLACEMENT|agent]
 
@@ -268,11 +268,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_validated_study(parser)
     parser.add_argument("--jobs", type=int, default=0)
-    parser.add_argument("--samples", type=int, default=4)
-    parser.add_argument("--horizon", type=int, default=40)
-    parser.add_argument("--keep-share", type=float, default=0.5)
-    parser.add_argument("--lp-time-limit", type=float, default=2.0)
-    parser.add_argument("--bandwidth-share", type=float, default=1.0)
+    knobs = PlannerConfig()  # its defaults, those of config.yaml's evaluation.planner
+    parser.add_argument("--samples", type=int, default=knobs.samples)
+    parser.add_argument("--horizon", type=int, default=knobs.horizon_jobs)
+    parser.add_argument("--keep-share", type=float, default=knobs.keep_share)
+    parser.add_argument("--lp-time-limit", type=float, default=knobs.lp_time_limit_s)
+    parser.add_argument("--bandwidth-share", type=float, default=knobs.bandwidth_share)
     parser.add_argument(
         "--schedules", default="planner", help=f"of {','.join(SCHEDULES)}; comma-separated"
     )

@@ -17,8 +17,16 @@ from typing import Literal
 
 BEST = "best"  # as a reference: the teacher chosen on the validation traces (relmas validate)
 
-Kind = Literal["heuristic", "rule", "target", "search", "offline", "learned"]
-KINDS: tuple[Kind, ...] = ("heuristic", "rule", "target", "search", "offline", "learned")
+Kind = Literal["heuristic", "rule", "target", "search", "planning", "offline", "learned"]
+KINDS: tuple[Kind, ...] = (
+    "heuristic",
+    "rule",
+    "target",
+    "search",
+    "planning",
+    "offline",
+    "learned",
+)
 
 
 @dataclass(frozen=True)
@@ -28,7 +36,9 @@ class PolicyEntry:
     kind: `heuristic` (a fixed online rule), `rule` (a rule baseline: SJF or EDF among the jobs
     that can still meet their deadline, with a placement; the agent's teachers), `target` (a
     target-aware baseline: a rule baseline that puts the tenants' service targets before its
-    order), `search` (an online policy that searches at each decision), `offline` (knows the
+    order), `search` (an online policy that searches at each decision), `planning` (an online
+    policy that solves LPs over sampled futures: seconds per decision, what a scheduler that
+    does not know the future can win; never a baseline, a row of its own), `offline` (knows the
     whole trace: an upper reference for small traces only), `learned` (deploys a trained agent:
     needs `--agent`, its rows name the agent's scenario).
     """
@@ -153,6 +163,7 @@ CATALOG: tuple[PolicyEntry, ...] = (
     *(parts.entry for parts in RULES),
     PolicyEntry("ga_offline", "offline", "relmas.policies.ga_offline", options="ga"),
     PolicyEntry("gacer", "search", "relmas.policies.gacer", options="gacer", resizing=True),
+    PolicyEntry("planner", "planning", "relmas.policies.planner", options="planner"),
     PolicyEntry("relmas", "learned", "relmas.rl.policy"),
     PolicyEntry("relmas_resize", "learned", "relmas.rl.policy", resizing=True, base="relmas"),
 )
@@ -217,6 +228,13 @@ def offline() -> tuple[str, ...]:
     return of_kind("offline")
 
 
+def planners() -> tuple[str, ...]:
+    """Online planners: evaluated where configured, planning for the rule the scenario's
+    agent deploys, but never among the baselines nor at a sweep's points (seconds per
+    decision)."""
+    return of_kind("planning")
+
+
 def heuristics() -> tuple[str, ...]:
     """The fixed rules, the random floor included (the GA's seed schedules)."""
     return of_kind("heuristic")
@@ -225,8 +243,10 @@ def heuristics() -> tuple[str, ...]:
 def online_baselines() -> tuple[str, ...]:
     """What a learned policy is measured against: every online policy that is not learned (the
     fixed heuristics, the rule baselines, the search policies), in contract order, without the
-    sanity floors. The offline bounds know the future; the report shows them apart."""
-    return tuple(e.name for e in entries() if e.kind not in ("offline", "learned") and not e.floor)
+    sanity floors. The offline bounds know the future and the planners take seconds per
+    decision; the report shows them apart."""
+    apart = ("planning", "offline", "learned")
+    return tuple(e.name for e in entries() if e.kind not in apart and not e.floor)
 
 
 def placed() -> tuple[str, ...]:

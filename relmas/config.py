@@ -70,6 +70,7 @@ def validate_config(raw: Any, source: str | Path | None = None) -> dict[str, Any
     _check_finite(config, source)
     _check_references(config, source)
     _check_teacher(config, source)
+    _check_planner(config, source)
     return config
 
 
@@ -147,6 +148,16 @@ def _check_teacher(config: Mapping[str, Any], source: str | Path | None) -> None
             f"{keeper} beside a learned policy with a keeper (its rule, placed on validation),"
             " or training.keeper.traces: 0"
         )
+        raise InputError(source, "evaluation.policies", expected, evaluated)
+
+
+def _check_planner(config: Mapping[str, Any], source: str | Path | None) -> None:
+    """The planner schedules with the rule the scenario's `relmas` agent deploys (its teacher):
+    refuse a config that evaluates the planner without that agent, before anything runs."""
+    evaluated = config["evaluation"]["policies"]
+    whole = [p for p in catalog.learned() if p not in catalog.resizing()]
+    if set(evaluated) & set(catalog.planners()) and not set(evaluated) & set(whole):
+        expected = f"{whole[0]} beside the planner (it plans for the rule {whole[0]} deploys)"
         raise InputError(source, "evaluation.policies", expected, evaluated)
 
 

@@ -234,10 +234,12 @@ def evaluate_scenario(
     the scenario's cost tables of `costs_dir`, already loaded (by a process that evaluates several
     policies and seeds, so that it reads and checks them once).
     """
-    system, tables, jobs = evaluation_inputs(
-        Study(config, source), scenario, jobs_path, costs_dir, tables
-    )
-    chosen = make_policy(policy, seed=seed, key="--policy", **dict(policy_options or {}))
+    study = Study(config, source)
+    system, tables, jobs = evaluation_inputs(study, scenario, jobs_path, costs_dir, tables)
+    options = dict(policy_options or {})
+    if policy in catalog.planners():  # it draws futures of the scenario's arrival process
+        options |= {"scenario": scenario, "arrivals": study.scenario(scenario)}
+    chosen = make_policy(policy, seed=seed, key="--policy", **options)
     return simulate(system, jobs, tables, chosen, static_w=static_w, record=record)
 
 
@@ -376,6 +378,20 @@ def placement_option(
     if policy not in placements:
         raise InputError(source, "policy", f"a validation row of {policy} with its placement")
     return {"placement": placements[policy]}
+
+
+def planned_rule(policy: str, agent: str | Path | None) -> dict[str, str]:
+    """The `rule` and `placement` options of a planner (`catalog.planners`): the rule the
+    scenario's `relmas` agent (`agent`, its directory) deploys, its teacher with the placement
+    chosen for it, beside which its keeper gives jobs up; nothing for the other policies."""
+    if policy not in catalog.planners():
+        return {}
+    if agent is None:
+        raise InputError(None, "--agent", "the relmas agent whose rule the planner plans for")
+    from relmas.rl.agent import read_agent_info
+
+    observation = read_agent_info(agent).observation
+    return {"rule": observation.reference, "placement": observation.placement}
 
 
 def read_placements(path: str | Path, scenario: str, types: Sequence[str]) -> dict[str, str]:

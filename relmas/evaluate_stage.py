@@ -33,6 +33,7 @@ from relmas.evaluate import (
     best_placed,
     evaluate_scenario,
     placement_option,
+    planned_rule,
     policy_extra,
     read_placements,
     shared_metric,
@@ -121,7 +122,8 @@ def _evaluate_policy(
     seeds = args.seed
     options = policy_options(config, policy)
     options |= placement_option(policy, placements, args.placements)
-    if args.agent:
+    options |= planned_rule(policy, args.agent)
+    if args.agent and policy not in catalog.planners():
         options["agent"] = str(args.agent)
     trained_on = agent_scenario(policy, args.agent)
     if trained_on not in (None, args.scenario):

@@ -268,12 +268,13 @@ def point_label(value: float) -> str:
 
 def sweep_policies(config: Mapping[str, Any], sweep: str) -> list[str]:
     """The policies of a point of `sweep`: the evaluated ones that run on its base scenario
-    (`runs_on`), without the offline bounds."""
+    (`runs_on`), without the offline bounds and the planners (seconds per decision)."""
     scenario = config["sweeps"][sweep]["scenario"]
+    left_out = catalog.offline() + catalog.planners()
     return [
         p
         for p in config["evaluation"]["policies"]
-        if p not in catalog.offline() and runs_on(config, scenario, p)
+        if p not in left_out and runs_on(config, scenario, p)
     ]
 
 

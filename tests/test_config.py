@@ -221,3 +221,17 @@ def test_a_traces_priorities_are_the_ones_a_tenant_may_have() -> None:
 
     tenant = load_schema()["properties"]["scenarios"]["additionalProperties"]["properties"]
     assert list(PRIORITIES) == tenant["tenants"]["items"]["properties"]["priority"]["enum"]
+
+
+def test_the_planner_needs_the_agent_whose_rule_it_plans_for() -> None:
+    # the planner schedules with the rule relmas deploys (relmas.evaluate.planned_rule): a study
+    # that evaluates it without relmas would fail at its evaluation job, after hours of training
+    policies = ["fcfs", "sjf_feasible", "edf_feasible", "planner", "relmas_resize"]
+    raw = _mutated(["evaluation", "policies"], policies)
+    with pytest.raises(InputError) as info:
+        validate_config(raw, "quick.yaml")
+    message = str(info.value)
+    assert message.startswith("quick.yaml: evaluation.policies: expected relmas beside the planner")
+    assert "\n" not in message
+    raw["evaluation"]["policies"].append("relmas")
+    assert validate_config(raw, "quick.yaml")["evaluation"]["planner"]["samples"] == 2

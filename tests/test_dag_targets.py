@@ -69,8 +69,9 @@ def plan_without(project: Path, *deleted: str) -> Counter:
 
 def test_a_deleted_agent_directory_is_retrained(planned: Path) -> None:
     jobs = plan_without(planned, "agents/mixed/relmas")
-    # then everything that reads it: its evaluation, ga_offline (seeded by it), the sweep points
-    assert jobs["train"] == 1 and jobs["evaluate"] == 2 and jobs["report"] == 1
+    # then everything that reads it: its evaluation, ga_offline (seeded by it), the planner (it
+    # plans for its rule), the sweep points
+    assert jobs["train"] == 1 and jobs["evaluate"] == 3 and jobs["report"] == 1
     assert not {"zoo", "profile", "workload", "validate"} & set(jobs)
 
 

@@ -15,6 +15,7 @@ from relmas import catalog
 from relmas.policies import make_policy
 from relmas.sim import CostTables, Engine, access, load_system
 from relmas.sim.engine_kernels import TIME_TOL
+from relmas.workload import parse_scenario
 from tests.synthetic import (
     contended_case,
     cost_frame,
@@ -203,6 +204,23 @@ def firm_case(learned: bool) -> tuple:
     return system, tables, jobs.with_columns(firm=pl.lit(True), tenant=pl.Series(tenants))
 
 
+def planned_firm_case(system) -> tuple[CostTables, dict]:
+    """The planner's tables and options on firm_case: futures of the trace's models, planned for
+    a deadline rule; its LPs need the tables indexed at the system's bandwidth, as the study's
+    are."""
+    costs = synthetic_costs({"a": 3, "b": 5}, ["e", "s"], seed=21)
+    tables = CostTables.from_frame(costs, ["e", "s"], bandwidth_bps=system.bandwidth_bytes_per_s)
+    raw = {
+        "models": {"a": 1, "b": 1},
+        "tenants": [{"name": "gold", "priority": 1, "slack": 3.0, "share": 1.0}],
+        "arrival": {"process": "poisson", "load": 1.5},
+        "jobs": 30,
+    }
+    arrivals = parse_scenario("firm", raw, ["a", "b"])
+    options = {"rule": "edf_feasible", "scenario": "firm", "arrivals": arrivals}
+    return tables, options | {"samples": 1, "horizon_jobs": 5}
+
+
 @pytest.mark.parametrize("name", catalog.names())
 def test_every_policy_runs_to_completion_under_firm_deadlines(name):
     """Every job is finished or dropped, no task starts past its job's firm deadline, a dropped
@@ -212,6 +230,8 @@ def test_every_policy_runs_to_completion_under_firm_deadlines(name):
     options = {"agent": str(AGENTS / name)} if learned else {}
     if name == "ga_offline":
         options = {"population": 6, "generations": 3, "time_limit_s": None}
+    if name in catalog.planners():
+        tables, options = planned_firm_case(system)
     engine = Engine(system, tables, jobs, record=True)
     result = engine.run(make_policy(name, seed=3, **options))
     out = result.jobs.sort("job_id")

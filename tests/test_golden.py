@@ -117,8 +117,8 @@ def test_every_policy_schedules_the_small_traces_as_before(sharing: str) -> None
     system, tables, trace = synthetic_case(sharing, CASES[sharing])
     frames = []
     for name in catalog.names():
-        if name in LEARNED:
-            continue
+        if name in LEARNED or name in catalog.planners():
+            continue  # the planner draws futures of a scenario: pinned by the quick DAG below
         options = GA_QUICK if name == "ga_offline" else {}
         result = Engine(system, tables, trace).run(make_policy(name, seed=5, **options))
         frames.append(result.jobs.select(pl.lit(name).alias("policy"), pl.all()))

@@ -18,6 +18,7 @@ from relmas import catalog
 from relmas.config import load_config
 from relmas.paths import ResultPaths
 from relmas.report import best_baselines
+from relmas.rl.agent import read_agent_info
 from relmas.schemas import LAYER_SCHEMA, SUMMARY_SCHEMA
 from relmas.study import (
     EVALUATION_BATCHES,
@@ -171,19 +172,25 @@ def test_quick_dag_writes_the_report(quick_run) -> None:
     assert set(baseline_policies(config)) == set(config["evaluation"]["policies"]) - {
         "random",
         "ga_offline",
+        "planner",
         "relmas",
         "relmas_resize",
     }
     # each rule and target-aware baseline ran with the placement chosen for it on validation,
-    # in the evaluation and the sweeps alike; the other policies take none
+    # in the evaluation and the sweeps alike; the planner with its rule's, the one the relmas
+    # agent deploys; the other policies take none
     chosen = dict(validation.select("policy", "placement").unique().iter_rows())
     for rows in (summary, points):
         ran = dict(rows.select("policy", "placement").unique().iter_rows())
         placed = set(catalog.placed()) & set(ran)
         assert placed and {p: ran[p] for p in placed} == {p: chosen[p] for p in placed}
-        assert all(ran[p] is None for p in set(ran) - placed)
+        assert all(ran[p] is None for p in set(ran) - placed - set(catalog.planners()))
     tried = {"all", "bandwidth", "eyeriss_168", "simba_chiplet"}
     assert set(chosen.values()) - {None} <= tried
+    deployed = read_agent_info(results_root(project) / "agents" / "mixed" / "relmas").observation
+    assert dict(summary.select("policy", "placement").unique().iter_rows())["planner"] == (
+        deployed.placement
+    )
     assert (results_root(project) / "logs" / "validate" / "mixed.log").is_file()
     report = (results_root(project) / "report" / "report.md").read_text()
     # the headline comes first: the learned policies against the baseline chosen on validation
@@ -292,9 +299,9 @@ def test_quick_dag_logs_tagged_mlflow_runs(quick_run) -> None:
     placed = {
         run.data.tags["policy"]: run.data.params["placement"]
         for run in per_policy
-        if run.data.tags["policy"] in catalog.placed()
+        if run.data.tags["policy"] in catalog.placed() + catalog.planners()
     }
-    assert placed == ran and set(placed) == set(catalog.placed()) & set(ran)
+    assert placed == ran and set(placed) == set(catalog.placed() + catalog.planners()) & set(ran)
     assert all(
         "placement" not in run.data.params
         for run in per_policy
@@ -438,9 +445,9 @@ def test_changing_a_training_setting_retrains_and_reevaluates_only(quick_run) ->
     project, env, _ = quick_run
     changed = variant(project, "train.yaml", "total_steps: 20000", "total_steps: 21000")
     jobs = planned_jobs(project, env, changed)
-    # both learned policies (relmas, relmas_resize) of the one scenario, and ga_offline, which
-    # the relmas agent's schedule seeds
-    assert jobs["train"] == 2 and jobs["evaluate"] == 3 and jobs["report"] == 1
+    # both learned policies (relmas, relmas_resize) of the one scenario, ga_offline, which
+    # the relmas agent's schedule seeds, and the planner, which plans for its rule
+    assert jobs["train"] == 2 and jobs["evaluate"] == 4 and jobs["report"] == 1
     config = load_config(project / "config" / "quick.yaml")
     assert jobs["sweep"] == len(sweep_points(config))  # every point runs the retrained agent
     # the baselines' validation runs read no training setting but the validation traces'
@@ -457,9 +464,9 @@ def test_changing_the_cuts_reprofiles_pieces_and_revalidates_and_retrains_the_ag
     assert jobs["profile_pieces"] == accelerators and "profile" not in jobs
     assert jobs["validate"] == 1  # gacer, a baseline, cuts too
     # both agents: relmas reads no piece table, but its teacher is chosen on the validation rows,
-    # which the cuts change through gacer's; then their evaluations, gacer's and ga_offline's
-    # (seeded by the relmas agent)
-    assert jobs["train"] == 2 and jobs["evaluate"] == 4
+    # which the cuts change through gacer's; then their evaluations, gacer's, ga_offline's
+    # (seeded by the relmas agent) and the planner's (planning for its rule)
+    assert jobs["train"] == 2 and jobs["evaluate"] == 5
     assert not {"zoo", "workload"} & set(jobs)
 
 

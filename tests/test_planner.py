@@ -11,6 +11,7 @@ from relmas import catalog
 from relmas.ceiling.admission import serve_lp_jobs
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.instance import Instance
+from relmas.errors import InputError
 from relmas.policies import make_policy
 from relmas.policies.planner import (
     FUTURE_SEED_BASE,
@@ -119,6 +120,32 @@ def test_a_planner_over_samples_runs_a_whole_trace_and_gives_up_only_what_it_pla
     assert result.jobs.height == jobs.height and sampled.plans > 0
     assert int(result.jobs["dropped"].sum()) == sampled.given_up
     assert not (result.jobs["met"] & result.jobs["dropped"]).any()
+
+
+def test_the_catalog_planner_is_the_planner_of_its_rule_over_futures_drawn_from_its_seed():
+    """`make_policy("planner", ...)` as the evaluation makes it (relmas.evaluate) gives the
+    schedule of `planner(rule, SampledFutures(...), PlannerConfig(..., seed))`; another seed draws
+    other futures. It is no baseline and no sweep runs it."""
+    system, tables = _one_instance({"long": 1.5, "short": 0.5})
+    scenario = _scenario()
+    jobs = generate_trace("toy", scenario, system, tables, 7)
+    knobs = {"samples": 2, "horizon_jobs": 6, "keep_share": 0.5, "lp_time_limit_s": 5.0}
+
+    def catalogued(seed: int) -> pl.DataFrame:
+        policy = make_policy(
+            "planner", seed=seed, rule="edf_feasible", placement="all", scenario="toy",
+            arrivals=scenario, **knobs,
+        )  # fmt: skip
+        return Engine(system, tables, jobs).run(policy).jobs
+
+    config = PlannerConfig(**knobs, seed=7)
+    futures = SampledFutures("toy", scenario, system, tables, config)
+    made = Engine(system, tables, jobs).run(planner(make_policy("edf_feasible"), futures, config))
+    assert catalogued(7).equals(made.jobs) and made.jobs["dropped"].any()
+    assert not catalogued(8).equals(made.jobs)
+    assert "planner" not in catalog.online_baselines()
+    with pytest.raises(InputError, match="planner"):
+        make_policy("planner", rule="edf_feasible")  # no scenario to draw futures of
 
 
 def test_bad_knobs_are_refused():

@@ -11,7 +11,7 @@ import pytest
 from relmas.ceiling.rows import best_under, with_kinds
 from relmas.ceiling.stage import BOUND_SCHEMA
 from relmas.errors import InputError
-from relmas.report.ceiling import ceiling_table, reference_rows
+from relmas.report.ceiling import ceiling_markdown, ceiling_table, reference_rows
 
 BOUNDS = Path("my/bounds")  # where `relmas report --bounds` read the bound rows
 
@@ -130,3 +130,35 @@ def test_headroom_and_what_a_learned_policy_takes_of_it_in_points():
     assert row["gain"] == pytest.approx(3.0)  # 2 and 4 points
     assert row["taken"] == pytest.approx(0.3)
     assert row["width"] == pytest.approx(5.5)  # ceiling − best known (served, relmas): 5 and 6
+
+
+def test_the_planner_shows_what_giving_jobs_up_wins_online_and_what_relmas_takes_of_it():
+    # Per seed: rule 0.60 / 0.70, relmas 0.62 / 0.74, planner 0.64 / 0.76 (4 and 6 points).
+    rows = [("sjf_feasible", 1, 0.60), ("sjf_feasible", 2, 0.70), ("relmas", 1, 0.62)]
+    rows += [("relmas", 2, 0.74), ("planner", 1, 0.64), ("planner", 2, 0.76)]
+    summary = _summary(rows).with_columns(
+        decision_us=pl.when(pl.col("policy") == "planner").then(2000.0).otherwise(20.0)
+    )
+    bounds = _bounds({1: 70, 2: 80}, served={1: 65, 2: 71})
+    refs = reference_rows(summary, bounds, BOUNDS)
+    table = ceiling_table(summary, refs, {"s": ("sjf_feasible", 0.65)}, bounds)
+    row = table.row(0, named=True)
+    assert row["policy"] == "relmas" and table.height == 1  # the planner is no learned row
+    assert row["planner_sla"] == pytest.approx(0.70)
+    assert row["planner_gain"] == pytest.approx(5.0)
+    assert row["taken_online"] == pytest.approx(0.6)  # relmas's 3 of the planner's 5 points
+    assert row["planner_us"] == pytest.approx(2000.0)
+    page = "\n".join(ceiling_markdown(table, bounds))
+    assert "| planner (online) | planner − rule (points) |" in page
+    assert (
+        "3.0 by giving jobs up knowing the future (the LP's jobs served), "
+        "5.0 online (the planner, 2.0 ms per decision)" in page
+    )
+    assert "relmas takes 30 % of it, 60 % of the planner's (+3.0 ± 12.7)" in page
+    # without a planner: no planner columns, and the report says where it is measured
+    alone = summary.filter(pl.col("policy") != "planner")
+    table = ceiling_table(
+        alone, reference_rows(alone, bounds, BOUNDS), {"s": ("sjf_feasible", 0.65)}, bounds
+    )
+    page = "\n".join(ceiling_markdown(table, bounds))
+    assert "planner (online)" not in page and "not evaluated here" in page

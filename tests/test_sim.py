@@ -91,8 +91,10 @@ def test_one_job_alone_finishes_at_its_isolated_latency(dram_gbps, isolated):
         costs, system.accelerator_types, bandwidth_bps=system.bandwidth_bytes_per_s
     )
     assert tables.isolated_latency("m") == pytest.approx(isolated)
-    # random picks any idle instance; the learned policies need an agent (tests/test_rl_env.py)
-    for policy in set(available_policies()) - {*catalog.floors(), *catalog.learned()}:
+    # random picks any idle instance; the learned policies need an agent (tests/test_rl_env.py),
+    # the planner a scenario to draw futures of (tests/test_planner.py)
+    unplaced = {*catalog.floors(), *catalog.learned(), *catalog.planners()}
+    for policy in set(available_policies()) - unplaced:
         jobs = trace([("m", 2.5, 2.5 + isolated, 3)])
         result = Engine(system, tables, jobs).run(make_policy(policy))
         row = result.jobs.row(0, named=True)
@@ -289,7 +291,9 @@ def scenarios_with_costs(draw):
         for _ in range(count)
     ]
     jobs = trace([(m, a, a + d, p) for m, a, d, p in rows])
-    policy = draw(st.sampled_from(sorted(set(available_policies()) - set(catalog.learned()))))
+    # the planner needs a scenario to draw futures of (tests/test_planner.py)
+    drawn = set(available_policies()) - {*catalog.learned(), *catalog.planners()}
+    policy = draw(st.sampled_from(sorted(drawn)))
     return system, costs, types, jobs, policy, draw(st.integers(0, 99))
 
 

@@ -1,10 +1,10 @@
 """One colour per policy and one order of policies, for every figure and table of the report.
 
 Both come from the catalog (relmas.catalog): policies are grouped by kind — the heuristics (the
-online search policy among them), the rule baselines, the target-aware baselines, the offline
-bound, the learned policies — in catalog order inside a group, and each group draws its colours
-from a family of its own (blues and greens, oranges, golds, greys, and strong red and purple for
-the learned policies, drawn on top).
+online search policy among them), the rule baselines, the target-aware baselines, the planner,
+the offline bound, the learned policies — in catalog order inside a group, and each group draws
+its colours from a family of its own (blues and greens, oranges, golds, magenta, greys, and strong
+red and purple for the learned policies, drawn on top).
 A policy keeps its colour whichever policies a figure shows, since colours are assigned over the
 whole catalog, not over the policies present.
 """
@@ -88,6 +88,7 @@ GROUPS: tuple[Group, ...] = (
             "#ffd24d",
         ),
     ),
+    Group("online planner", ("planning",), ("#e7298a",)),  # magenta
     Group("offline", ("offline",), ("#4d4d4d", "#969696")),
     Group("learned", ("learned",), ("#d62728", "#7b2cbf", "#e377c2", "#8b0000")),
 )

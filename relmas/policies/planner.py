@@ -29,8 +29,10 @@ from relmas.ceiling.admission import ADMITTED
 from relmas.ceiling.bound import relaxation_bound
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.targets import has_targets, served_for_targets
+from relmas.errors import InputError
 from relmas.policies import triage
-from relmas.policies.base import Policy
+from relmas.policies.base import Policy, register
+from relmas.policies.placement import ALL
 from relmas.sim import access
 from relmas.sim.costs import CostTables
 from relmas.sim.engine import DecisionView, Engine
@@ -48,7 +50,7 @@ _PLANNED = ["job_id", "tenant", "model", "arrival_s", "deadline_s", "target"]
 class PlannerConfig:
     """The planner's knobs, chosen on validation traces (benchmarks/bench_online_headroom.py)."""
 
-    samples: int = 4  # futures drawn per plan (K)
+    samples: int = 2  # futures drawn per plan (K)
     horizon_jobs: int = 40  # arrivals in each future
     keep_share: float = 0.5  # a present job is kept if at least this share of the plans serve it
     lp_time_limit_s: float = 2.0  # per LP solve
@@ -182,6 +184,49 @@ class GivingUp(Policy):
 def planner(rule: Policy, futures: Futures, config: PlannerConfig) -> GivingUp:
     """The sampled-futures planner (`futures`: `SampledFutures`; `RealFuture`: clairvoyant)."""
     return GivingUp(rule, FutureVotes(futures, config), "planner")
+
+
+@register("planner")
+class SampledFuturesPlanner(GivingUp):
+    """The catalog's `planner`: `rule` at `placement` on the jobs the LPs over futures of the
+    scenario `scenario` (its arrival process `arrivals`) keep, with the knobs of
+    `evaluation.planner` (`PlannerConfig`); the futures are drawn from `seed`, the trace's."""
+
+    name = "planner"
+
+    def __init__(
+        self,
+        seed: int = 0,
+        *,
+        rule: str | None = None,
+        placement: str = ALL,
+        scenario: str | None = None,
+        arrivals: Scenario | None = None,
+        **knobs: float,
+    ) -> None:
+        from relmas.policies import make_policy
+
+        if rule is None or scenario is None or arrivals is None:
+            expected = (
+                "a policy that needs no scenario: the planner draws futures of a configured "
+                "scenario and plans for its agent's rule (relmas evaluate)"
+            )
+            raise InputError(None, "--policy", expected, self.name)
+        self.rule = make_policy(rule, placement=placement)
+        self.config = PlannerConfig(**knobs, seed=seed)
+        self.scenario, self.arrivals = scenario, arrivals
+
+    def reset(self, engine: Engine) -> None:
+        # the futures of this engine's system and cost tables
+        futures = SampledFutures(
+            self.scenario, self.arrivals, engine.system, engine.tables, self.config
+        )
+        self.keeper = FutureVotes(futures, self.config)
+        super().reset(engine)
+
+    def overhead_counts(self) -> dict[str, float]:
+        """Its plans and the jobs they gave up (its decision time is mostly the plans' LPs)."""
+        return {"planner_plans": float(self.plans), "planner_given_up": float(self.given_up)}
 
 
 def present_jobs(engine: Engine) -> np.ndarray:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from relmas import catalog
@@ -28,6 +29,7 @@ from relmas.report.stats import mean_ci
 # The bound stage's schedules, as the best known's `best_known_by` names them
 EXACT_SEARCH = "exact search"
 LP_JOBS_SERVED = "LP's jobs served"
+PLANNER = "planner (online)"
 
 
 def read_bounds(bounds_dir: Path, scenarios: Sequence[str], seeds: Sequence[int]) -> pl.DataFrame:
@@ -108,8 +110,8 @@ def ceiling_table(
 ) -> pl.DataFrame:
     """Per scenario (with a best baseline): mean SLA rates of the baseline, of each learned
     policy, of the LP's jobs served (`bounds`' `admission_met`: what knowing the future wins by
-    giving jobs up alone), of the best known and of the ceiling, and the per-trace differences
-    in points."""
+    giving jobs up alone), of the planner where evaluated (what giving jobs up wins online), of
+    the best known and of the ceiling, and the per-trace differences in points."""
     rows = []
     served = bounds.select(
         "scenario",
@@ -149,9 +151,10 @@ def ceiling_table(
             "width": (CEILING, BEST_KNOWN),
         }.items():
             row[label], row[f"{label}_ci95"] = mean_ci(points[high] - points[low])
+        row |= _planner_columns(points, rule, own.filter(pl.col("scenario") == scenario))
         for policy in [p for p in catalog.learned() if p in points]:
             gain, half = mean_ci(points[policy] - points[rule])
-            headroom = row["headroom"]
+            headroom, online = row["headroom"], row["planner_gain"]
             rows.append(
                 row
                 | {
@@ -160,11 +163,30 @@ def ceiling_table(
                     "gain": gain,
                     "gain_ci95": half,
                     "taken": gain / headroom if headroom > 0 else math.nan,
+                    "taken_online": gain / online if online > 0 else math.nan,
                 }
             )
         if not any(p in points for p in catalog.learned()):
             rows.append(row | {"policy": None})
     return pl.DataFrame(rows)
+
+
+def _planner_columns(
+    points: Mapping[str, np.ndarray], rule: str, runs: pl.DataFrame
+) -> dict[str, float]:
+    """The planner's mean SLA rate, its per-trace gain over `rule` in points with its interval
+    and its mean decision time (µs; its `runs`' rows), NaN where no planner was evaluated."""
+    planner = next((p for p in catalog.planners() if p in points), None)
+    if planner is None:
+        columns = ("planner_sla", "planner_gain", "planner_gain_ci95", "planner_us")
+        return dict.fromkeys(columns, math.nan)
+    gain, half = mean_ci(points[planner] - points[rule])
+    return {
+        "planner_sla": float(points[planner].mean()) / 100,
+        "planner_gain": gain,
+        "planner_gain_ci95": half,
+        "planner_us": float(runs.filter(pl.col("policy") == planner)["decision_us"].mean()),
+    }
 
 
 def _points(mean: float, half: float) -> str:
@@ -179,7 +201,12 @@ def _taken(row: Mapping[str, Any]) -> str:
         return f"{row['policy']} falls below the baseline instead ({gain})"
     if math.isnan(row["taken"]):
         return f"{row['policy']} gains {gain}"
-    return f"{row['policy']} takes {100 * row['taken']:.0f} % of it ({gain})"
+    online = (
+        ""
+        if math.isnan(row["taken_online"])
+        else f", {100 * row['taken_online']:.0f} % of the planner's"
+    )
+    return f"{row['policy']} takes {100 * row['taken']:.0f} % of it{online} ({gain})"
 
 
 def ceiling_markdown(table: pl.DataFrame, bounds: pl.DataFrame) -> list[str]:
@@ -187,6 +214,7 @@ def ceiling_markdown(table: pl.DataFrame, bounds: pl.DataFrame) -> list[str]:
     header = "## How much was left to win: the proven ceiling\n"
     if not table.height:
         return [header, "No scenario has both a best baseline and its ceiling.\n"]
+    planned = not table["planner_sla"].is_nan().all()
     shown = [
         {
             "scenario": row["scenario"],
@@ -196,6 +224,16 @@ def ceiling_markdown(table: pl.DataFrame, bounds: pl.DataFrame) -> list[str]:
             "SLA rate": "—" if row["policy"] is None else f"{row['policy_sla']:.3f}",
             LP_JOBS_SERVED: f"{row['served_sla']:.3f}",
             "served − rule (points)": _points(row["served_gain"], row["served_gain_ci95"]),
+            **(
+                {
+                    PLANNER: f"{row['planner_sla']:.3f}",
+                    "planner − rule (points)": _points(
+                        row["planner_gain"], row["planner_gain_ci95"]
+                    ),
+                }
+                if planned
+                else {}
+            ),
             "best known": f"{row['best_known_sla']:.3f}",
             "ceiling": f"{row['ceiling_sla']:.3f}",
             "ceiling − rule (points)": _points(row["headroom"], row["headroom_ci95"]),
@@ -211,11 +249,26 @@ def ceiling_markdown(table: pl.DataFrame, bounds: pl.DataFrame) -> list[str]:
             f"won on these traces by any schedule, {first['served_gain']:.1f} by giving jobs up "
             "knowing the future (the LP's jobs served)"
         )
+        if not math.isnan(first["planner_gain"]):
+            text += (
+                f", {first['planner_gain']:.1f} online (the planner, "
+                f"{first['planner_us'] / 1000:.1f} ms per decision)"
+            )
         takes = [_taken(row) for row in group.iter_rows(named=True) if row["policy"] is not None]
         sentences.append(text + (f"; {', '.join(takes)}." if takes else "."))
     statuses = bounds.group_by("relaxation_status").len().sort("relaxation_status")
     proven = ", ".join(f"{n} {s}" for s, n in statuses.iter_rows())
     exact = bounds.filter(pl.col("exact_status") == "optimal").height
+    online = (
+        f"), the {PLANNER} (LPs over sampled futures of the arrival process at each decision "
+        "point after new arrivals, the rule relmas deploys scheduling the jobs they keep: what a "
+        'scheduler that does not know the future can win, docs/relmas.md "The sampled-futures '
+        'planner"),'
+        if planned
+        else "; what a scheduler that does not know it can win is measured by the planner, "
+        "`planner` in `evaluation.policies`, not evaluated here, or on fewer traces by "
+        '`benchmarks/bench_online_headroom.py`, docs/relmas.md "The sampled-futures planner"),'
+    )
     differences = (
         "Differences in SLA points on the one evaluation trace (n = 1: no interval)."
         if table["seeds"].max() < 2
@@ -226,13 +279,10 @@ def ceiling_markdown(table: pl.DataFrame, bounds: pl.DataFrame) -> list[str]:
         header,
         "Per scenario, the best baseline (chosen on validation, as in the headline), the learned "
         f"policies, the {LP_JOBS_SERVED} alone (the jobs the ceiling's LP meets, served by a "
-        "deadline rule: what giving jobs up wins knowing the future; what a scheduler that "
-        "does not know it can win is measured by `benchmarks/bench_online_headroom.py`, "
-        'docs/relmas.md "Giving jobs up"), the *best known* schedule (the most deadlines met '
-        "on each trace by any "
-        f"evaluated policy, the exact search's replayed schedule ({EXACT_SEARCH}) or the LP's "
-        f"jobs served by a deadline rule ({LP_JOBS_SERVED}), both schedules that know the "
-        "future) and the *ceiling*: a proven "
+        f"deadline rule: what giving jobs up wins knowing the future{online} the *best known* "
+        "schedule (the most deadlines met on each trace by any evaluated policy, the exact "
+        f"search's replayed schedule ({EXACT_SEARCH}) or the LP's jobs served by a deadline rule "
+        f"({LP_JOBS_SERVED}), both schedules that know the future) and the *ceiling*: a proven "
         "upper bound on the deadlines any schedule the engine allows can meet (`relmas bound`, "
         f"docs/ceiling.md). {differences} `width` = ceiling − best known, what these schedules "
         "leave unknown either way (schedules of other kinds may meet more: docs/ceiling.md, "

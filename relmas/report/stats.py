@@ -165,7 +165,8 @@ def _best(candidates: Sequence[str], order: Mapping[str, tuple[float, float]]) -
 
 
 # The kinds whose best the SLA rate figure draws, each chosen on validation as the best baseline
-# is; the offline bound and the learned policies are drawn as they are (none is chosen among).
+# is; the planner, the offline bound and the learned policies are drawn as they are (none is
+# chosen among).
 CHOSEN_KINDS = ("heuristic", "rule", "target", "search")
 
 
@@ -174,8 +175,8 @@ def shown_policies(
 ) -> dict[str, list[str]]:
     """Per scenario of `scenarios` (in that order) evaluated in `aggregated`: the policies the SLA
     rate figure draws, one row per kind. Of each kind of CHOSEN_KINDS the best on the validation
-    traces by best_baselines' rule (the floor is no candidate); every offline and every learned
-    policy evaluated (choosing the best learned one on evaluation would flatter it)."""
+    traces by best_baselines' rule (the floor is no candidate); every planner, offline and
+    learned policy evaluated (choosing the best learned one on evaluation would flatter it)."""
     orders = _validation_orders(validation)
     shown = {}
     for scenario in scenarios:
@@ -185,7 +186,7 @@ def shown_policies(
         best = [
             _best([p for p in online if catalog.entry(p).kind == k], order) for k in CHOSEN_KINDS
         ]
-        rest = [p for p in catalog.of_kind("offline", "learned") if p in evaluated]
+        rest = [p for p in catalog.of_kind("planning", "offline", "learned") if p in evaluated]
         if drawn := [p for p in best if p is not None] + rest:
             shown[scenario] = drawn
     return shown

@@ -93,10 +93,11 @@ TARGET_SCENARIOS = target_scenarios(CONFIG)
 def agent_files(scenario, policy):
     """The trained agent of `scenario` that a learned policy needs; for an offline bound, the
     agent of the evaluated learned policy that runs whole layers, whose schedule seeds its search
-    (docs/simulator.md, ga_offline); nothing for the others."""
+    (docs/simulator.md, ga_offline), and for a planner the same agent, whose rule it plans for
+    (relmas.evaluate.planned_rule); nothing for the others."""
     if policy in catalog.learned():
         return [str(PATHS.agent(scenario, policy) / "best.pt")]
-    if policy in catalog.offline():
+    if policy in catalog.offline() + catalog.planners():
         seeds = [
             name
             for name in CONFIG["evaluation"]["policies"]
