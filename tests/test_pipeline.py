@@ -441,6 +441,18 @@ def test_changing_an_accelerator_reprofiles_only_that_one(quick_run) -> None:
     assert jobs["evaluate"] >= 1 and jobs["report"] == 1
 
 
+def test_leaving_the_planner_out_reruns_only_the_report(quick_run) -> None:
+    # no sweep point runs the planner (seconds per decision) nor reads its options: listing it or
+    # not, or changing its knobs, must not rerun the sweeps (minutes each in the default study)
+    project, env, _ = quick_run
+    changed = variant(project, "unplanned.yaml", "gacer, planner, relmas", "gacer, relmas")
+    assert set(planned_jobs(project, env, changed)) == {"report", "all"}
+    changed = variant(
+        project, "knobs.yaml", "evaluation:\n", "evaluation:\n  planner: {samples: 3}\n"
+    )
+    assert set(planned_jobs(project, env, changed)) == {"evaluate", "report", "all"}
+
+
 def test_changing_a_training_setting_retrains_and_reevaluates_only(quick_run) -> None:
     project, env, _ = quick_run
     changed = variant(project, "train.yaml", "total_steps: 20000", "total_steps: 21000")

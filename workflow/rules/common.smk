@@ -121,12 +121,6 @@ except InputError as error:
     refuse(error)
 
 
-# The option sections of `evaluation:` a sweep point reads: those of its (online) policies.
-SWEEP_OPTIONS = [
-    entry.options for entry in catalog.entries() if entry.options and entry.kind != "offline"
-]
-
-
 def sweep_base(wildcards):
     """The base scenario of a sweep."""
     return CONFIG["sweeps"][wildcards.sweep]["scenario"]

@@ -1,8 +1,9 @@
 rule sweep:
     """One point of a sweep (relmas.sweep): the base scenario with one parameter changed, every
-    policy but ga_offline on the evaluation seeds in one process and one MLflow run (a job's
-    start-up costs more than the point's simulations), and each trace's proven ceiling (the
-    relaxation bound, `evaluation.ceiling`); learned policies use the base scenario's agents.
+    policy but the offline bound and the planner (relmas.study.sweep_policies) on the evaluation
+    seeds in one process and one MLflow run (a job's start-up costs more than the point's
+    simulations), and each trace's proven ceiling (the relaxation bound, `evaluation.ceiling`);
+    learned policies use the base scenario's agents.
     Traces are generated in the job, from the same generator as `relmas workload`. The point at
     the base scenario's own value reads the base scenario's evaluation and bounds instead: the same
     traces, policies and relaxation."""
@@ -19,9 +20,17 @@ rule sweep:
         sweep=lambda wildcards: sweep_point_spec(wildcards.sweep),
         scenario=lambda wildcards: slice_of("scenarios", sweep_base(wildcards)),
         system=slice_hash("system"),
-        evaluation=config_hash(
-            {key: CONFIG["evaluation"][key] for key in ("seeds", "policies", *SWEEP_OPTIONS)}
-            | {"ceiling": relaxation_options(CONFIG)}
+        # what a point reads of `evaluation:`: the seeds, the policies it runs with their options
+        # (not the offline bound's or the planner's, which no point runs) and the relaxation's
+        evaluation=lambda wildcards: config_hash(
+            {
+                "seeds": CONFIG["evaluation"]["seeds"],
+                "options": {
+                    policy: policy_options(CONFIG, policy)
+                    for policy in sweep_policies(CONFIG, wildcards.sweep)
+                },
+                "ceiling": relaxation_options(CONFIG),
+            }
         ),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
         # the base scenario's agents directory: results/agents/{scenario}/{policy}/best.pt
