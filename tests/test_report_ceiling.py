@@ -150,6 +150,11 @@ def test_the_planner_shows_what_giving_jobs_up_wins_online_and_what_relmas_takes
     assert row["planner_us"] == pytest.approx(2000.0)
     page = "\n".join(ceiling_markdown(table, bounds))
     assert "| planner (online) | planner − rule (points) |" in page
+    # one row per learned policy: met deadlines and paired difference of each schedule
+    assert (
+        "| s | sjf_feasible | 0.650 | relmas | 0.680 | +3.0 ± 12.7 | 0.680 | +3.0 ± 25.4 |" in page
+    )
+    assert "| 0.700 | +5.0 ± 12.7 |" in page  # the planner's
     assert (
         "3.0 by giving jobs up knowing the future (the LP's jobs served), "
         "5.0 online (the planner, 2.0 ms per decision)" in page

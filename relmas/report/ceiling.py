@@ -222,6 +222,9 @@ def ceiling_markdown(table: pl.DataFrame, bounds: pl.DataFrame) -> list[str]:
             "its SLA rate": f"{row['rule_sla']:.3f}",
             "learned": row["policy"] or "—",
             "SLA rate": "—" if row["policy"] is None else f"{row['policy_sla']:.3f}",
+            "learned − rule (points)": (
+                "—" if row["policy"] is None else _points(row["gain"], row["gain_ci95"])
+            ),
             LP_JOBS_SERVED: f"{row['served_sla']:.3f}",
             "served − rule (points)": _points(row["served_gain"], row["served_gain_ci95"]),
             **(
