@@ -1,21 +1,25 @@
 """The admission forms of the rule baselines (issue 50, item 2; `relmas.policies.triage.admitted`):
 Moore-Hodgson's sacrifice gives up the long job that would make two short ones miss, the
-acceptance test keeps the job that came first; without overload each is its base rule, schedule
-for schedule; the jitted loop and the stepping path agree; on one instance with every job's work
-known upfront the sacrifice keeps as many jobs as can meet their deadlines (brute force)."""
+acceptance test keeps the job that came first; without overload (vision_light too) each is its
+base rule, schedule for schedule; the jitted loop and the stepping path agree; on one instance
+with every job's work known upfront the sacrifice keeps as many jobs as can meet their deadlines
+(brute force)."""
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from relmas import catalog
+from relmas.config import load_config
 from relmas.policies import make_policy, triage
-from relmas.sim import Engine, access
-from tests.synthetic import both_ways, contended_case, one_type, tenant_jobs
+from relmas.sim import CostTables, Engine, access
+from relmas.workload import generate_trace, parse_scenario, scenario_system
+from tests.synthetic import both_ways, contended_case, one_type, synthetic_costs, tenant_jobs
 
 ADMISSION_FORMS = [parts.name for parts in catalog.rules() if parts.admit != "all"]
 EDF_FORMS = ["edf_feasible", "edf_feasible_patient_gated_ordered"]
@@ -127,3 +131,22 @@ def test_the_sacrifice_on_one_instance_keeps_as_many_jobs_as_can_meet_their_dead
         on_time = accepted[np.argsort(due[accepted], kind="stable")]
         assert np.all(np.cumsum(work[on_time]) <= due[on_time]), (work, due)
         assert len(accepted) <= len(sacrificed)
+
+
+def test_on_vision_light_each_admission_form_is_its_base_rule():
+    """The default study's vision_light (its models, tenants, light Poisson load and bandwidth),
+    150 jobs on synthetic cost tables of its models: nothing is overloaded, so each admission
+    form schedules as its base rule, job for job (at 10x the load they differ)."""
+    config = load_config(Path(__file__).parents[1] / "config" / "config.yaml")
+    raw = config["scenarios"]["vision_light"] | {"jobs": 150}
+    system = scenario_system(config, "vision_light")
+    types = system.accelerator_types
+    costs = synthetic_costs(dict.fromkeys(raw["models"], 12), types, seed=5)
+    tables = CostTables.from_frame(costs, types, bandwidth_bps=system.bandwidth_bytes_per_s)
+    scenario = parse_scenario("vision_light", raw, list(raw["models"]))
+    jobs = generate_trace("vision_light", scenario, system, tables, 1000)
+    for name in ADMISSION_FORMS:
+        expected = Engine(system, tables, jobs).run(make_policy(base_rule(name)))
+        result = Engine(system, tables, jobs).run(make_policy(name))
+        assert result.jobs.equals(expected.jobs), name
+        assert result.metrics["decisions"] == expected.metrics["decisions"], name
