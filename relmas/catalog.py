@@ -37,7 +37,7 @@ class PolicyEntry:
     that can still meet their deadline, with a placement; the agent's teachers), `target` (a
     target-aware baseline: a rule baseline that puts the tenants' service targets before its
     order), `search` (an online policy that searches at each decision), `planning` (an online
-    policy that solves LPs over sampled futures: seconds per decision, what a scheduler that
+    policy that solves LPs over sampled futures: tenths of a second per plan, what a scheduler that
     does not know the future can win; never a baseline, a row of its own), `offline` (knows the
     whole trace: an upper reference for small traces only), `learned` (deploys a trained agent:
     needs `--agent`, its rows name the agent's scenario).

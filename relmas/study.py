@@ -268,7 +268,7 @@ def point_label(value: float) -> str:
 
 def sweep_policies(config: Mapping[str, Any], sweep: str) -> list[str]:
     """The policies of a point of `sweep`: the evaluated ones that run on its base scenario
-    (`runs_on`), without the offline bounds and the planners (seconds per decision)."""
+    (`runs_on`), without the offline bounds and the planners (tenths of a second per plan)."""
     scenario = config["sweeps"][sweep]["scenario"]
     left_out = catalog.offline() + catalog.planners()
     return [
