@@ -282,6 +282,12 @@ def resizing() -> tuple[str, ...]:
     return tuple(e.name for e in entries() if e.resizing)
 
 
+def whole_layer_learned() -> tuple[str, ...]:
+    """The learned policies that run whole layers: the agent whose rule the planner plans for
+    and whose schedule seeds the offline bound."""
+    return tuple(name for name in learned() if name not in resizing())
+
+
 def options_section(name: str) -> str | None:
     """The section of `evaluation:` holding the constructor options of `name` (None: no options)."""
     found = entry(name)

@@ -155,7 +155,7 @@ def _check_planner(config: Mapping[str, Any], source: str | Path | None) -> None
     """The planner schedules with the rule the scenario's `relmas` agent deploys (its teacher):
     refuse a config that evaluates the planner without that agent, before anything runs."""
     evaluated = config["evaluation"]["policies"]
-    whole = [p for p in catalog.learned() if p not in catalog.resizing()]
+    whole = catalog.whole_layer_learned()
     if set(evaluated) & set(catalog.planners()) and not set(evaluated) & set(whole):
         expected = f"{whole[0]} beside the planner (it plans for the rule {whole[0]} deploys)"
         raise InputError(source, "evaluation.policies", expected, evaluated)

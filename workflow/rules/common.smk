@@ -99,9 +99,7 @@ def agent_files(scenario, policy):
         return [str(PATHS.agent(scenario, policy) / "best.pt")]
     if policy in catalog.offline() + catalog.planners():
         seeds = [
-            name
-            for name in CONFIG["evaluation"]["policies"]
-            if name in catalog.learned() and name not in catalog.resizing()
+            name for name in CONFIG["evaluation"]["policies"] if name in catalog.whole_layer_learned()
         ]
         return [str(PATHS.agent(scenario, name) / "best.pt") for name in seeds[:1]]
     return []
