@@ -44,6 +44,7 @@ from relmas.sim.engine_kernels import (
     Tables,
     advance,
     apply_decision,
+    borrowed,
 )
 
 
@@ -131,6 +132,9 @@ def run_plan(
     out_acc: np.ndarray,
 ) -> int:
     """Simulate to the end (or to a full timeline buffer) following the plan."""
+    T, S, sequence, start, position = borrowed((T, S, sequence, start, position))
+    gene_job, gene_row, release, held = borrowed((gene_job, gene_row, release, held))
+    out_job, out_acc = borrowed((out_job, out_acc))
     while True:
         status = advance(T, S)
         if status != STATUS_DECISION:

@@ -62,7 +62,7 @@ from relmas.sim.access import (
     task_work_left,
 )
 from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.engine_kernels import Pieces, State, Tables, entry_point
+from relmas.sim.engine_kernels import Pieces, State, Tables, borrowed, entry_point
 
 
 class _Window(NamedTuple):
@@ -266,6 +266,7 @@ def regulate(
 ) -> tuple[int, int, int]:
     """One decision: search the plan of the look-ahead window (module doc), write the pieces to
     start now to `out_*`; returns (their count, plans decoded, layers it cuts)."""
+    T, P, S, out_job, out_acc, out_split = borrowed((T, P, S, out_job, out_acc, out_split))
     jobs = _window_jobs(T, S, window)
     W = _window(T, P, S, jobs)
     order = np.arange(jobs.shape[0])

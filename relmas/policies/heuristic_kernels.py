@@ -48,7 +48,14 @@ from relmas.sim.access import (
     ready_job,
     refresh_rates,
 )
-from relmas.sim.engine_kernels import STATUS_DECISION, State, Tables, advance, apply_decision
+from relmas.sim.engine_kernels import (
+    STATUS_DECISION,
+    State,
+    Tables,
+    advance,
+    apply_decision,
+    borrowed,
+)
 
 CODE_FCFS, CODE_SJF, CODE_EDF, CODE_LLF = 0, 1, 2, 3  # job order from the ready heap
 CODE_PREMA, CODE_SDRM3, CODE_PLANARIA, CODE_HERALD, CODE_RANDOM = 4, 5, 6, 7, 8
@@ -449,6 +456,7 @@ def plan(T: Tables, S: State, P: Planner, code: int, alpha: float) -> int:
 @njit(cache=True)
 def run_heuristic(T: Tables, S: State, P: Planner, code: int, alpha: float) -> int:
     """Simulate to the end (or to a full timeline buffer) deciding with heuristic `code`."""
+    T, S, P = borrowed((T, S, P))
     while True:
         status = advance(T, S)
         if status != STATUS_DECISION:

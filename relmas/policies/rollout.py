@@ -44,6 +44,7 @@ from relmas.sim.engine_kernels import (
     State,
     Tables,
     advance,
+    borrowed,
     on_time,
 )
 from relmas.sim.engine_kernels import apply_decision as apply
@@ -162,6 +163,7 @@ def run_rollout(
     """Simulate to the end deciding by rollouts of `rule` (`RuleBaseline.parameters` then its
     placement), which reads the costs through `view` (`RuleBaseline.placed`); D is scratch state
     of S's shape. stats[0] counts the decisions that left the rule, stats[1] all."""
+    T, S, D, view, rule, stats = borrowed((T, S, D, view, rule, stats))
     out_job, out_acc = np.zeros(1, np.int64), np.zeros(1, np.int64)
     jobs = np.empty(2 * candidates + 4, np.int64)  # + rule, reference, hopeless, wait
     allowed = rule[6]

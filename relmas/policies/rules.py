@@ -71,7 +71,14 @@ from relmas.policies.triage import (
 from relmas.sim import access, engine_kernels
 from relmas.sim.costs import CostTables
 from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.engine_kernels import STATUS_DECISION, State, Tables, advance, apply_decision
+from relmas.sim.engine_kernels import (
+    STATUS_DECISION,
+    State,
+    Tables,
+    advance,
+    apply_decision,
+    borrowed,
+)
 
 # The kernel's codes of a rule's parts (`catalog.RuleParts`). Its order among feasible jobs:
 # remaining work, deadline.
@@ -340,6 +347,7 @@ def run_rule(
 ) -> int:
     """Simulate to the end (or to a full timeline buffer) deciding with a rule baseline, which
     reads the costs through `view` (its placement's, `Placement.tables`)."""
+    T, S, view, out_job, out_acc, allowed = borrowed((T, S, view, out_job, out_acc, allowed))
     while True:
         status = advance(T, S)
         if status != STATUS_DECISION:

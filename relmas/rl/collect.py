@@ -45,7 +45,7 @@ from relmas.rl.replay_buffer import (
     push_step,
 )
 from relmas.rl.teacher import BaselineTeacher, no_teacher, teacher_action
-from relmas.sim.engine_kernels import entry_point
+from relmas.sim.engine_kernels import borrowed, entry_point
 
 
 @njit(cache=True)
@@ -71,6 +71,7 @@ def collect(
     score of the teacher's action; `counts[action]` counts the actions taken and, with
     `store`, the transitions go to the replay. Returns (steps taken, terminated, sum of their
     rewards)."""
+    E, W, R, cursor, A, schedule, counts = borrowed((E, W, R, cursor, A, schedule, counts))
     seen = E.V
     obs = np.empty_like(seen.obs)
     mask = np.empty_like(seen.mask)

@@ -33,6 +33,7 @@ from relmas.sim.engine_kernels import (
     Tables,
     advance,
     apply_decision,
+    borrowed,
     give_up,
 )
 
@@ -174,6 +175,8 @@ def run_kept_rule(
 ) -> int:
     """`relmas.policies.rules.run_rule` with the keeper `K` giving jobs up before the rule
     decides (`advance_keeping`): the schedule of `KeptRule`'s stepping path in one jitted loop."""
+    T, S, K, view = borrowed((T, S, K, view))
+    out_job, out_acc, allowed = borrowed((out_job, out_acc, allowed))
     while True:
         status = advance_keeping(T, S, K)
         if status != STATUS_DECISION:

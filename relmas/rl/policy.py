@@ -44,7 +44,7 @@ from relmas.rl.overhead import overhead_energy_j
 from relmas.rl.travel import reaimed
 from relmas.sim import access
 from relmas.sim.engine import DecisionView, Engine
-from relmas.sim.engine_kernels import STATUS_DECISION, State, Tables
+from relmas.sim.engine_kernels import STATUS_DECISION, State, Tables, borrowed
 
 
 @njit(cache=True)
@@ -55,6 +55,7 @@ def run_agent(
     decision point the jobs its keeper `K` gives up, then the observation `V` (the reference
     baseline deciding first), the greedy action of `A`'s network with `A.bonus` on its teacher's —
     `RelmasPolicy.decide`'s steps, in one call. `scored[0]` counts the network's rows scored."""
+    T, S, V, A, K, scored = borrowed((T, S, V, A, K, scored))
     obs, mask = V.obs, V.mask
     while True:
         status = advance_keeping(T, S, K)

@@ -48,6 +48,8 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 # Job float columns (State.jf[job, column]).
 JF_ARRIVAL, JF_DEADLINE, JF_ISOLATED, JF_PRIORITY = 0, 1, 2, 3
@@ -139,6 +141,39 @@ def entry_point(kernel: Callable[..., object], *args: object) -> Callable[..., o
     """`kernel`'s compiled function for the types of `args`, called without Numba's per-call type
     dispatch (several microseconds for namedtuple arguments): for the Python stepping path."""
     return kernel.compile(tuple(kernel.typeof_pyval(arg) for arg in args))
+
+
+def _unowned(context: object, builder: object, kind: types.Type, value: object) -> object:
+    """`value` of Numba type `kind` with every array in it (through nested tuples) stripped of
+    its reference count (a null meminfo)."""
+    if isinstance(kind, types.Array):
+        array = context.make_array(kind)(context, builder, value=value)
+        array.meminfo = cgutils.get_null_value(array.meminfo.type)
+        return array._getvalue()
+    if isinstance(kind, types.BaseTuple):
+        for i, member in enumerate(kind.types):
+            inner = _unowned(context, builder, member, builder.extract_value(value, i))
+            value = builder.insert_value(value, inner, i)
+    return value
+
+
+@intrinsic
+def borrowed(typingctx: object, value: types.Type) -> tuple[object, Callable[..., object]]:
+    """`value` (an array, or a tuple of arrays and tuples: `State`, `Tables`, ...) as references
+    Numba does not count, for the whole of a jitted loop that holds the counted ones.
+
+    Why: Numba increments and decrements the reference count of *every* array of a tuple argument
+    on each call of a function with branches, with atomic instructions; passing `State` and
+    `Tables` (18 arrays) down a decision's helpers made those most of a rule's run
+    (docs/benchmarks.md, "Borrowed state"). A null count makes each a test of a null pointer.
+    Safe while the caller's own arguments keep the arrays alive: use it at the top of a jitted
+    loop on its arguments, and never return what it gives (or a view of it) to Python.
+    """
+
+    def codegen(context: object, builder: object, signature: object, args: list) -> object:
+        return _unowned(context, builder, value, args[0])
+
+    return value(value), codegen
 
 
 @njit(cache=True)
@@ -450,6 +485,7 @@ def advance(T: Tables, S: State) -> int:
     Returns a STATUS_* code; STATUS_FLUSH asks the caller to empty the timeline buffer and to call
     again.
     """
+    S = borrowed(S)  # called once per step from Python (`Engine._advance`)
     jf, af, ai, sf, si = S.jf, S.af, S.ai, S.sf, S.si
     jobs = jf.shape[0]
     if si[SI_AT_DECISION] != 0:
