@@ -30,6 +30,7 @@ rule bound:
         jobs=lambda wildcards: PATHS.workload(wildcards.scenario, "{seed}"),
         out=lambda wildcards: PATHS.bound(wildcards.scenario, "{seed}"),
     threads: CONFIG["evaluation"]["ceiling"]["threads"]
+    priority: 5  # as a sweep point: minutes long, so before the short evaluation jobs
     log:
         PATHS.log("bound", "{scenario}"),
     benchmark:

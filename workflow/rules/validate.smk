@@ -25,6 +25,9 @@ rule validate:
             }
         ),
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
+    # the first of each scenario's chain to its agents (validate, keeper, train): the whole chain
+    # goes before the jobs that wait on nothing, so that no chain is left running alone at the end
+    priority: 10
     log:
         PATHS.log("validate", "{scenario}"),
     benchmark:

@@ -13,6 +13,7 @@ rule workload:
         costs=lambda wildcards, input: Path(input.costs[0]).parent,
         # one trace per seed: the command fills in {seed}
         out=lambda wildcards: PATHS.workload(wildcards.scenario, "{seed}"),
+    priority: 10  # seconds of work that every bound and evaluation of the scenario waits for
     log:
         PATHS.log("workload", "{scenario}"),
     benchmark:
