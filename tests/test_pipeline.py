@@ -442,8 +442,8 @@ def test_changing_an_accelerator_reprofiles_only_that_one(quick_run) -> None:
 
 
 def test_leaving_the_planner_out_reruns_only_the_report(quick_run) -> None:
-    # no sweep point runs the planner (seconds per decision) nor reads its options: listing it or
-    # not, or changing its knobs, must not rerun the sweeps (minutes each in the default study)
+    # no sweep point runs the planner (tenths of a second per plan) nor reads its options:
+    # listing it or not, or changing its knobs, must not rerun the sweeps (minutes each by default)
     project, env, _ = quick_run
     changed = variant(project, "unplanned.yaml", "gacer, planner, relmas", "gacer, relmas")
     assert set(planned_jobs(project, env, changed)) == {"report", "all"}
