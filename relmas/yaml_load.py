@@ -17,6 +17,9 @@ from relmas.errors import InputError
 MAX_BYTES = 1 << 20  # 1 MiB: the default study's config is ~12 KB
 MAX_NODES = 1_000_000  # nodes of the document once every alias is expanded
 MAX_DEPTH = 100  # nesting of mappings and lists (the parser itself recurses)
+# libyaml's parser where PyYAML was built with it: every job reads its configs and the schema at
+# start-up, and the same nodes and errors (with their marks) come faster
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_yaml(path: str | Path) -> Any:
@@ -35,7 +38,7 @@ def load_yaml(path: str | Path) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(path, f"byte {exc.start}", "UTF-8 text") from None
-    loader = yaml.SafeLoader(text)
+    loader = _LOADER(text)
     try:
         node = loader.get_single_node()
         if node is None:
