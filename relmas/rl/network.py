@@ -94,7 +94,10 @@ class QNetwork(nn.Module):
         padded = torch.cat(
             [batch, batch.new_zeros(len(batch), 1), batch.new_ones(len(batch), 1)], 1
         )
-        features = self.trunk(padded[:, self.rows])  # [batch, rows, hidden]
+        # the rows' inputs gathered by one index_select (the same values as `padded[:, self.rows]`,
+        # whose advanced indexing is several times slower on a training batch)
+        gathered = padded.index_select(1, self.rows.flatten()).view(len(batch), *self.rows.shape)
+        features = self.trunk(gathered)  # [batch, rows, hidden]
         n_actions = self.spec["n_actions"]
         if not self.spec["dueling"]:
             q = self.head(features).flatten(1)[:, :n_actions]
