@@ -123,6 +123,9 @@ def plot_schedules(
     if suptitle:
         fig.suptitle(suptitle)
     fig.tight_layout(rect=(0, 0.09, 1, 1))
+    # laid out once: without this, tight_layout leaves a placeholder layout engine behind, for
+    # which savefig draws the whole figure once more before drawing it into the file
+    fig.set_layout_engine(None)
     target = Path(path)
     with atomic_path(target, suffix=target.suffix) as tmp:
         fig.savefig(tmp, dpi=150, format=target.suffix.lstrip(".") or "png")
