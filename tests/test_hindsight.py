@@ -94,6 +94,24 @@ def test_the_fit_ranks_held_out_labels_it_can_separate():
     assert auc(-chance, y) < 0.03
 
 
+def test_the_fit_is_the_same_on_any_core_count():
+    """Torch sums over one thread per core by default: a keeper fitted where torch may use two
+    threads must end with the weights of one fitted on one, and leave the caller's setting."""
+    x, y = _separable(3, n=100_000)  # large enough for torch to split its sums over threads
+    config = HindsightConfig(fit_epochs=10)
+    before = torch.get_num_threads()
+    try:
+        weights = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            model = fit(x, y, config)
+            weights.append(np.concatenate([p.detach().numpy().ravel() for p in model.parameters()]))
+            assert torch.get_num_threads() == threads
+    finally:
+        torch.set_num_threads(before)
+    assert np.array_equal(weights[0], weights[1])
+
+
 def test_the_fit_reads_the_tenant_deficit():
     x, _ = _separable(2)
     x[:, -1] = np.where(np.arange(x.shape[0]) % 2, 0.3, -0.1)  # a tenant's deficit

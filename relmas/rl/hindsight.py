@@ -25,6 +25,7 @@ from torch import nn
 
 from relmas.policies.base import Policy
 from relmas.policies.planner import GivingUp, Keeper, PlannerConfig, RealFuture, served
+from relmas.rl.determinism import deterministic_torch
 from relmas.rl.keeper import (
     FEATURES,
     SERVICE_FEATURES,
@@ -146,18 +147,20 @@ def label_runs(
 
 
 def fit(features: np.ndarray, labels: np.ndarray, config: HindsightConfig) -> Classifier:
-    """The classifier fitted to `labels` (full-batch Adam on the binary cross-entropy)."""
-    torch.manual_seed(config.seed)
-    model = Classifier(features.mean(axis=0), features.std(axis=0))
-    optimiser = torch.optim.Adam(model.parameters(), lr=config.fit_learning_rate)
-    x = torch.as_tensor(features)
-    y = torch.as_tensor(labels, dtype=torch.float32)
-    loss_of = nn.BCEWithLogitsLoss()
-    for _ in range(config.fit_epochs):
-        optimiser.zero_grad()
-        loss = loss_of(model(x), y)
-        loss.backward()
-        optimiser.step()
+    """The classifier fitted to `labels` (full-batch Adam on the binary cross-entropy), the
+    same on any core count (`deterministic_torch`)."""
+    with deterministic_torch():
+        torch.manual_seed(config.seed)
+        model = Classifier(features.mean(axis=0), features.std(axis=0))
+        optimiser = torch.optim.Adam(model.parameters(), lr=config.fit_learning_rate)
+        x = torch.as_tensor(features)
+        y = torch.as_tensor(labels, dtype=torch.float32)
+        loss_of = nn.BCEWithLogitsLoss()
+        for _ in range(config.fit_epochs):
+            optimiser.zero_grad()
+            loss = loss_of(model(x), y)
+            loss.backward()
+            optimiser.step()
     return model
 
 

@@ -25,14 +25,13 @@ which keys changed (`TrainResult.restarted_because`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from relmas.errors import InputError
 from relmas.rl.checkpoint import (
@@ -46,6 +45,7 @@ from relmas.rl.checkpoint import (
 )
 from relmas.rl.collect import Teacher, episode_steps
 from relmas.rl.curve import CURVE, curve_rows, write_curve
+from relmas.rl.determinism import deterministic_torch
 from relmas.rl.dqn import (
     CONFIG_SECTION,
     DQNConfig,
@@ -108,7 +108,7 @@ def train(
     out_dir.mkdir(parents=True, exist_ok=True)
     run = _Run(config, {"dqn": asdict(config), **(manifest or {})}, out_dir, logger)
     with (
-        _deterministic_torch(),
+        deterministic_torch(),
         contextlib.closing(_EpisodeEnvs(make_env, config.train_seeds)) as envs,
     ):
         return _train(run, envs, validate, teacher, resume)
@@ -332,20 +332,6 @@ class _EpisodeEnvs:
     def close(self) -> None:
         for env in self.envs.values():
             env.close()
-
-
-@contextlib.contextmanager
-def _deterministic_torch() -> Iterator[None]:
-    """One thread and deterministic kernels while training; the caller's settings are restored."""
-    threads = torch.get_num_threads()
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(deterministic)
 
 
 def _env_dims(env: gym.Env) -> tuple[int, int]:
