@@ -85,7 +85,7 @@ def test_the_certificate_is_the_lp_optimum():
         assert lp.certificate() == pytest.approx(objective, rel=1e-6, abs=1e-6)
         solution = np.asarray(lp.highs.getSolution().col_value)
         lp.add_windows(lp.separate(solution, 50))
-        counts.add_violated(lp, solution, 50)
+        counts.add_violated(solution, 50)
 
 
 def test_a_time_limit_must_be_positive():

@@ -75,6 +75,7 @@ class _Block:
     use: list[tuple[np.ndarray, np.ndarray]]  # per resource: coef . cols
     shortest: float  # the chain's least time, layers at their fastest
     rows: _Rows  # its structure rows, for any job it is the block of
+    use_upper: np.ndarray  # float64[resources]: the most of each resource the job can use
 
 
 # Where an entry of a block's row goes (`_Rows.column`): a column of the block (local index), or
@@ -152,12 +153,14 @@ def _block(costs: tuple[np.ndarray, np.ndarray, np.ndarray], ops: range, resourc
     local = np.arange(n * types).reshape(n, types)
     use = [(local[:, k], time[:, k]) for k in range(types)]
     use += [(local.ravel(), moved.ravel())] * (resources - types)
+    upper = np.repeat(size, types)
     return _Block(
         columns=n * types,
-        upper=np.repeat(size, types),
+        upper=upper,
         use=use,
         shortest=float((size * chain.min(axis=1)).sum()),
         rows=_block_rows(local, size, chain, use),
+        use_upper=np.array([float(coef @ upper[cols]) for cols, coef in use]),
     )
 
 
@@ -166,20 +169,27 @@ def _block_rows(
 ) -> _Rows:
     """The structure rows of a block (`_Rows`): `local` its columns per class, `size` the
     classes' layer counts, `chain` their chain times per type, `use` its resource rows. Each row
-    is (columns, values, the last entry's column, its value)."""
-    rows = [(c, np.ones(c.size), _X, -n) for c, n in zip(local, size, strict=True)]
-    rows.append((local.ravel(), chain.ravel(), _X, 0.0))  # the job's own span goes last
+    is its columns' entries, then one last entry (x_j's, or u_jr's); the class rows, one per
+    class and alike but for their values, are laid out at once."""
+    n, types = local.shape
+    last = np.zeros((n, 1), dtype=np.int64)
+    class_local = np.concatenate([local, last], axis=1).ravel()
+    class_column = np.concatenate([np.full((n, types), _LOCAL), last + _X], axis=1).ravel()
+    class_value = np.concatenate([np.ones((n, types)), -size[:, None]], axis=1).ravel()
+    rows = [(local.ravel(), chain.ravel(), _X, 0.0)]  # the job's own span goes after the classes
     rows += [(c, v, r, -1.0) for r, (c, v) in enumerate(use)]
-    length = np.array([c.size + 1 for c, _, _, _ in rows], dtype=np.int64)
+    length = np.array([types + 1] * n + [c.size + 1 for c, _, _, _ in rows], dtype=np.int64)
     span = np.zeros(int(length.sum()), dtype=bool)
-    span[length[: size.size + 1].sum() - 1] = True
+    span[n * (types + 1) + rows[0][0].size] = True
     return _Rows(
-        local=np.concatenate([np.append(c, 0) for c, _, _, _ in rows]),
-        column=np.concatenate([np.append(np.full(c.size, _LOCAL), k) for c, _, k, _ in rows]),
-        value=np.concatenate([np.append(v, x) for _, v, _, x in rows]),
+        local=np.concatenate([class_local, *(np.append(c, 0) for c, _, _, _ in rows)]),
+        column=np.concatenate(
+            [class_column, *(np.append(np.full(c.size, _LOCAL), k) for c, _, k, _ in rows)]
+        ),
+        value=np.concatenate([class_value, *(np.append(v, x) for _, v, _, x in rows)]),
         span=span,
         length=length,
-        lower=np.array([0.0] * size.size + [-np.inf] + [0.0] * len(use)),
+        lower=np.array([0.0] * n + [-np.inf] + [0.0] * len(use)),
     )
 
 
@@ -231,8 +241,7 @@ class Relaxation:
         upper[self.extra_start :] = extra
         for j, b in enumerate(self.blocks):
             upper[self.block_start[j] : self.block_start[j] + b.columns] = b.upper
-            for r, (cols, coef) in enumerate(b.use):
-                upper[self.u(j, r)] = float(coef @ b.upper[cols])
+            upper[self.u(j, 0) : self.u(j, 0) + self.resources] = b.use_upper
         self.upper = upper
         self.highs = _highs(threads)
         self.highs.addVars(self.columns, np.zeros(self.columns), upper)
@@ -301,19 +310,27 @@ class Relaxation:
         """float64[jobs, resources]: u_jr in `solution`."""
         return solution[self.u_start : self.u_start + self.n * self.resources].reshape(self.n, -1)
 
+    def inside(self, t1: np.ndarray, t2: np.ndarray) -> np.ndarray:
+        """bool[windows, jobs]: the jobs that may count whose [arrival, deadline] lies inside
+        each window [t1, t2]."""
+        counted = self.upper[: self.n] > 0
+        return (self.arrival >= t1[:, None]) & (self.deadline <= t2[:, None]) & counted
+
     def add_windows(self, windows: list[tuple[float, float, int]]) -> None:
         """Capacity rows of `windows` (t1, t2, resource) over the jobs whose window lies inside."""
+        if not windows:
+            return
+        t1, t2, _ = (np.array(side) for side in zip(*windows, strict=True))
+        inside = self.inside(t1, t2)
         lower, upper, cols, vals = [], [], [], []
-        for t1, t2, resource in windows:
-            inside = (self.arrival >= t1) & (self.deadline <= t2) & (self.upper[: self.n] > 0)
-            jobs = np.nonzero(inside)[0]
-            if jobs.size == 0:
-                continue
+        for w in np.flatnonzero(inside.any(axis=1)):
+            jobs = np.flatnonzero(inside[w])
+            start, end, resource = windows[w]
             lower.append(-np.inf)
-            upper.append(self.capacity[resource] * (t2 - t1))
+            upper.append(self.capacity[resource] * (end - start))
             cols.append(self.u_start + jobs * self.resources + resource)
             vals.append(np.ones(jobs.size))
-            self.windows.add((t1, t2, resource))
+            self.windows.add(windows[w])
         if cols:
             self.add_rows(lower, upper, cols, vals)
 
@@ -337,66 +354,94 @@ class Relaxation:
         return float(y @ side) + float(np.minimum(reduced, 0.0) @ self.upper)
 
     def separate(self, solution: np.ndarray, limit: int) -> list[tuple[float, float, int]]:
-        """The `limit` windows [arrival_i, deadline_j] most violated by `solution`: the work of
-        the jobs inside each, by prefix sums over the jobs in deadline order."""
+        """The `limit` windows [arrival_i, deadline_j] most violated by `solution` and not in the
+        LP yet: the work of the jobs inside each, by prefix sums over the jobs in deadline order;
+        ties in the order of (start, end, resource)."""
         use = self.usage(solution)
         order = np.argsort(self.deadline, kind="stable")
         arrival, deadline, use = self.arrival[order], self.deadline[order], use[order]
-        excess_of: list[np.ndarray] = []
-        keys: list[tuple[float, float, int]] = []
-        for t1 in np.unique(arrival):
-            inside = np.cumsum(np.where((arrival >= t1)[:, None], use, 0.0), axis=0)
-            length = deadline - t1
-            scale = length[:, None] * self.capacity[None, :]
+        starts = np.unique(arrival)
+        # the windows of several starts at once (as many as keep each array near a million
+        # entries): the same sums, in the same order, as one start at a time
+        chunk = max(1, 1_000_000 // max(use.size, 1))
+        violated: list[tuple[np.ndarray, ...]] = []  # (start, job, resource, excess) per chunk
+        for first in range(0, starts.size, chunk):
+            t1 = starts[first : first + chunk, None, None]  # [starts, 1, 1]
+            inside = np.cumsum(np.where(arrival[:, None] >= t1, use, 0.0), axis=1)
+            length = deadline[:, None] - t1  # [starts, jobs, 1]
+            scale = length * self.capacity
             excess = inside - scale
-            rows, resources = np.nonzero((length[:, None] > 0) & (excess > 1e-6 * scale))
-            for i, r in zip(rows.tolist(), resources.tolist(), strict=True):
-                key = (float(t1), float(deadline[i]), r)
-                if key not in self.windows:
-                    keys.append(key)
-                    excess_of.append(excess[i, r] / self.capacity[r])
-        if not keys:
+            s, i, r = np.nonzero((length > 0) & (excess > 1e-6 * scale))
+            violated.append((first + s, i, r, excess[s, i, r] / self.capacity[r]))
+        s, i, r, excess = (np.concatenate(column) for column in zip(*violated, strict=True))
+        if excess.size == 0:
             return []
-        top = np.argsort(-np.array(excess_of), kind="stable")[:limit]
-        return [keys[i] for i in top]
+        # Only the most violated can be chosen: the `limit` plus as many as the LP holds (those
+        # are skipped), and every tie of the last of them, in a stable order.
+        most = min(excess.size, limit + len(self.windows))
+        threshold = np.partition(excess, excess.size - most)[excess.size - most]
+        candidates = np.flatnonzero(excess >= threshold)
+        chosen: list[tuple[float, float, int]] = []
+        for c in candidates[np.argsort(-excess[candidates], kind="stable")]:
+            key = (float(starts[s[c]]), float(deadline[i[c]]), int(r[c]))
+            if key not in self.windows:
+                chosen.append(key)
+                if len(chosen) == limit:
+                    break
+        return chosen
 
 
 class WindowCounts:
-    """Count rows: in a window W, the met jobs inside it are whole jobs, so at most K_W of them,
-    the most whose least use of a pooled resource fits its capacity over W (docs/ceiling.md,
-    "Count rows"). Two pooled resources: the instance time of all types together (each layer at
-    its least alone latency over the types and cuts) and, with a limit, the bandwidth (each
-    layer's fewest bytes). Separated over the windows the LP already holds."""
+    """Count rows of one LP: in a window W, the met jobs inside it are whole jobs, so at most K_W
+    of them, the most whose least use of a pooled resource fits its capacity over W
+    (docs/ceiling.md, "Count rows"). Two pooled resources: the instance time of all types together
+    (each layer at its least alone latency over the types and cuts) and, with a limit, the
+    bandwidth (each layer's fewest bytes). Separated over the windows the LP already holds."""
 
     def __init__(self, lp: Relaxation) -> None:
+        self.lp = lp
         self.least = np.array([_least_use(b, lp.types) for b in lp.blocks])  # [jobs, pooled]
         self.capacity = np.array([lp.capacity[: lp.types].sum(), *lp.capacity[lp.types :]])
         self.added: set[tuple[float, float]] = set()
+        # each window's jobs and the most of them that fit (`_limit`): they depend only on the
+        # LP's jobs and column bounds, which never change, and every round asks again for the
+        # windows not yet added
+        self._limits: dict[tuple[float, float], tuple[np.ndarray, int]] = {}
 
-    def limit(self, lp: Relaxation, t1: float, t2: float) -> tuple[np.ndarray, int]:
-        """The jobs that may count inside [t1, t2], and the most of them that fit."""
-        jobs = np.flatnonzero((lp.arrival >= t1) & (lp.deadline <= t2) & (lp.upper[: lp.n] > 0))
-        most = jobs.size
+    def _limit(self, windows: list[tuple[float, float]]) -> None:
+        """Each window's jobs that may count inside it, and the most of them that fit
+        (`_limits`): a resource's least uses summed in increasing order over each window's jobs,
+        all windows at once (the others' entries are zeros, which leave the sums as they are)."""
+        t1, t2 = (np.array(side) for side in zip(*windows, strict=True))
+        inside = self.lp.inside(t1, t2)
+        most = inside.sum(axis=1)
         for r, capacity in enumerate(self.capacity):
-            used = np.cumsum(np.sort(self.least[jobs, r]))
+            order = np.argsort(self.least[:, r], kind="stable")
+            ranked = inside[:, order]
+            used = np.cumsum(np.where(ranked, self.least[order, r], 0.0), axis=1)
             # Generous by a relative 1e-9: rounding may only loosen the row.
-            fits = int(np.count_nonzero(used <= capacity * (t2 - t1) * (1 + 1e-9) + 1e-12))
-            most = min(most, fits)
-        return jobs, most
+            room = capacity * (t2 - t1) * (1 + 1e-9) + 1e-12
+            most = np.minimum(most, np.count_nonzero(ranked & (used <= room[:, None]), axis=1))
+        for w, window in enumerate(windows):
+            self._limits[window] = np.flatnonzero(inside[w]), int(most[w])
 
-    def add_violated(self, lp: Relaxation, solution: np.ndarray, limit: int) -> int:
+    def add_violated(self, solution: np.ndarray, limit: int) -> int:
         """Add the `limit` count rows of the LP's windows most violated by `solution`; how many."""
-        x = solution[: lp.n]
+        x = solution[: self.lp.n]
         found = []
-        for t1, t2 in {(a, b) for a, b, _ in lp.windows} - self.added:
-            jobs, most = self.limit(lp, t1, t2)
+        pending = list({(a, b) for a, b, _ in self.lp.windows} - self.added)
+        unknown = [window for window in pending if window not in self._limits]
+        if unknown:
+            self._limit(unknown)
+        for t1, t2 in pending:
+            jobs, most = self._limits[t1, t2]
             excess = float(x[jobs].sum()) - most
             if most < jobs.size and excess > 1e-6:
                 found.append((excess, t1, t2, jobs, most))
         found.sort(key=lambda f: -f[0])
         rows = found[:limit]
         if rows:
-            lp.add_rows(
+            self.lp.add_rows(
                 [-np.inf] * len(rows),
                 [float(most) for *_, most in rows],
                 [jobs for *_, jobs, _ in rows],
@@ -482,7 +527,7 @@ def solve_by_separation(
         windows = lp.separate(solution, per_round)
         if windows:
             lp.add_windows(windows)
-        elif counts is None or not counts.add_violated(lp, solution, per_round):
+        elif counts is None or not counts.add_violated(solution, per_round):
             status = "converged"
             break
     return Solved(
