@@ -88,6 +88,26 @@ def test_the_certificate_is_the_lp_optimum():
         counts.add_violated(solution, 50)
 
 
+@pytest.mark.parametrize(
+    ("seed", "met", "value", "rounds", "windows"),
+    [(11, 55, 55.0, 6, 602), (13, 54, 54.893253, 8, 668)],
+)
+def test_separation_adds_the_windows_it_did(seed, met, value, rounds, windows):
+    """Pinned before the relaxation was rebuilt by arrays (888fbb3): which windows a round adds
+    (the most violated, ties in order) decides the rounds, the windows and the LP each round
+    solves, though any choice would give a sound bound."""
+    args = {11: (80, 3, 2, 3.0, True, (1.0, 3.0)), 13: (100, 3, 1, 2.0, True, (1.0, 4.0))}
+    system, tables, jobs = _case(seed, *args[seed])
+    bound = relaxation_bound(Instance.of(system, tables, jobs), time_limit_s=60.0)
+    assert (bound.status, bound.met, bound.rounds, bound.windows) == (
+        "converged",
+        met,
+        rounds,
+        windows,
+    )
+    assert bound.value == pytest.approx(value, abs=1e-6)
+
+
 def test_a_time_limit_must_be_positive():
     system, tables = _one_type({"one": [(1.0, 0)]}, count=1)
     with pytest.raises(ValueError, match="time limit must be positive"):

@@ -402,6 +402,7 @@ class WindowCounts:
         self.lp = lp
         self.least = np.array([_least_use(b, lp.types) for b in lp.blocks])  # [jobs, pooled]
         self.capacity = np.array([lp.capacity[: lp.types].sum(), *lp.capacity[lp.types :]])
+        self.order = np.argsort(self.least, axis=0, kind="stable")  # jobs by least use, per pooled
         self.added: set[tuple[float, float]] = set()
         # each window's jobs and the most of them that fit (`_limit`): they depend only on the
         # LP's jobs and column bounds, which never change, and every round asks again for the
@@ -416,7 +417,7 @@ class WindowCounts:
         inside = self.lp.inside(t1, t2)
         most = inside.sum(axis=1)
         for r, capacity in enumerate(self.capacity):
-            order = np.argsort(self.least[:, r], kind="stable")
+            order = self.order[:, r]
             ranked = inside[:, order]
             used = np.cumsum(np.where(ranked, self.least[order, r], 0.0), axis=1)
             # Generous by a relative 1e-9: rounding may only loosen the row.
