@@ -3,6 +3,7 @@ it moves the best schedule known, and so the report's width (ceiling − best kn
 
     .venv/bin/python benchmarks/bench_admission.py --study DIR [--config config/config.yaml]
         [--scenarios vision_heavy,bursty] [--scales 1,0.85] [--each] [--seeds 1000,1001]
+        [--search-s 300]
 
 `--study` is a finished study's results directory (e.g. results/default after `make run`): its
 workloads, cost tables and report (report/summary.parquet's `ceiling` and `best_known` rows, the
@@ -12,6 +13,10 @@ thread, the config's time limit), then the LP's jobs served with each share of t
 the whole trace; the best known with it and the width before and after, in SLA points. Per
 scenario the means, and the median seconds of the schedule (the bound's own time apart).
 `--each`: every share alone, one row each (how many jobs its LP keeps and its run meets).
+`--search-s S`: then the window search (relmas.ceiling.window_search) from the LP's jobs served
+for S seconds per trace, with the config's window options: what it meets, its windows re-solved,
+kept, tight (none more with the bandwidth shared) and closed (none more on the instances alone),
+and whether it converged (its last pass closed every window).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from relmas import arguments
 from relmas.ceiling.admission import Admission, serve_lp_jobs
 from relmas.ceiling.bound import Bound, relaxation_bound
 from relmas.ceiling.instance import Instance
+from relmas.ceiling.window_search import Searched, search_windows
 from relmas.config import load_config
 from relmas.errors import InputError
 from relmas.evaluate import evaluation_inputs
@@ -37,24 +43,57 @@ from relmas.study import Study, relaxation_options
 
 
 def trace_rows(
-    study: Study, paths: ResultPaths, scenario: str, seed: int, tried: list[list[float]], known
+    study: Study,
+    paths: ResultPaths,
+    scenario: str,
+    seed: int,
+    tried: list[list[float]],
+    known,
+    search_s: float | None,
 ) -> list[dict]:
-    """One row per list of shares of `tried` on the trace of `scenario` and `seed`."""
+    """One row per list of shares of `tried` on the trace of `scenario` and `seed`, each with
+    the window search from the LP's jobs served for `search_s` seconds (None: none)."""
     system, tables, jobs = evaluation_inputs(
         study, scenario, paths.workload(scenario, seed), paths.costs_dir
     )
     options = relaxation_options(study.config)
     bound = relaxation_bound(Instance.of(system, tables, jobs), **options)
+    ceiling = study.config["evaluation"]["ceiling"]
     rows = []
     for scales in tried:
         served = serve_lp_jobs(system, tables, jobs, bound, scales=scales, **options)
-        rows.append(_row(scenario, seed, bound, served, known))
+        searched = None
+        if search_s is not None and served.schedule is not None:
+            searched = search_windows(
+                system,
+                tables,
+                jobs,
+                served.schedule,
+                window_jobs=ceiling["search_window_jobs"],
+                time_limit_s=ceiling["search_window_s"],
+                budget_s=search_s,
+                shares=bound.shares,
+                threads=options["threads"],
+            )
+        rows.append(_row(scenario, seed, bound, served, searched, known))
     return rows
 
 
-def _row(scenario: str, seed: int, bound: Bound, served: Admission, known) -> dict:
+def _row(
+    scenario: str, seed: int, bound: Bound, served: Admission, searched: Searched | None, known
+) -> dict:
     before, ceiling = known[scenario, seed]
-    after = max(before, served.met)
+    after = max(before, served.met, searched.met if searched else 0)
+    search = {}
+    if searched is not None:
+        search = {
+            "searched": searched.met,
+            "windows/kept/tight/closed": (
+                f"{searched.windows}/{searched.kept}/{searched.tight}/{searched.closed}"
+            ),
+            "converged": searched.converged,
+            "search seconds": round(searched.seconds, 1),
+        }
     return {
         "scenario": scenario,
         "seed": seed,
@@ -68,7 +107,7 @@ def _row(scenario: str, seed: int, bound: Bound, served: Admission, known) -> di
         "width after (points)": round(100 * (ceiling - after) / bound.jobs, 1),
         "seconds": round(served.seconds, 1),
         "bound seconds": round(bound.seconds, 1),
-    }
+    } | search
 
 
 def evaluation_seeds(chosen: list[int] | None, config: Mapping[str, Any], source: str) -> list[int]:
@@ -119,6 +158,12 @@ def main() -> int:
     )
     parser.add_argument("--each", action="store_true", help="every share alone, a row each")
     parser.add_argument(
+        "--search-s",
+        type=arguments.positive,
+        default=None,
+        help="seconds of the window search per trace from the LP's jobs served (default none)",
+    )
+    parser.add_argument(
         "--seeds",
         type=arguments.listed(arguments.seed),
         default=None,
@@ -138,7 +183,7 @@ def main() -> int:
         tried = [[scale] for scale in scales] if args.each else [scales]
         rows = []
         for scenario, seed in traces:
-            rows += trace_rows(study, paths, scenario, seed, tried, known)
+            rows += trace_rows(study, paths, scenario, seed, tried, known, args.search_s)
             print(markdown_table(pl.DataFrame(rows[-len(tried) :])), flush=True)
     except InputError as error:
         print(error, file=sys.stderr)

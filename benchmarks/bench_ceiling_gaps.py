@@ -20,14 +20,18 @@ relaxation of the engine that drops one more part of it:
 `served` is the LP's jobs served (relmas.ceiling.admission, with the config's shares of the
 bandwidth): the jobs the counted LP keeps, run by a deadline rule (`--served-by all`: by every
 plain rule form, shortest-work first too), replayed. `moved`: the same, its jobs then moved by
-the local search of `move_admitted` (at most about `--tries` runs), replayed.
+the local search of `move_admitted` (at most about `--tries` runs), replayed. `searched`: the
+window search (relmas.ceiling.window_search) from `moved`'s schedule, with the config's window
+options (`--window-jobs` and `--search-s` override its jobs per window and seconds per trace),
+its windows re-solved/kept/tight/closed in `windows`; `upper`, the least upper bound it is checked
+against.
 `opt` is the optimum where proven: the best replayed schedule (rules, the restriction, the
 relaxations' schedules: `lower`; with `--ga` also the best of three ga_offline runs, `ga`, an
-engine run that shares the bandwidth where the restriction may not; `served` and `moved`) meets
-the least of the upper bounds. The gaps are then per step: lp − mip (fractional jobs and
-layers), mip − placed (order within windows, instances, non-preemption), placed − opt (the
-fluid's coupling beyond the byte budget), least − placed (bytes on the thriftiest type instead
-of the placed one).
+engine run that shares the bandwidth where the restriction may not; `served`, `moved` and
+`searched`) meets the least of the upper bounds. The gaps are then per step: lp − mip
+(fractional jobs and layers), mip − placed (order within windows, instances, non-preemption),
+placed − opt (the fluid's coupling beyond the byte budget), least − placed (bytes on the
+thriftiest type instead of the placed one).
 
     python benchmarks/bench_ceiling_gaps.py synthetic --jobs 8 --traces 16 --ga
     python benchmarks/bench_ceiling_gaps.py real --costs DIR --jobs 6 --traces 8 --ga \
@@ -58,6 +62,7 @@ from relmas.ceiling.admission import plain_rules, serve_lp_jobs
 from relmas.ceiling.bound import Relaxation, relaxation_bound
 from relmas.ceiling.exact import relaxation_upper, solve_exact
 from relmas.ceiling.instance import Instance
+from relmas.ceiling.window_search import search_windows
 from relmas.config import load_config
 from relmas.policies import make_policy
 from relmas.report import markdown_table
@@ -144,12 +149,26 @@ def measure(seed: int, args: argparse.Namespace) -> dict:
     )
     lp = relaxation_bound(instance, time_limit_s=60.0, counts=False)
     counted = relaxation_bound(instance, time_limit_s=60.0)
-    scales = load_config(args.config)["evaluation"]["ceiling"]["admission_bandwidth"]
+    ceiling = load_config(args.config)["evaluation"]["ceiling"]
+    scales = ceiling["admission_bandwidth"]
     served_by = plain_rules() if args.served_by == "all" else None
     options = {"scales": scales, "time_limit_s": 60.0, "rules": served_by}
     served = serve_lp_jobs(system, tables, jobs, counted, **options).met
-    moved = serve_lp_jobs(system, tables, jobs, counted, **options, tries=args.tries).met
-    lower = max(exact.lower, ga, served, moved)
+    moved_run = serve_lp_jobs(system, tables, jobs, counted, **options, tries=args.tries)
+    moved, searched, search = moved_run.met, moved_run.met, None
+    if moved_run.schedule is not None:
+        search = search_windows(
+            system,
+            tables,
+            jobs,
+            moved_run.schedule,
+            window_jobs=args.window_jobs or ceiling["search_window_jobs"],
+            time_limit_s=ceiling["search_window_s"],
+            budget_s=ceiling["search_s"] if args.search_s is None else args.search_s,
+            shares=counted.shares,
+        )
+        searched = search.met
+    lower = max(exact.lower, ga, served, moved, searched)
     upper = min(exact.upper, ladder["placed"][0])
     proven = lower == upper
     return {
@@ -161,6 +180,12 @@ def measure(seed: int, args: argparse.Namespace) -> dict:
         "ga": ga if args.ga else None,
         "served": served,
         "moved": moved,
+        "searched": searched,
+        "upper": upper,
+        "windows": None
+        if search is None
+        else f"{search.windows}/{search.kept}/{search.tight}/{search.closed}",
+        "search_s": None if search is None else round(search.seconds, 1),
         "placed": ladder["placed"][0],
         "least": ladder["least"][0],
         "none": ladder["none"][0],
@@ -189,12 +214,17 @@ def summary(rows: list[dict]) -> dict:
         r["counted-opt"] = r["counted"] - r["opt"]
         r["opt-served"] = r["opt"] - r["served"]
         r["opt-moved"] = r["opt"] - r["moved"]
+        r["opt-searched"] = r["opt"] - r["searched"]
     keys = ["lp-opt", "lp-mip", "mip-placed", "placed-opt", "least-placed", "opt-rule"]
-    keys += ["counted-opt", "opt-served", "opt-moved"]
+    keys += ["counted-opt", "opt-served", "opt-moved", "opt-searched"]
     counts = {
         "served at opt": sum(r["served"] == r["opt"] for r in proven),
         "moved at opt": sum(r["moved"] == r["opt"] for r in proven),
+        "searched at opt": sum(r["searched"] == r["opt"] for r in proven),
         "moved below rule": sum(r["moved"] < r["rule"] for r in rows),
+        "searched below rule": sum(r["searched"] < r["rule"] for r in rows),
+        "searched above upper": sum(r["searched"] > r["upper"] for r in rows),
+        "search s (median)": statistics.median(r["search_s"] or 0.0 for r in rows),
     }
     return {"traces": len(rows), "proven": len(proven)} | {k: mean(k) for k in keys} | counts
 
@@ -223,6 +253,18 @@ def main() -> int:
     )
     parser.add_argument(
         "--tries", type=int, default=300, help="runs of the search moving the LP's jobs (moved)"
+    )
+    parser.add_argument(
+        "--window-jobs",
+        type=int,
+        default=None,
+        help="jobs per window of the window search (searched; default the config's)",
+    )
+    parser.add_argument(
+        "--search-s",
+        type=float,
+        default=None,
+        help="seconds of the window search per trace (default the config's)",
     )
     args = parser.parse_args()
     args.slack = tuple(args.slack)

@@ -37,6 +37,7 @@ SAMPLING = {
     "BoundRows": {
         "ceiling_met": 0,
         "admission_met": 0,
+        "searched_met": 0,
         "relaxation_value": 0.0,
         "exact_lower": None,
         "exact_upper": None,

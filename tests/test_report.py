@@ -564,7 +564,8 @@ def test_relmas_report_refuses_a_wrong_bounds_file_in_one_line_naming_it(tmp_pat
     shutil.copytree(paths.bounds_dir, given)
     bad = bound_file(given, "mixed", 1001)
     row = read_parquet(bad, BoundRows)
-    lowered = {"ceiling_met": pl.lit(1, pl.Int64), "admission_met": pl.lit(0, pl.Int64)}
+    zero = pl.lit(0, pl.Int64)
+    lowered = {"ceiling_met": pl.lit(1, pl.Int64), "admission_met": zero, "searched_met": zero}
     write_parquet(row.with_columns(**lowered, ceiling_sla=1 / 40), bad)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     argv = ["report", "--config", str(tmp_path / "config.yaml"), "--bounds", str(given)]

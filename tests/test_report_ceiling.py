@@ -35,6 +35,7 @@ def _bounds(
     ceilings: dict[int, int],
     exact: dict[int, int] | None = None,
     served: dict[int, int] | None = None,
+    searched: dict[int, int] | None = None,
 ) -> pl.DataFrame:
     rows = [
         {
@@ -55,6 +56,11 @@ def _bounds(
             "admission_bandwidth": 1.0,
             "admission_by": "edf_feasible@all",
             "admission_s": 0.5,
+            "searched_met": (searched or served or {}).get(seed, 0),
+            "search_windows": 0,
+            "search_kept": 0,
+            "search_closed": 0,
+            "search_s": 0.0,
             "solver": "test",
         }
         for seed, met in ceilings.items()
@@ -70,18 +76,29 @@ def test_best_known_is_the_best_count_of_any_policy_or_of_the_bound_stages_sched
             ("sjf", 2, 0.60),
             ("relmas", 2, 0.5),
             ("sjf", 3, 0.60),
+            ("sjf", 4, 0.60),
         ]
     )
-    bounds = _bounds({1: 80, 2: 90, 3: 90}, exact={2: 66, 3: 70}, served={1: 73, 2: 65, 3: 71})
+    bounds = _bounds(
+        {1: 80, 2: 90, 3: 90, 4: 90},
+        exact={2: 66, 3: 70},
+        served={1: 73, 2: 65, 3: 71, 4: 71},
+        searched={1: 73, 2: 65, 3: 71, 4: 74},
+    )
     refs = reference_rows(summary, bounds, BOUNDS)
     known = refs.filter(pl.col("kind") == "best_known").sort("seed")
-    assert known["sla_rate"].to_list() == [0.74, 0.66, 0.71]
-    assert known["best_known_by"].to_list() == ["relmas", "exact search", "LP's jobs served"]
+    assert known["sla_rate"].to_list() == [0.74, 0.66, 0.71, 0.74]
+    assert known["best_known_by"].to_list() == [
+        "relmas",
+        "exact search",
+        "LP's jobs served",
+        "window search",
+    ]
     ceiling = refs.filter(pl.col("kind") == "ceiling").sort("seed")
-    assert ceiling["sla_rate"].to_list() == [0.80, 0.90, 0.90]
+    assert ceiling["sla_rate"].to_list() == [0.80, 0.90, 0.90, 0.90]
     kinds = with_kinds(summary, refs)
     assert kinds.filter(pl.col("policy") == "sjf")["kind"].unique().to_list() == ["heuristic"]
-    assert kinds.height == summary.height + 6
+    assert kinds.height == summary.height + 8
 
 
 def test_a_ceiling_below_a_policy_is_refused_as_wrong_naming_the_bound_file():

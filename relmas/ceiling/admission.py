@@ -28,8 +28,8 @@ import polars as pl
 from relmas import catalog
 from relmas.ceiling.bound import Bound, relaxation_bound
 from relmas.ceiling.instance import Instance
-from relmas.ceiling.plan import Plan
-from relmas.ceiling.plan_replay import replay
+from relmas.ceiling.plan import Plan, Schedule, recorded
+from relmas.ceiling.plan_replay import PlanReplay, replay
 from relmas.policies import make_policy
 from relmas.policies.placement import ALL, BANDWIDTH
 from relmas.sim import Engine
@@ -68,6 +68,7 @@ class Admission:
     source: str | None
     seconds: float
     search_runs: int = 0  # the runs `move_admitted` made
+    schedule: Schedule | None = None  # the replay on the whole trace, recorded (None: no jobs)
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,13 +127,16 @@ def serve_lp_jobs(
     runs = 0
     if best.met < bound.met:
         best, runs = move_admitted(system, tables, jobs, whole, best_shares, best, tries, rules)
+    plan = whole_plan(system, tables, whole, best)
+    schedule = None if plan is None else recorded(system, tables, jobs, whole, PlanReplay(plan))
     return Admission(
-        met=replayed(system, tables, jobs, whole, best),
+        met=0 if schedule is None else schedule.met,
         admitted=best.part.height,
         scale=best.scale,
         source=None if best.rule is None else f"{best.rule}@{best.placement}",
         seconds=time.perf_counter() - started,
         search_runs=runs,
+        schedule=schedule,
     )
 
 
@@ -218,13 +222,20 @@ def replayed(
     """Deadlines met on the whole trace `jobs` (`whole`, its instance) when the engine replays
     `run` there (relmas.ceiling.plan_replay): its jobs at the run's times, the others once every
     task of the run has ended."""
+    plan = whole_plan(system, tables, whole, run)
+    return 0 if plan is None else replay(system, tables, jobs, plan)
+
+
+def whole_plan(system: System, tables: CostTables, whole: Instance, run: Run) -> Plan | None:
+    """`run` as a timed plan of the whole trace (`whole`): what `replayed` replays; None for a
+    run of no jobs."""
     if run.rule is None:
-        return 0
+        return None
     engine = Engine(system, tables, run.part, record=True)
     engine.run(make_policy(run.rule, placement=run.placement))
     part = Instance.of(system, tables, run.part)
     plan = Plan.of_run(part, engine, f"{run.rule}@{run.placement}")
-    return replay(system, tables, jobs, on_whole(plan, part, whole))
+    return on_whole(plan, part, whole)
 
 
 def on_whole(plan: Plan, part: Instance, whole: Instance) -> Plan:

@@ -131,7 +131,7 @@ def solve_exact(
     lower, plan = -1, best
     if best is not None:
         lower, plan = _replayed(system, tables, jobs, best)
-    eps = _eps(instance)
+    eps = time_margin(instance)
     upper = instance.n_jobs
     for tick in grid_ticks(instance, tick_s):
         bound, relaxation, relaxed = _solve_relaxation(
@@ -195,7 +195,7 @@ def relaxation_upper(
     _check_byte_rows(byte_rows)
     instance = Instance.of(system, tables, jobs)
     upper, status, _ = _solve_relaxation(
-        instance, tick_s, _eps(instance), time_limit_s, threads, hint, byte_rows
+        instance, tick_s, time_margin(instance), time_limit_s, threads, hint, byte_rows
     )
     return upper, status
 
@@ -205,7 +205,7 @@ def _check_byte_rows(byte_rows: str) -> None:
         raise InputError(None, "byte_rows", f"one of {', '.join(BYTE_ROWS)}", byte_rows)
 
 
-def _eps(instance: Instance) -> float:
+def time_margin(instance: Instance) -> float:
     """The float margin of both grids: 64 x TIME_TOL x the largest time on the engine's clock."""
     return 64.0 * TIME_TOL * max(1.0, float(np.abs(instance.deadline_s).max()))
 

@@ -13,7 +13,10 @@ import numpy as np
 import polars as pl
 
 from relmas.ceiling.instance import Instance
+from relmas.policies.base import Policy
+from relmas.sim.costs import CostTables
 from relmas.sim.engine import Engine
+from relmas.sim.system import System
 
 
 @dataclass(frozen=True)
@@ -29,19 +32,20 @@ class Task:
     instance: int
     start_s: float
     end_s: float
+    timed: bool = False  # the replay starts it no earlier than start_s (an engine run's time)
 
 
 @dataclass(frozen=True)
 class Plan:
     """A schedule of the on-time jobs, tasks by start (then job, layer, piece): the restriction's,
-    or (`timed`) an engine run of a policy, every job's tasks at their recorded times."""
+    an engine run of a policy (every task timed: at its recorded time), or both (the window
+    search's: the rest's tasks timed, the window's planned)."""
 
     tasks: tuple[Task, ...]
     on_time: np.ndarray  # bool[jobs]: jobs the plan meets the deadline of
     job_id: np.ndarray  # int64[jobs]: the trace's ids in the engine's internal order
     origin_s: float  # the engine's origin (absolute) that the tasks' times count from
     source: str  # "restriction", or the policy whose run this is
-    timed: bool = False  # the replay starts no task before its start_s (an engine run's times)
 
     @property
     def count(self) -> int:
@@ -64,6 +68,40 @@ class Plan:
         for accelerator, job_id, layer, split, piece, start, end in rows.iter_rows():
             job = internal[job_id]
             op = int(instance.first_op[job]) + layer
-            tasks.append(Task(job, op, split, piece, accelerator, start, end))
+            tasks.append(Task(job, op, split, piece, accelerator, start, end, timed=True))
         on_time = np.array([bool(met[int(j)]) for j in instance.job_id])
-        return cls(tuple(tasks), on_time, instance.job_id.copy(), engine.origin_s, policy, True)
+        return cls(tuple(tasks), on_time, instance.job_id.copy(), engine.origin_s, policy)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """An engine run of the whole trace, recorded: its timed plan (every task at its recorded
+    time, `plan.on_time` the jobs that met) and its bandwidth segments (internal job, start,
+    end, B/s: the rates the engine gave each task while they held)."""
+
+    plan: Plan
+    segment_job: np.ndarray  # int64[segments]
+    segment_start_s: np.ndarray  # float64[segments], the engine's clock
+    segment_end_s: np.ndarray
+    segment_bps: np.ndarray
+
+    @property
+    def met(self) -> int:
+        return self.plan.count
+
+
+def recorded(
+    system: System, tables: CostTables, jobs: pl.DataFrame, whole: Instance, policy: Policy
+) -> Schedule:
+    """`policy`'s run on `jobs` (`whole`, its instance), recorded as a Schedule."""
+    engine = Engine(system, tables, jobs, record=True)
+    engine.run(policy)
+    line = engine.timeline()
+    position = {int(j): k for k, j in enumerate(whole.job_id)}
+    return Schedule(
+        plan=Plan.of_run(whole, engine, policy.name),
+        segment_job=np.array([position[int(j)] for j in line["job_id"]], dtype=np.int64),
+        segment_start_s=line["start_s"].to_numpy(),
+        segment_end_s=line["end_s"].to_numpy(),
+        segment_bps=line["bandwidth_bps"].to_numpy(),
+    )

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
 class PlanReplay(Policy):
     """Starts the plan's tasks in order of planned start, each once the tasks that end by its
-    planned start have completed (and, for a timed plan, an engine run's, not before its start
-    time: the replay is then that run again); then the late jobs, greedily."""
+    planned start have completed (and a timed task, an engine run's, not before its start time:
+    the replay of a run's plan is that run again); then the late jobs, greedily."""
 
     name = "exact_replay"
 
@@ -73,9 +73,17 @@ class PlanReplay(Policy):
         return bool(done[rest[rest < task]].all())
 
     def _at(self, start_s: float) -> float:
-        """When the engine may start a timed plan's task planned at `start_s` (both on the engine's
+        """When the engine may start a timed task planned at `start_s` (both on the engine's
         clock): then, less the engine's tolerance of event times."""
         return start_s - TIME_TOL * max(1.0, abs(start_s))
+
+    def _stalled(self, view: DecisionView, starting: list) -> bool:
+        """Whether waiting for a timed task's time would stall the engine: nothing starts now,
+        nothing runs and no job is to arrive, so no event would come before it. In a run's own
+        plan every start was at an event and this never holds; a plan that moved some of a
+        run's tasks (relmas.ceiling.window_search) may have moved the completion a timed task
+        started at, and then it starts now, earlier than the run started it."""
+        return not starting and not access.can_wait(view.engine.state)
 
     def decide(self, view: DecisionView) -> list[tuple[int, ...]]:
         idle = set(view.idle_accelerators.tolist())
@@ -96,7 +104,7 @@ class PlanReplay(Policy):
                 break
             if not self._waited_for(self._next):
                 break
-            if self.plan.timed and view.now < self._at(task.start_s):
+            if task.timed and view.now < self._at(task.start_s) and not self._stalled(view, out):
                 break
             out.append((task.job, task.instance, task.split))
             idle.discard(task.instance)

@@ -2,8 +2,9 @@
 
 The ceiling is the least of the proven upper bounds on the deadlines any schedule meets: the
 relaxation's (every trace) and, on traces of at most `exact_max_jobs` jobs, the exact search's
-(with its replayed schedule, a lower side). The LP's jobs served (relmas.ceiling.admission) are
-another lower side, on every trace. The report puts every policy between the best
+(with its replayed schedule, a lower side). The LP's jobs served (relmas.ceiling.admission),
+and the window search from them (relmas.ceiling.window_search), are another lower side, on every
+trace. The report puts every policy between the best
 schedule known and this ceiling. On a trace whose jobs carry service targets, the row also says
 whether the targets are proven unreachable, with a proven lower bound on the shortfall
 (relmas.ceiling.targets).
@@ -20,11 +21,12 @@ from typing import Any
 import dataframely as dy
 import polars as pl
 
-from relmas.ceiling.admission import serve_lp_jobs
-from relmas.ceiling.bound import relaxation_bound
+from relmas.ceiling.admission import Admission, serve_lp_jobs
+from relmas.ceiling.bound import Bound, relaxation_bound
 from relmas.ceiling.exact import solve_exact
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.targets import has_targets, shortfall_bound
+from relmas.ceiling.window_search import search_windows
 from relmas.command import (
     check_distinct_outputs,
     check_repeated,
@@ -35,6 +37,8 @@ from relmas.command import (
 from relmas.evaluate import evaluation_inputs
 from relmas.profile import check_profiled
 from relmas.schemas import column_types
+from relmas.sim.costs import CostTables
+from relmas.sim.system import System
 from relmas.sim.times import MAX_TIME_S
 from relmas.study import Study, relaxation_options
 
@@ -76,6 +80,15 @@ class BoundRows(dy.Schema):
     admission_bandwidth = dy.Float64(min=0, max=1)
     admission_by = dy.String(nullable=True)
     admission_s = _seconds()
+    # the window search (relmas.ceiling.window_search) from the LP's jobs served: deadlines met
+    # (replayed; admission_met when it did not run or kept nothing), windows re-solved, kept and
+    # closed, whether its last pass closed every window (null: not run, nothing to win)
+    searched_met = _count()
+    search_windows = _count()
+    search_kept = _count()
+    search_closed = _count()
+    search_converged = dy.Bool(nullable=True)
+    search_s = _seconds()
     # every schedule's `shortfall` (relmas.sim.service) is at least this
     shortfall_lower = dy.Float64(nullable=True, min=0, max=1)
     targets_reachable = dy.String(nullable=True)  # "unreachable" (proven) or "not proven"
@@ -101,6 +114,13 @@ class BoundRows(dy.Schema):
     def admission_met__at_most_ceiling(cls) -> pl.Expr:
         """admission_met <= ceiling_met: a schedule above a proven ceiling is a wrong bound"""
         return pl.col("admission_met") <= pl.col("ceiling_met")
+
+    @dy.rule()
+    def searched_met__between_served_and_ceiling(cls) -> pl.Expr:
+        """admission_met <= searched_met <= ceiling_met: the search keeps only what meets more,
+        and a schedule above a proven ceiling is a wrong bound"""
+        searched = pl.col("searched_met")
+        return (pl.col("admission_met") <= searched) & (searched <= pl.col("ceiling_met"))
 
     @dy.rule()
     def exact_lower__at_most_upper(cls) -> pl.Expr:
@@ -158,7 +178,7 @@ def trace_ceiling(
         "admission_bandwidth": served.scale,
         "admission_by": served.source,
         "admission_s": served.seconds,
-    }
+    } | _searched(system, tables, jobs, bound, served, options)
     if has_targets(jobs):
         targets = shortfall_bound(instance, jobs, **relaxation_options(config))
         row |= {
@@ -191,6 +211,46 @@ def trace_ceiling(
         ceiling = min(ceiling, exact.upper)
     row |= {"ceiling_met": ceiling, "ceiling_sla": ceiling / bound.jobs}
     return pl.DataFrame([row], schema=BOUND_SCHEMA)
+
+
+def _searched(
+    system: System,
+    tables: CostTables,
+    jobs: pl.DataFrame,
+    bound: Bound,
+    served: Admission,
+    options: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The window search's columns of a row: from the LP's jobs served, for `search_s` seconds,
+    where they meet fewer than the relaxation's bound (elsewhere nothing is left to win)."""
+    if served.schedule is None or served.met >= bound.met or options["search_s"] == 0:
+        return {
+            "searched_met": served.met,
+            "search_windows": 0,
+            "search_kept": 0,
+            "search_closed": 0,
+            "search_converged": None,
+            "search_s": 0.0,
+        }
+    searched = search_windows(
+        system,
+        tables,
+        jobs,
+        served.schedule,
+        window_jobs=options["search_window_jobs"],
+        time_limit_s=options["search_window_s"],
+        budget_s=options["search_s"],
+        shares=bound.shares,
+        threads=options["threads"],
+    )
+    return {
+        "searched_met": searched.met,
+        "search_windows": searched.windows,
+        "search_kept": searched.kept,
+        "search_closed": searched.closed,
+        "search_converged": searched.converged,
+        "search_s": searched.seconds,
+    }
 
 
 def bound_command(args: argparse.Namespace) -> None:
@@ -256,5 +316,6 @@ def bound_command(args: argparse.Namespace) -> None:
             f"bound {args.scenario} seed {seed}: at most {values['ceiling_met']} of "
             f"{values['jobs']} deadlines ({values['relaxation_status']}, "
             f"{values['relaxation_s']:.1f} s), the LP's jobs served meet "
-            f"{values['admission_met']} ({values['admission_s']:.1f} s){targets} -> {outs[seed]}"
+            f"{values['admission_met']} ({values['admission_s']:.1f} s), searched "
+            f"{values['searched_met']} ({values['search_s']:.1f} s){targets} -> {outs[seed]}"
         )
