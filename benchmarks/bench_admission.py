@@ -33,7 +33,7 @@ from relmas import arguments
 from relmas.ceiling.admission import Admission, serve_lp_jobs
 from relmas.ceiling.bound import Bound, relaxation_bound
 from relmas.ceiling.instance import Instance
-from relmas.ceiling.window_search import Searched, search_windows
+from relmas.ceiling.window_search import Searched, configured_search
 from relmas.config import load_config
 from relmas.errors import InputError
 from relmas.evaluate import evaluation_inputs
@@ -64,16 +64,8 @@ def trace_rows(
         served = serve_lp_jobs(system, tables, jobs, bound, scales=scales, **options)
         searched = None
         if search_s is not None and served.schedule is not None:
-            searched = search_windows(
-                system,
-                tables,
-                jobs,
-                served.schedule,
-                window_jobs=ceiling["search_window_jobs"],
-                time_limit_s=ceiling["search_window_s"],
-                budget_s=search_s,
-                shares=bound.shares,
-                threads=options["threads"],
+            searched = configured_search(
+                system, tables, jobs, served.schedule, bound.shares, ceiling, search_s
             )
         rows.append(_row(scenario, seed, bound, served, searched, known))
     return rows

@@ -26,7 +26,7 @@ from relmas.ceiling.bound import Bound, relaxation_bound
 from relmas.ceiling.exact import solve_exact
 from relmas.ceiling.instance import Instance
 from relmas.ceiling.targets import has_targets, shortfall_bound
-from relmas.ceiling.window_search import search_windows
+from relmas.ceiling.window_search import configured_search
 from relmas.command import (
     check_distinct_outputs,
     check_repeated,
@@ -232,17 +232,7 @@ def _searched(
             "search_converged": None,
             "search_s": 0.0,
         }
-    searched = search_windows(
-        system,
-        tables,
-        jobs,
-        served.schedule,
-        window_jobs=options["search_window_jobs"],
-        time_limit_s=options["search_window_s"],
-        budget_s=options["search_s"],
-        shares=bound.shares,
-        threads=options["threads"],
-    )
+    searched = configured_search(system, tables, jobs, served.schedule, bound.shares, options)
     return {
         "searched_met": searched.met,
         "search_windows": searched.windows,

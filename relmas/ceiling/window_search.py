@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -145,6 +147,31 @@ def search_windows(
             break
     seconds = time.perf_counter() - started
     return Searched(best, solved, kept, closed, tight, passes, converged, seconds)
+
+
+def configured_search(
+    system: System,
+    tables: CostTables,
+    jobs: pl.DataFrame,
+    start: Schedule,
+    shares: np.ndarray,
+    options: Mapping[str, Any],
+    budget_s: float | None = None,
+) -> Searched:
+    """`search_windows` with the `evaluation.ceiling` `options` (`search_window_jobs`,
+    `search_window_s`, `threads`, and `search_s` unless `budget_s` is given): the bound stage's
+    search, and a benchmark's with more time."""
+    return search_windows(
+        system,
+        tables,
+        jobs,
+        start,
+        window_jobs=options["search_window_jobs"],
+        time_limit_s=options["search_window_s"],
+        budget_s=options["search_s"] if budget_s is None else budget_s,
+        shares=shares,
+        threads=options["threads"],
+    )
 
 
 def _shortest_chain_s(whole: Instance) -> np.ndarray:
