@@ -62,7 +62,7 @@ from relmas.ceiling.admission import plain_rules, serve_lp_jobs
 from relmas.ceiling.bound import Relaxation, relaxation_bound
 from relmas.ceiling.exact import relaxation_upper, solve_exact
 from relmas.ceiling.instance import Instance
-from relmas.ceiling.window_search import search_windows
+from relmas.ceiling.window_search import configured_search
 from relmas.config import load_config
 from relmas.policies import make_policy
 from relmas.report import markdown_table
@@ -157,15 +157,11 @@ def measure(seed: int, args: argparse.Namespace) -> dict:
     moved_run = serve_lp_jobs(system, tables, jobs, counted, **options, tries=args.tries)
     moved, searched, search = moved_run.met, moved_run.met, None
     if moved_run.schedule is not None:
-        search = search_windows(
-            system,
-            tables,
-            jobs,
-            moved_run.schedule,
-            window_jobs=args.window_jobs or ceiling["search_window_jobs"],
-            time_limit_s=ceiling["search_window_s"],
-            budget_s=ceiling["search_s"] if args.search_s is None else args.search_s,
-            shares=counted.shares,
+        window = {"search_window_jobs": args.window_jobs} if args.window_jobs else {}
+        searching = ceiling | window
+        start = moved_run.schedule
+        search = configured_search(
+            system, tables, jobs, start, counted.shares, searching, args.search_s
         )
         searched = search.met
     lower = max(exact.lower, ga, served, moved, searched)

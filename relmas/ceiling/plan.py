@@ -1,8 +1,9 @@
 """A plan of a trace: its tasks on engine instances at planned times, and the jobs it meets.
 
 The exact search's restriction plans one (relmas.ceiling.exact), an engine run of a policy is
-one (`Plan.of_run`), and relmas.ceiling.plan_replay runs one in the engine: a module of its own so
-that the replay and the admission schedule need not import the search.
+one (`Plan.of_run`; `recorded` keeps the run's bandwidth too, for the window search), and
+relmas.ceiling.plan_replay runs one in the engine: a module of its own so that the replay and the
+admission schedule need not import the searches.
 """
 
 from __future__ import annotations
