@@ -42,9 +42,8 @@ def test_the_search_finds_a_schedule_the_rules_and_the_moved_lp_jobs_miss():
     assert moved.met == 5 and bound.met >= 6
     searched = search_windows(system, tables, jobs, moved.schedule, shares=bound.shares, **OPTIONS)
     assert (searched.met, searched.kept) == (6, 1) and searched.windows >= 1
-    replay = recorded(system, tables, jobs, Instance.of(system, tables, jobs), PlanReplay(
-        searched.schedule.plan
-    ))  # fmt: skip
+    whole = Instance.of(system, tables, jobs)
+    replay = recorded(system, tables, jobs, whole, PlanReplay(searched.schedule.plan))
     assert replay.met == 6 and np.array_equal(replay.plan.on_time, searched.schedule.plan.on_time)
 
 

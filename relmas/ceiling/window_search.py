@@ -120,20 +120,22 @@ def search_windows(
     if window_jobs < 1 or not time_limit_s > 0 or not budget_s >= 0:
         raise ValueError("window_jobs >= 1, time_limit_s > 0 and budget_s >= 0 expected")
     started = time.perf_counter()
+
+    def limit() -> float:  # CP-SAT's seconds for the next model: what is left, at most its own
+        return max(min(time_limit_s, budget_s - (time.perf_counter() - started)), 1e-3)
+
     whole = Instance.of(system, tables, jobs)
     best, solved, kept, closed, tight, passes, converged = start, 0, 0, 0, 0, 0, False
     while time.perf_counter() - started < budget_s:
         passes += 1
         tried, closed_here, kept_here = windows(whole, best, window_jobs, shares), 0, 0
         for window in tried:
-            left = budget_s - (time.perf_counter() - started)
-            if left <= 0:
+            if time.perf_counter() - started >= budget_s:
                 break
-            limit = min(time_limit_s, left)
-            plan, status = _resolve(whole, best, window, limit, threads)
+            plan, status = _resolve(whole, best, window, limit(), threads)
             if status == cp_model.INFEASIBLE and whole.dram_gbps is not None:
                 tight += 1
-                plan, status = _resolve(whole, best, window, limit, threads, shared=False)
+                plan, status = _resolve(whole, best, window, limit(), threads, shared=False)
             solved += 1
             closed_here += status == cp_model.INFEASIBLE
             if plan is None:
@@ -220,13 +222,14 @@ def _resolve(
     fixed_jobs[window] = False
     model = cp_model.CpModel()
     by_instance: list[list] = [[] for _ in range(whole.n_instances)]
-    bandwidth: list[tuple] = []
+    # (interval, units) of the cumulative; None where the bandwidth is not modelled
+    bandwidth: list[tuple] | None = [] if shared and whole.dram_gbps is not None else None
     _fix_rest(whole, schedule, fixed_jobs, grid, model, by_instance, bandwidth)
     on, tasks = _plan_window(whole, window, grid, model, by_instance, bandwidth)
     for intervals in by_instance:
         if len(intervals) > 1:
             model.AddNoOverlap(intervals)
-    if bandwidth and shared:
+    if bandwidth:
         intervals, demands = zip(*bandwidth, strict=True)
         model.AddCumulative(list(intervals), list(demands), BANDWIDTH_UNITS)
     model.Add(sum(on.values()) >= met_here + 1)
@@ -274,12 +277,12 @@ def _fix_rest(
     grid: _Grid,
     model: cp_model.CpModel,
     by_instance: list[list],
-    bandwidth: list[tuple],
+    bandwidth: list[tuple] | None,
 ) -> None:
     """The fixed tasks as the window sees them: each instance busy over the ticks its fixed tasks
-    touch (merged), and the bandwidth the fixed segments took (their recorded rates, each over
-    the ticks it touches, summed, rounded up to a level and capped at the capacity), as fixed
-    intervals."""
+    touch (merged), and (into `bandwidth`, unless None) the bandwidth the fixed segments took
+    (their recorded rates, each over the ticks it touches, summed, rounded up to a level and
+    capped at the capacity), as fixed intervals."""
     end_tick = grid.end + 1
     busy: list[list[tuple[int, int]]] = [[] for _ in range(whole.n_instances)]
     for task in schedule.plan.tasks:
@@ -291,7 +294,7 @@ def _fix_rest(
     for instance, spans in enumerate(busy):
         for lo, hi in _union(spans):
             by_instance[instance].append(model.NewIntervalVar(lo, hi - lo, hi, f"f{instance}"))
-    if whole.dram_gbps is None:
+    if bandwidth is None:
         return
     inside = fixed_jobs[schedule.segment_job] & (schedule.segment_end_s > grid.origin_s)
     if not inside.any():
@@ -329,12 +332,12 @@ def _plan_window(
     grid: _Grid,
     model: cp_model.CpModel,
     by_instance: list[list],
-    bandwidth: list[tuple],
+    bandwidth: list[tuple] | None,
 ) -> tuple[dict[int, cp_model.IntVar], dict[tuple[int, int, int], tuple]]:
     """The window's jobs in the model, as the exact search's restriction has them (releases and
-    durations rounded up, deadlines down, each whole layer at its alone latency and demand on
-    one instance): per job whether it meets its deadline, per (job, op, instance) the task's
-    start, length in ticks and presence."""
+    durations rounded up, deadlines down, each whole layer at its alone latency and, unless
+    `bandwidth` is None, demand on one instance): per job whether it meets its deadline, per
+    (job, op, instance) the task's start, length in ticks and presence."""
     capacity = whole.bandwidth_bps
     on: dict[int, cp_model.IntVar] = {}
     tasks: dict[tuple[int, int, int], tuple] = {}
@@ -364,8 +367,8 @@ def _plan_window(
                 length = int(size[k, t])
                 interval = model.NewOptionalIntervalVar(start, length, end, here, f"i{op}")
                 by_instance[instance].append(interval)
-                share = min(float(whole.demand_bps[op, t]), capacity) / capacity
-                if whole.dram_gbps is not None and share > 0:
+                if bandwidth is not None and whole.demand_bps[op, t] > 0:
+                    share = min(float(whole.demand_bps[op, t]), capacity) / capacity
                     bandwidth.append((interval, math.ceil(share * BANDWIDTH_UNITS)))
                 present.append(here)
                 tasks[(job, op, instance)] = (start, length, here)
